@@ -1,0 +1,29 @@
+import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { registryWorkflowId } from '../common/names';
+import type { NodeRecord, NodeView } from '../common/registry-types';
+import { isLive } from '../common/registry-types';
+
+/** Activities that run in the controller: reading the node registry (a workflow cannot query another). */
+export function createControlActivities(deps: { client: Client; driverName: string }) {
+  return {
+    async readRegistry(): Promise<NodeView[]> {
+      return readNodeViews(deps.client, deps.driverName);
+    },
+  };
+}
+
+export type ControlActivities = ReturnType<typeof createControlActivities>;
+
+/** Every registered node with its liveness; empty before the first node has reported. */
+export async function readNodeViews(client: Client, driverName: string): Promise<NodeView[]> {
+  let records: NodeRecord[];
+  try {
+    records = await client.workflow.getHandle(registryWorkflowId(driverName)).query<NodeRecord[]>('nodes');
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return [];
+    throw error;
+  }
+  const now = Date.now();
+  return records.map((record) => ({ ...record, live: isLive(record, now) }));
+}

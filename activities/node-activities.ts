@@ -1,0 +1,81 @@
+import { log } from '@temporalio/activity';
+import { poolIdPrefix } from '../common/volume-id';
+import type { StorageBackend } from '../storage/backend';
+import { whileHeartbeating } from './heartbeating';
+import { withFailureTypes } from './to-application-failure';
+
+/**
+ * Activities that touch a node's storage. They run only in that node's agent, polling the node's own task
+ * queue, and each is idempotent: Temporal may deliver an attempt again after a crash.
+ */
+export interface NodeCreateInput {
+  key: string;
+  name: string;
+  capacityBytes: number;
+  parameters: Record<string, string>;
+}
+
+export interface NodeCreateResult {
+  key: string;
+  poolId: string;
+  capacityBytes: number;
+  /** False when the pool already held this name: a retry found the earlier allocation. */
+  fresh: boolean;
+}
+
+export interface NodeDeleteInput {
+  key: string;
+  /** The pool identity prefix the volume ID was issued on. */
+  poolIdPrefix: string;
+}
+
+export type NodeDeleteOutcome = 'deleted' | 'absent' | 'pool-replaced';
+
+export interface NodeVolume {
+  key: string;
+  name: string;
+  capacityBytes: number;
+  poolId: string;
+}
+
+export function createNodeActivities(deps: { backend: StorageBackend; poolId: string }) {
+  const { backend, poolId } = deps;
+  return {
+    async createVolumeOnNode(input: NodeCreateInput): Promise<NodeCreateResult> {
+      return withFailureTypes(() =>
+        whileHeartbeating(async () => {
+          const before = await backend.getVolume(input.key);
+          const record = await backend.createVolume(input);
+          const fresh = before === undefined && record.key === input.key;
+          log.info('volume allocated', { key: record.key, name: record.name, fresh });
+          return { key: record.key, poolId, capacityBytes: record.capacityBytes, fresh };
+        }),
+      );
+    },
+
+    async deleteVolumeOnNode(input: NodeDeleteInput): Promise<NodeDeleteOutcome> {
+      return withFailureTypes(() =>
+        whileHeartbeating(async () => {
+          // A pool created after the ID was issued never held this volume (invariant: no false "deleted",
+          // and no deleting a stranger's volume that happens to share the key).
+          if (input.poolIdPrefix !== poolIdPrefix(poolId)) return 'pool-replaced';
+          const { existed } = await backend.deleteVolume(input.key);
+          return existed ? 'deleted' : 'absent';
+        }),
+      );
+    },
+
+    async listVolumesOnNode(): Promise<NodeVolume[]> {
+      return withFailureTypes(async () =>
+        (await backend.listVolumes()).map((v) => ({
+          key: v.key,
+          name: v.name,
+          capacityBytes: v.capacityBytes,
+          poolId,
+        })),
+      );
+    },
+  };
+}
+
+export type NodeActivities = ReturnType<typeof createNodeActivities>;

@@ -1,0 +1,95 @@
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import fs from 'node:fs';
+import { createControlActivities } from '../activities/control-activities';
+import { createLogger } from '../common/logger';
+import { controlTaskQueue } from '../common/names';
+import type { TemporalConfig } from '../common/temporal-config';
+import { connectionOptions } from '../common/temporal-config';
+import { driverVersion } from '../common/version';
+import { createControllerService } from '../csi/controller-service';
+import { createIdentityService } from '../csi/identity-service';
+import { serveCsi } from '../csi/server';
+import { VolumeOperations } from '../operations/volume-operations';
+import { missingSearchAttributes } from '../temporal-dev/check-search-attributes';
+import { searchAttributeCreateCommands } from '../temporal-dev/register-commands';
+import { WORKFLOW_BUNDLE_PATH, WORKFLOWS_PATH } from './bundle-workflows';
+import { onShutdownSignal } from './shutdown';
+
+export interface ControllerConfig {
+  endpoint: string;
+  driverName: string;
+  temporal: TemporalConfig;
+  callWaitMs: number;
+  maxVolumeBytes: number;
+}
+
+export interface RunningController {
+  stop(): Promise<void>;
+}
+
+/**
+ * The controller: CSI Identity + Controller for external-provisioner, a Temporal client, and the worker that
+ * runs every workflow. It keeps nothing in memory that it needs after a restart.
+ */
+export async function runController(config: ControllerConfig): Promise<RunningController> {
+  const logger = createLogger('controller');
+  const options = connectionOptions(config.temporal);
+  const connection = await Connection.connect(options);
+  const client = new Client({ connection, namespace: config.temporal.namespace });
+
+  const missing = await missingSearchAttributes(connection, config.temporal.namespace);
+  if (missing.length > 0) {
+    const commands = searchAttributeCreateCommands(config.temporal.namespace, missing).join('\n  ');
+    throw new Error(
+      `namespace "${config.temporal.namespace}" lacks the search attributes ${missing.join(', ')}; register them:\n  ${commands}`,
+    );
+  }
+
+  const worker = await Worker.create({
+    connection: await NativeConnection.connect(options),
+    namespace: config.temporal.namespace,
+    taskQueue: controlTaskQueue(config.driverName),
+    ...(fs.existsSync(WORKFLOW_BUNDLE_PATH)
+      ? { workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH } }
+      : { workflowsPath: WORKFLOWS_PATH }),
+    activities: createControlActivities({ client, driverName: config.driverName }),
+    shutdownGraceTime: '5s',
+  });
+  const workerDone = worker.run();
+
+  const operations = new VolumeOperations(client, config.driverName);
+  const identity = createIdentityService({
+    driverName: config.driverName,
+    version: driverVersion(),
+    controller: true,
+    ready: async () => worker.getState() === 'RUNNING' && (await temporalAnswers(client)),
+  });
+  const controller = createControllerService(operations, config);
+  const server = await serveCsi(config.endpoint, { identity, controller }, logger);
+  logger.info({ driver: config.driverName, temporal: config.temporal.address }, 'controller ready');
+
+  let stopped: Promise<void> | undefined;
+  const stop = () =>
+    (stopped ??= (async () => {
+      await server.close();
+      worker.shutdown();
+      await workerDone;
+      await connection.close();
+    })());
+  onShutdownSignal(logger, stop);
+  workerDone.catch((error: unknown) => {
+    logger.fatal({ err: error }, 'workflow worker stopped');
+    process.exit(1);
+  });
+  return { stop };
+}
+
+async function temporalAnswers(client: Client): Promise<boolean> {
+  try {
+    await client.withDeadline(Date.now() + 2000, () => client.workflowService.getSystemInfo({}));
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,45 @@
+import type { CreateVolumeSpec, StorageBackend } from '../storage/backend';
+
+/**
+ * Failpoints for the crash tests and the chaos harness: DURABLE_CSI_FAILPOINTS=name[,name] makes the node
+ * agent kill itself (SIGKILL, no cleanup) at that step, exactly as a power cut would. Off unless the
+ * variable is set; the agent logs a warning when any is armed. Names:
+ *   create.before-allocate  create.after-allocate  delete.before  delete.after
+ */
+export const FAILPOINT_NAMES = [
+  'create.before-allocate',
+  'create.after-allocate',
+  'delete.before',
+  'delete.after',
+] as const;
+export type Failpoint = (typeof FAILPOINT_NAMES)[number];
+
+export function armedFailpoints(env: NodeJS.ProcessEnv = process.env): Set<Failpoint> {
+  const names = (env.DURABLE_CSI_FAILPOINTS ?? '').split(',').filter(Boolean);
+  const unknown = names.filter((name) => !(FAILPOINT_NAMES as readonly string[]).includes(name));
+  if (unknown.length > 0)
+    throw new Error(`unknown failpoint(s) ${unknown.join(', ')}; known: ${FAILPOINT_NAMES.join(', ')}`);
+  return new Set(names as Failpoint[]);
+}
+
+/** Wraps a backend so armed failpoints kill the process around its create and delete steps. */
+export function withFailpoints(backend: StorageBackend, armed: Set<Failpoint>): StorageBackend {
+  if (armed.size === 0) return backend;
+  const hit = (name: Failpoint) => {
+    if (armed.has(name)) process.kill(process.pid, 'SIGKILL');
+  };
+  return Object.assign(Object.create(backend) as StorageBackend, {
+    async createVolume(spec: CreateVolumeSpec) {
+      hit('create.before-allocate');
+      const record = await backend.createVolume(spec);
+      hit('create.after-allocate');
+      return record;
+    },
+    async deleteVolume(key: string) {
+      hit('delete.before');
+      const result = await backend.deleteVolume(key);
+      hit('delete.after');
+      return result;
+    },
+  });
+}

@@ -1,0 +1,88 @@
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { createNodeActivities } from '../activities/node-activities';
+import { createLogger } from '../common/logger';
+import { nodeTaskQueue } from '../common/names';
+import type { TemporalConfig } from '../common/temporal-config';
+import { connectionOptions } from '../common/temporal-config';
+import { driverVersion } from '../common/version';
+import { createIdentityService } from '../csi/identity-service';
+import { createNodeService } from '../csi/node-service';
+import { serveCsi } from '../csi/server';
+import { createBackend, type BackendConfig } from './create-backend';
+import { armedFailpoints, withFailpoints } from './failpoints';
+import { startHeartbeats } from './heartbeats';
+import { onShutdownSignal } from './shutdown';
+
+export interface NodeAgentConfig {
+  endpoint: string;
+  driverName: string;
+  nodeId: string;
+  backend: BackendConfig;
+  temporal: TemporalConfig;
+}
+
+/**
+ * The node agent: CSI Identity + Node for kubelet, and a worker that polls only this node's task queue and
+ * runs the storage activities. The pool is opened (journal reconciled) before any work is taken.
+ */
+export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): Promise<void> }> {
+  const logger = createLogger('node').child({ node: config.nodeId });
+  const failpoints = armedFailpoints();
+  if (failpoints.size > 0)
+    logger.warn({ failpoints: [...failpoints] }, 'failpoints armed: this agent will kill itself');
+  const backend = withFailpoints(createBackend(config.backend), failpoints);
+  const report = await backend.open();
+  logger.info({ poolId: report.poolId, created: report.created, reconciled: report.reconciled }, 'pool open');
+  if (report.strays.length > 0) logger.warn({ strays: report.strays }, 'pool holds entries no record explains');
+
+  const options = connectionOptions(config.temporal);
+  const connection = await Connection.connect(options);
+  const client = new Client({ connection, namespace: config.temporal.namespace });
+  const worker = await Worker.create({
+    connection: await NativeConnection.connect(options),
+    namespace: config.temporal.namespace,
+    taskQueue: nodeTaskQueue(config.driverName, config.nodeId),
+    activities: createNodeActivities({ backend, poolId: report.poolId }),
+    shutdownGraceTime: '5s',
+  });
+  const workerDone = worker.run();
+  const heartbeats = startHeartbeats({
+    client,
+    driverName: config.driverName,
+    nodeId: config.nodeId,
+    backend,
+    agentVersion: driverVersion(),
+    logger,
+  });
+
+  const identity = createIdentityService({
+    driverName: config.driverName,
+    version: driverVersion(),
+    controller: false,
+    ready: async () => worker.getState() === 'RUNNING' && heartbeats.registered(),
+  });
+  const server = await serveCsi(
+    config.endpoint,
+    { identity, node: createNodeService({ nodeId: config.nodeId }) },
+    logger,
+  );
+  logger.info({ driver: config.driverName, backend: backend.kind }, 'node agent ready');
+
+  let stopped: Promise<void> | undefined;
+  const stop = () =>
+    (stopped ??= (async () => {
+      heartbeats.stop();
+      await server.close();
+      worker.shutdown();
+      await workerDone;
+      await backend.close();
+      await connection.close();
+    })());
+  onShutdownSignal(logger, stop);
+  workerDone.catch((error: unknown) => {
+    logger.fatal({ err: error }, 'activity worker stopped');
+    process.exit(1);
+  });
+  return { stop };
+}

@@ -1,0 +1,28 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { findProjectRoot } from '../temporal-dev/project-root';
+
+/** The compiled CLI entry; found from the package root so that tests running from source use dist/ too. */
+export const CLI_MAIN = path.join(findProjectRoot(), 'dist', 'cli', 'main.js');
+
+/** Starts `durable-csi <args>` as its own OS process, its output appended to logFile. */
+export function spawnCli(args: string[], logFile: string, env: NodeJS.ProcessEnv = process.env): ChildProcess {
+  fs.mkdirSync(path.dirname(logFile), { recursive: true });
+  const log = fs.openSync(logFile, 'a');
+  try {
+    return spawn(process.execPath, [CLI_MAIN, ...args], { stdio: ['ignore', log, log], env });
+  } finally {
+    fs.closeSync(log);
+  }
+}
+
+/** SIGTERM, then SIGKILL if the process has not exited after graceMs. */
+export async function stopChild(child: ChildProcess, graceMs = 10_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited;
+  clearTimeout(timer);
+}

@@ -1,0 +1,22 @@
+import { Command } from 'commander';
+import { runDevStack } from '../agent/dev-stack';
+import { devDataDir } from './dev-layout';
+
+export function devCommand(): Command {
+  return new Command('dev')
+    .description('run the whole stack on this machine: Temporal dev server, a controller and node agents')
+    .option('--data-dir <dir>', 'where the database, pools, sockets and logs live', devDataDir())
+    .option('--nodes <count>', 'number of node agents', '3')
+    .option('--capacity <size>', 'capacity of each node pool', '10Gi')
+    .option('--port <port>', 'Temporal frontend port', '7233')
+    .option('--ui-port <port>', 'Temporal Web UI port', '8233')
+    .action(async (flags: { dataDir: string; nodes: string; capacity: string; port: string; uiPort: string }) => {
+      await runDevStack({
+        dataDir: flags.dataDir,
+        nodeCount: Number(flags.nodes),
+        capacity: flags.capacity,
+        port: Number(flags.port),
+        uiPort: Number(flags.uiPort),
+      });
+    });
+}

@@ -1,0 +1,42 @@
+import { Command } from 'commander';
+import { runNodeAgent } from '../agent/node-agent';
+import { isValidNodeId, MAX_NODE_ID_LENGTH } from '../common/node-id';
+import { parseQuantity } from '../common/quantity';
+import { addTemporalOptions, temporalConfig, type TemporalFlags } from './temporal-options';
+
+interface NodeFlags extends TemporalFlags {
+  endpoint: string;
+  driverName: string;
+  nodeId: string;
+  backend: string;
+  pool: string;
+  capacity: string;
+}
+
+export function nodeCommand(defaultDriverName: string): Command {
+  const command = new Command('node')
+    .description("run a node agent (Identity + Node services) and the worker for this node's task queue")
+    .requiredOption('--endpoint <endpoint>', 'CSI endpoint, unix:///path/node.sock or tcp://host:port')
+    .requiredOption(
+      '--node-id <name>',
+      `this node's ID: a lower-case DNS name of at most ${MAX_NODE_ID_LENGTH} characters`,
+    )
+    .option('--driver-name <name>', 'CSI driver name', defaultDriverName)
+    .option('--backend <kind>', 'storage backend: dir', 'dir')
+    .requiredOption('--pool <dir>', 'pool directory holding the volumes')
+    .option('--capacity <size>', 'pool capacity, e.g. 10Gi', '10Gi');
+  return addTemporalOptions(command).action(async (flags: NodeFlags) => {
+    if (!isValidNodeId(flags.nodeId)) {
+      throw new Error(
+        `--node-id "${flags.nodeId}" must be a lower-case DNS name ([a-z0-9.-]) of at most ${MAX_NODE_ID_LENGTH} characters`,
+      );
+    }
+    await runNodeAgent({
+      endpoint: flags.endpoint,
+      driverName: flags.driverName,
+      nodeId: flags.nodeId,
+      backend: { kind: flags.backend, pool: flags.pool, capacityBytes: parseQuantity(flags.capacity) },
+      temporal: temporalConfig(flags),
+    });
+  });
+}

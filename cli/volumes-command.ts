@@ -1,0 +1,112 @@
+import { status } from '@grpc/grpc-js';
+import { Command } from 'commander';
+import { call, connectCsi, withDeadline } from '../csi/client';
+import type { CreateVolumeResponse__Output } from '../csi/generated/csi/v1/CreateVolumeResponse';
+import type { ListVolumesResponse__Output } from '../csi/generated/csi/v1/ListVolumesResponse';
+import { TOPOLOGY_NODE_KEY } from '../common/names';
+import { formatBytes, parseQuantity } from '../common/quantity';
+import { defaultControllerEndpoint } from './dev-layout';
+import { printTable } from './table';
+
+/** A small human client over the controller's CSI socket: what external-provisioner would send. */
+export function volumesCommand(): Command {
+  const volumes = new Command('volumes')
+    .description("create, delete and list volumes through the controller's CSI socket")
+    .option('--endpoint <endpoint>', 'controller CSI endpoint', defaultControllerEndpoint())
+    .option('--timeout <seconds>', 'per-call deadline in seconds', '30');
+
+  volumes
+    .command('create <name>')
+    .description('CreateVolume; retries while the operation is in progress (ABORTED), as the CO does')
+    .option('--size <size>', 'capacity, e.g. 1Gi', '1Gi')
+    .option('--node <node>', 'require this node (a requisite topology)')
+    .action(async (name: string, flags: { size: string; node?: string }) => {
+      const topology = flags.node ? { segments: { [TOPOLOGY_NODE_KEY]: flags.node } } : undefined;
+      const request = {
+        name,
+        capacity_range: { required_bytes: String(parseQuantity(flags.size)) },
+        volume_capabilities: [{ mount: {}, access_mode: { mode: 'SINGLE_NODE_WRITER' as const } }],
+        accessibility_requirements: topology ? { requisite: [topology], preferred: [topology] } : undefined,
+      };
+      const response = await withClients(volumes, (clients, timeoutMs) =>
+        retryWhileAborted(() =>
+          call<CreateVolumeResponse__Output>((done) =>
+            clients.controller.CreateVolume(request, withDeadline(timeoutMs), done),
+          ),
+        ),
+      );
+      const volume = response.volume;
+      const node = volume?.accessible_topology[0]?.segments[TOPOLOGY_NODE_KEY] ?? '?';
+      process.stdout.write(`${volume?.volume_id}\t${formatBytes(Number(volume?.capacity_bytes))}\t${node}\n`);
+    });
+
+  volumes
+    .command('delete <volume-id>')
+    .description('DeleteVolume once; a deletion waiting for its node is reported, and keeps going durably')
+    .action(async (volumeId: string) => {
+      await withClients(volumes, (clients, timeoutMs) =>
+        call((done) => clients.controller.DeleteVolume({ volume_id: volumeId }, withDeadline(timeoutMs), done)),
+      );
+      process.stdout.write(`deleted ${volumeId}\n`);
+    });
+
+  volumes
+    .command('list')
+    .description('ListVolumes, every page')
+    .action(async () => {
+      const rows = await withClients(volumes, async (clients, timeoutMs) => {
+        const all: string[][] = [];
+        let token = '';
+        do {
+          const page = await call<ListVolumesResponse__Output>((done) =>
+            clients.controller.ListVolumes({ max_entries: 100, starting_token: token }, withDeadline(timeoutMs), done),
+          );
+          for (const entry of page.entries) {
+            const volume = entry.volume;
+            all.push([
+              volume?.volume_id ?? '',
+              formatBytes(Number(volume?.capacity_bytes ?? 0)),
+              volume?.accessible_topology[0]?.segments[TOPOLOGY_NODE_KEY] ?? '',
+            ]);
+          }
+          token = page.next_token;
+        } while (token);
+        return all;
+      });
+      printTable(['VOLUME ID', 'SIZE', 'NODE'], rows);
+    });
+  return volumes;
+}
+
+async function withClients<T>(
+  command: Command,
+  body: (clients: ReturnType<typeof connectCsi>, timeoutMs: number) => Promise<T>,
+): Promise<T> {
+  const options = command.opts<{ endpoint: string; timeout: string }>();
+  const clients = connectCsi(options.endpoint);
+  try {
+    return await body(clients, Number(options.timeout) * 1000);
+  } catch (error) {
+    const details = (error as { details?: string; code?: number }).details;
+    throw new Error(details ? `${grpcCodeName(error)}: ${details}` : String(error));
+  } finally {
+    clients.close();
+  }
+}
+
+async function retryWhileAborted<T>(attempt: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if ((error as { code?: number }).code !== status.ABORTED) throw error;
+      process.stderr.write(`${(error as { details?: string }).details}\n`);
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+}
+
+function grpcCodeName(error: unknown): string {
+  const code = (error as { code?: number }).code;
+  return code === undefined ? 'ERROR' : (status[code] ?? String(code));
+}

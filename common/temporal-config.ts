@@ -1,0 +1,35 @@
+import fs from 'node:fs';
+import type { ConnectionOptions } from '@temporalio/client';
+import type { NativeConnectionOptions } from '@temporalio/worker';
+
+/** How to reach Temporal: the dev server by default, or a production cluster / Temporal Cloud with TLS. */
+export interface TemporalConfig {
+  address: string;
+  namespace: string;
+  /** Client certificate and key for mTLS. */
+  tlsCert?: string;
+  tlsKey?: string;
+  /** CA bundle to verify the server with; system roots when absent. */
+  tlsCa?: string;
+  tlsServerName?: string;
+  /** Forces TLS on without client certificates (Temporal Cloud with an API key). */
+  tls?: boolean;
+  /** Read from a file so that it never appears in a process listing. */
+  apiKeyFile?: string;
+}
+
+export function connectionOptions(config: TemporalConfig): ConnectionOptions & NativeConnectionOptions {
+  const useTls = Boolean(config.tls || config.tlsCert || config.tlsCa || config.apiKeyFile);
+  const tls = useTls
+    ? {
+        serverNameOverride: config.tlsServerName,
+        serverRootCACertificate: config.tlsCa ? fs.readFileSync(config.tlsCa) : undefined,
+        clientCertPair:
+          config.tlsCert && config.tlsKey
+            ? { crt: fs.readFileSync(config.tlsCert), key: fs.readFileSync(config.tlsKey) }
+            : undefined,
+      }
+    : undefined;
+  const apiKey = config.apiKeyFile ? fs.readFileSync(config.apiKeyFile, 'utf8').trim() : undefined;
+  return { address: config.address, tls, apiKey };
+}

@@ -1,0 +1,110 @@
+import type { ServerUnaryCall } from '@grpc/grpc-js';
+import { DriverError, FailureType } from '../common/failures';
+import type { NodeView } from '../common/registry-types';
+import { parseVolumeId } from '../common/volume-id';
+import type { VolumeOperations } from '../operations/volume-operations';
+import type { CreateVolumeRequest__Output } from './generated/csi/v1/CreateVolumeRequest';
+import type { CreateVolumeResponse } from './generated/csi/v1/CreateVolumeResponse';
+import type { DeleteVolumeRequest__Output } from './generated/csi/v1/DeleteVolumeRequest';
+import type { GetCapacityRequest__Output } from './generated/csi/v1/GetCapacityRequest';
+import type { GetCapacityResponse } from './generated/csi/v1/GetCapacityResponse';
+import type { ListVolumesRequest__Output } from './generated/csi/v1/ListVolumesRequest';
+import type { ListVolumesResponse } from './generated/csi/v1/ListVolumesResponse';
+import { callWaitMs } from './call-wait';
+import { nodeTopology, nodesOfTopologies } from './topology';
+import { checkCapabilities } from './validate-capabilities';
+import { validateCreate, type CreateLimits } from './validate-create';
+import { checkParameters } from './validate-parameters';
+
+export interface ControllerOptions extends CreateLimits {
+  driverName: string;
+  /** The longest a CSI call waits for its workflow before answering ABORTED (retriable). */
+  callWaitMs: number;
+}
+
+const CAPABILITIES = ['CREATE_DELETE_VOLUME', 'LIST_VOLUMES', 'GET_CAPACITY'];
+
+export function createControllerService(operations: VolumeOperations, options: ControllerOptions) {
+  return {
+    async ControllerGetCapabilities() {
+      return { capabilities: CAPABILITIES.map((type) => ({ rpc: { type } })) };
+    },
+
+    async CreateVolume(
+      request: CreateVolumeRequest__Output,
+      call: ServerUnaryCall<unknown, unknown>,
+    ): Promise<CreateVolumeResponse> {
+      const valid = validateCreate(request, options);
+      const result = await operations.create(
+        {
+          driverName: options.driverName,
+          name: valid.name,
+          capacityBytes: valid.capacityBytes,
+          parameters: valid.parameters,
+          accessType: valid.accessType,
+          requisite: valid.requisite,
+          preferred: valid.preferred,
+        },
+        { requiredBytes: valid.requiredBytes, limitBytes: valid.limitBytes },
+        callWaitMs(call, options.callWaitMs),
+      );
+      return {
+        volume: {
+          volume_id: result.volumeId,
+          capacity_bytes: String(result.capacityBytes),
+          volume_context: {},
+          accessible_topology: [nodeTopology(result.nodeId)],
+        },
+      };
+    },
+
+    async DeleteVolume(request: DeleteVolumeRequest__Output, call: ServerUnaryCall<unknown, unknown>) {
+      if (!request.volume_id) throw new DriverError(FailureType.InvalidArgument, 'volume_id is required');
+      await operations.delete(request.volume_id, callWaitMs(call, options.callWaitMs));
+      return {};
+    },
+
+    async ListVolumes(request: ListVolumesRequest__Output): Promise<ListVolumesResponse> {
+      if (request.max_entries < 0)
+        throw new DriverError(FailureType.InvalidArgument, 'max_entries must not be negative');
+      const token = request.starting_token;
+      if (token && !parseVolumeId(token)) {
+        throw new DriverError(FailureType.Aborted, `starting_token "${token}" was not issued by this driver`);
+      }
+      const { volumes } = await operations.list();
+      const after = token ? volumes.filter((volume) => volume.volumeId > token) : volumes;
+      const page = request.max_entries > 0 ? after.slice(0, request.max_entries) : after;
+      const more = page.length < after.length;
+      return {
+        entries: page.map((volume) => ({
+          volume: {
+            volume_id: volume.volumeId,
+            capacity_bytes: String(volume.capacityBytes),
+            accessible_topology: [nodeTopology(volume.nodeId)],
+          },
+        })),
+        next_token: more ? (page[page.length - 1]?.volumeId ?? '') : '',
+      };
+    },
+
+    async GetCapacity(request: GetCapacityRequest__Output): Promise<GetCapacityResponse> {
+      checkParameters(request.parameters);
+      if (request.volume_capabilities.length > 0) checkCapabilities(request.volume_capabilities);
+      const nodes = await operations.nodes();
+      const segment = request.accessible_topology
+        ? nodesOfTopologies([request.accessible_topology], 'topology')
+        : undefined;
+      const counted = segment ? nodes.filter((node) => segment.includes(node.nodeId)) : nodes;
+      const available = counted.map(availableOf);
+      return {
+        available_capacity: String(available.reduce((sum, bytes) => sum + bytes, 0)),
+        maximum_volume_size: { value: String(Math.min(options.maxVolumeBytes, Math.max(0, ...available))) },
+      };
+    },
+  };
+}
+
+/** A node that is not live can take no new volume: its capacity counts as zero. */
+function availableOf(node: NodeView): number {
+  return node.live ? node.availableBytes : 0;
+}

@@ -1,0 +1,84 @@
+import * as grpc from '@grpc/grpc-js';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Logger } from '../common/logger';
+import { parseEndpoint, removeStaleSocket } from './endpoint';
+import { toGrpcStatus } from './errors';
+import { csiPackage } from './proto';
+import { redactSecrets } from './redact';
+
+/** A CSI service written as plain async functions; the server adds transport, logging and error mapping. */
+export type AsyncService = Record<
+  string,
+  (request: never, call: grpc.ServerUnaryCall<unknown, unknown>) => Promise<unknown>
+>;
+
+export interface CsiServices {
+  identity: AsyncService;
+  controller?: AsyncService;
+  node?: AsyncService;
+}
+
+export interface RunningServer {
+  address: string;
+  close(): Promise<void>;
+}
+
+/** Serves the given CSI services on one endpoint. Methods a service leaves out answer UNIMPLEMENTED. */
+export async function serveCsi(endpoint: string, services: CsiServices, logger: Logger): Promise<RunningServer> {
+  const csi = csiPackage();
+  const server = new grpc.Server();
+  server.addService(csi.Identity.service, wrapService(services.identity, logger));
+  if (services.controller) server.addService(csi.Controller.service, wrapService(services.controller, logger));
+  if (services.node) server.addService(csi.Node.service, wrapService(services.node, logger));
+
+  const { address, socketPath } = parseEndpoint(endpoint);
+  if (socketPath) {
+    fs.mkdirSync(path.dirname(socketPath), { recursive: true });
+    removeStaleSocket(socketPath);
+  }
+  await new Promise<number>((resolve, reject) =>
+    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (error, port) =>
+      error ? reject(error) : resolve(port),
+    ),
+  );
+  logger.info({ endpoint }, 'CSI server listening');
+  return {
+    address,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.tryShutdown(() => resolve());
+        setTimeout(() => server.forceShutdown(), 5000).unref();
+      }),
+  };
+}
+
+/** The one wrapper around every call: redacted request logging, duration, and the single error-to-code map. */
+function wrapService(service: AsyncService, logger: Logger): grpc.UntypedServiceImplementation {
+  const wrapped: grpc.UntypedServiceImplementation = {};
+  for (const [method, handler] of Object.entries(service)) {
+    wrapped[method] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+      const started = process.hrtime.bigint();
+      const log = logger.child({ method });
+      log.debug({ request: redactSecrets(call.request) }, 'call');
+      handler(call.request as never, call).then(
+        (response) => {
+          log.info({ ms: elapsedMs(started) }, 'ok');
+          callback(null, response);
+        },
+        (error: unknown) => {
+          const { code, message, unexpected } = toGrpcStatus(error);
+          const fields = { ms: elapsedMs(started), code: grpc.status[code], message };
+          if (unexpected) log.error({ ...fields, err: error, request: redactSecrets(call.request) }, 'failed');
+          else log.info(fields, 'refused or pending');
+          callback({ code, details: message });
+        },
+      );
+    };
+  }
+  return wrapped;
+}
+
+function elapsedMs(started: bigint): number {
+  return Number((process.hrtime.bigint() - started) / 1_000_000n);
+}

@@ -1,0 +1,22 @@
+import { DriverError, FailureType } from '../common/failures';
+
+/**
+ * StorageClass parameters the driver understands. external-provisioner adds the csi.storage.k8s.io/pv/* and
+ * pvc/* keys with --extra-create-metadata; they are accepted and kept for the record.
+ */
+const KNOWN_PARAMETERS = new Set<string>([]);
+const PROVISIONER_METADATA = /^csi\.storage\.k8s\.io\/(pv|pvc)\/(name|namespace)$/;
+
+export function checkParameters(parameters: Record<string, string>): Record<string, string> {
+  const unknown = Object.keys(parameters).filter(
+    (key) => !KNOWN_PARAMETERS.has(key) && !PROVISIONER_METADATA.test(key),
+  );
+  if (unknown.length > 0) {
+    const supported = KNOWN_PARAMETERS.size ? [...KNOWN_PARAMETERS].join(', ') : 'none yet';
+    throw new DriverError(
+      FailureType.InvalidArgument,
+      `unknown parameter(s) ${unknown.join(', ')}; supported StorageClass parameters: ${supported}`,
+    );
+  }
+  return { ...parameters };
+}

@@ -1,0 +1,137 @@
+import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { readNodeViews } from '../activities/control-activities';
+import { DriverError, FailureType } from '../common/failures';
+import { controlTaskQueue, createWorkflowId, deleteWorkflowId } from '../common/names';
+import type { NodeView } from '../common/registry-types';
+import { parseVolumeId } from '../common/volume-id';
+import type { CreateVolumeInput, CreateVolumeResult } from '../workflows/create-volume';
+import type { DeleteVolumeResult } from '../workflows/delete-volume';
+import type { ListVolumesResult } from '../workflows/list-volumes';
+import type * as workflows from '../workflows';
+import { VolumeIdKey, VolumeNameKey, OperationKey, PhaseKey, NodeIdKey } from '../workflows/search-attribute-keys';
+import { boundedResult } from './bounded-result';
+import { describeWait } from './describe-wait';
+import { startOrAttach } from './start-or-attach';
+
+/** The request a create was started with, kept in the workflow memo to judge a later call's compatibility. */
+interface CreateMemo {
+  capacityBytes: number;
+  parameters: Record<string, string>;
+}
+
+export interface CapacityRange {
+  requiredBytes: number;
+  /** 0: no limit. */
+  limitBytes: number;
+}
+
+/**
+ * What the CSI controller asks of Temporal. Each call starts or attaches to the volume's workflow and waits a
+ * bounded time; an unfinished operation is reported as Aborted (retriable) and keeps running durably.
+ */
+export class VolumeOperations {
+  constructor(
+    private readonly client: Client,
+    private readonly driverName: string,
+  ) {}
+
+  async create(input: CreateVolumeInput, range: CapacityRange, waitMs: number): Promise<CreateVolumeResult> {
+    const workflowId = createWorkflowId(this.driverName, input.name);
+    let attached = await this.startCreate(input, false);
+    await this.checkCompatible(workflowId, input, range);
+    if (attached.completedEarlier) {
+      const earlier = await attached.handle.result();
+      if (await this.deletionCompleted(earlier.volumeId)) {
+        // The name's earlier volume is gone: this is a new volume that reuses the name.
+        attached = await this.startCreate(input, true);
+      }
+    }
+    const outcome = await boundedResult(this.client, attached.handle, waitMs);
+    if (outcome.done) return outcome.value;
+    throw new DriverError(FailureType.Aborted, `creation of volume "${input.name}" is still in progress; retry`);
+  }
+
+  async delete(volumeId: string, waitMs: number): Promise<DeleteVolumeResult | 'never-issued'> {
+    const parts = parseVolumeId(volumeId);
+    if (!parts) return 'never-issued';
+    const nodes = await this.nodes();
+    const node = nodes.find((candidate) => candidate.nodeId === parts.nodeId);
+    if (!node) return 'never-issued';
+    const { handle } = await startOrAttach<typeof workflows.deleteVolume>(this.client, 'deleteVolume', {
+      workflowId: deleteWorkflowId(this.driverName, volumeId),
+      taskQueue: controlTaskQueue(this.driverName),
+      args: [{ driverName: this.driverName, volumeId, ...parts }],
+      searchAttributes: [
+        { key: OperationKey, value: 'delete' },
+        { key: VolumeIdKey, value: volumeId },
+        { key: NodeIdKey, value: parts.nodeId },
+        { key: PhaseKey, value: 'running' },
+      ],
+      staticSummary: `delete ${volumeId} on node ${parts.nodeId}`,
+    });
+    const outcome = await boundedResult(this.client, handle, waitMs);
+    if (outcome.done) return outcome.value;
+    const started = (await handle.describe()).startTime;
+    throw new DriverError(FailureType.Aborted, describeWait(volumeId, node, started, new Date()));
+  }
+
+  async list(): Promise<ListVolumesResult> {
+    return this.client.workflow.execute<typeof workflows.listVolumes>('listVolumes', {
+      workflowId: `${this.driverName}/list/${Date.now()}-${Math.random().toString(16).slice(2)}`,
+      taskQueue: controlTaskQueue(this.driverName),
+      args: [{ driverName: this.driverName }],
+      workflowExecutionTimeout: '2m',
+    });
+  }
+
+  async nodes(): Promise<NodeView[]> {
+    return readNodeViews(this.client, this.driverName);
+  }
+
+  private startCreate(input: CreateVolumeInput, replaceCompleted: boolean) {
+    const memo: CreateMemo = { capacityBytes: input.capacityBytes, parameters: input.parameters };
+    return startOrAttach<typeof workflows.createVolume>(this.client, 'createVolume', {
+      workflowId: createWorkflowId(this.driverName, input.name),
+      taskQueue: controlTaskQueue(this.driverName),
+      args: [input],
+      memo: { request: memo },
+      searchAttributes: [
+        { key: OperationKey, value: 'create' },
+        { key: VolumeNameKey, value: input.name },
+        { key: PhaseKey, value: 'placing' },
+      ],
+      staticSummary: `create ${input.name} (${input.capacityBytes} bytes)`,
+      replaceCompleted,
+    });
+  }
+
+  /** CSI: the same name with an incompatible size or parameters is ALREADY_EXISTS, never a second volume. */
+  private async checkCompatible(workflowId: string, input: CreateVolumeInput, range: CapacityRange): Promise<void> {
+    const description = await this.client.workflow.getHandle(workflowId).describe();
+    const request = description.memo?.request as CreateMemo | undefined;
+    if (!request) return;
+    const sizeFits =
+      request.capacityBytes >= range.requiredBytes &&
+      (range.limitBytes === 0 || request.capacityBytes <= range.limitBytes);
+    const sameParameters = JSON.stringify(sortKeys(request.parameters)) === JSON.stringify(sortKeys(input.parameters));
+    if (!sizeFits || !sameParameters) {
+      const what = !sizeFits ? `a size of ${request.capacityBytes} bytes` : 'different parameters';
+      throw new DriverError(FailureType.AlreadyExists, `volume "${input.name}" already exists with ${what}`);
+    }
+  }
+
+  private async deletionCompleted(volumeId: string): Promise<boolean> {
+    try {
+      const description = await this.client.workflow.getHandle(deleteWorkflowId(this.driverName, volumeId)).describe();
+      return description.status.name === 'COMPLETED';
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) return false;
+      throw error;
+    }
+  }
+}
+
+function sortKeys(record: Record<string, string>): [string, string][] {
+  return Object.entries(record).sort(([a], [b]) => a.localeCompare(b));
+}

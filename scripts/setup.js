@@ -1,0 +1,44 @@
+'use strict';
+// Runs before `npm test` / `npm run dev`: installs deps if stale, builds, and makes sure a
+// Temporal CLI exists. Node built-ins only, because node_modules may not exist yet.
+const { spawnSync } = require('child_process');
+const fs = require('fs');
+const path = require('path');
+
+const root = path.resolve(__dirname, '..');
+const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+const npx = process.platform === 'win32' ? 'npx.cmd' : 'npx';
+
+function fail(message) {
+  console.error(`setup: ${message}`);
+  process.exit(1);
+}
+
+function run(step, command, args) {
+  console.error(`setup: ${step}: ${command} ${args.join(' ')}`);
+  // shell on Windows only, where npm/npx are .cmd shims.
+  const result = spawnSync(command, args, { cwd: root, stdio: 'inherit', shell: process.platform === 'win32' });
+  if (result.error) fail(`${step} failed: could not run ${command}: ${result.error.message}`);
+  if (result.status !== 0)
+    fail(`${step} failed: \`${command} ${args.join(' ')}\` exited with ${result.signal || `code ${result.status}`}`);
+}
+
+function mtimeMs(file) {
+  try {
+    return fs.statSync(file).mtimeMs;
+  } catch {
+    return undefined;
+  }
+}
+
+function depsAreStale() {
+  const installed = mtimeMs(path.join(root, 'node_modules', '.package-lock.json'));
+  if (!fs.existsSync(path.join(root, 'node_modules')) || installed === undefined) return true;
+  const lock = mtimeMs(path.join(root, 'package-lock.json'));
+  return lock !== undefined && lock > installed;
+}
+
+if (depsAreStale()) run('install dependencies', npm, ['ci']);
+run('compile', npx, ['tsc', '-p', 'tsconfig.json']);
+run('copy assets', process.execPath, [path.join('scripts', 'copy-assets.js')]);
+run('ensure Temporal CLI', process.execPath, [path.join('dist', 'temporal-dev', 'ensure-cli.js')]);

@@ -1,0 +1,73 @@
+/**
+ * The intent journal: one file per key under journal/, written before anything is allocated or freed and
+ * removed when the operation is complete. Whatever is left there after a crash is settled by open().
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { DriverError } from '../common/failures';
+import { isTempFileName, readJson, removeFile, writeJsonAtomic } from './atomic-file';
+import { keyOfJsonFileName } from './pool-layout';
+import type { PoolLayout } from './pool-layout';
+import { isSize, isStringMap } from './volume-spec';
+
+export interface Intent {
+  op: 'create' | 'delete';
+  key: string;
+  name: string;
+  capacityBytes: number;
+  parameters: Record<string, string>;
+  /** ISO 8601. */
+  at: string;
+}
+
+function parseIntent(value: unknown, key: string): Intent | undefined {
+  const intent = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
+  const { op, name, capacityBytes, parameters, at } = intent;
+  if (
+    (op !== 'create' && op !== 'delete') ||
+    intent.key !== key ||
+    typeof name !== 'string' ||
+    !isSize(capacityBytes) ||
+    !isStringMap(parameters) ||
+    typeof at !== 'string'
+  ) {
+    return undefined;
+  }
+  return { op, key, name, capacityBytes, parameters, at };
+}
+
+export async function writeIntent(layout: PoolLayout, intent: Intent): Promise<void> {
+  const { op, key, name, capacityBytes, parameters, at } = intent;
+  await writeJsonAtomic(layout.intentFile(key), { op, key, name, capacityBytes, parameters, at });
+}
+
+export async function removeIntent(layout: PoolLayout, key: string): Promise<void> {
+  await removeFile(layout.intentFile(key));
+}
+
+/**
+ * Every readable intent, sorted by key. Files that are not intents are returned as strays (left alone: a
+ * journal entry nobody can read is for a person to look at, not for the driver to guess about).
+ */
+export async function listIntents(layout: PoolLayout): Promise<{ intents: Intent[]; strays: string[] }> {
+  const intents: Intent[] = [];
+  const strays: string[] = [];
+  for (const name of (await fs.readdir(layout.journalDir)).sort()) {
+    if (isTempFileName(name)) continue;
+    const key = keyOfJsonFileName(name);
+    const intent = key === undefined ? undefined : parseIntent(await readJsonOrBad(layout.intentFile(key)), key);
+    if (intent) intents.push(intent);
+    else strays.push(path.join(layout.journalDir, name));
+  }
+  return { intents, strays };
+}
+
+/** A journal entry that is not JSON is reported as a stray rather than stopping the pool from opening. */
+async function readJsonOrBad(file: string): Promise<unknown> {
+  try {
+    return await readJson(file);
+  } catch (error) {
+    if (error instanceof DriverError) return undefined;
+    throw error;
+  }
+}

@@ -1,0 +1,178 @@
+import { spawn } from 'child_process';
+import type { ChildProcess } from 'child_process';
+import * as fs from 'fs';
+import * as path from 'path';
+import { Connection } from '@temporalio/client';
+import { missingSearchAttributes } from './check-search-attributes';
+import { locateTemporalCli } from './locate-cli';
+import { SEARCH_ATTRIBUTES } from './search-attributes';
+
+export interface DevServerOptions {
+  /** Holds temporal.db (SQLite, kept across restarts) and, by default, temporal.log. */
+  dataDir: string;
+  /** Frontend gRPC port (default 7233). The CLI rejects 0: use findFreePort(). */
+  port?: number;
+  /** Web UI port (default port + 1000). */
+  uiPort?: number;
+  headless?: boolean;
+  namespace?: string;
+  logFile?: string;
+  /** Path to the Temporal CLI; located (and installed if needed) when omitted. */
+  cli?: string;
+}
+
+export interface DevServer {
+  /** host:port of the frontend, e.g. 127.0.0.1:7233. */
+  address: string;
+  uiUrl: string | undefined;
+  namespace: string;
+  pid: number;
+  /** SIGTERM, then SIGKILL after 15 s. Safe to call more than once. */
+  stop(): Promise<void>;
+}
+
+const DEFAULT_NAMESPACE = 'default';
+const READY_TIMEOUT_MS = 60_000;
+const STOP_TIMEOUT_MS = 15_000;
+const PROBE_TIMEOUT_MS = 2_000;
+const PROBE_INTERVAL_MS = 250;
+
+/** Starts `temporal server start-dev` on 127.0.0.1, persisted in dataDir, and waits until it serves. */
+export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
+  const port = options.port ?? 7233;
+  const uiPort = options.uiPort ?? port + 1000;
+  const headless = options.headless === true;
+  const namespace = options.namespace ?? DEFAULT_NAMESPACE;
+  const address = `127.0.0.1:${port}`;
+  const cli = options.cli ?? (await locateTemporalCli());
+  const args = devServerArgs({ dataDir: options.dataDir, port, uiPort, headless, namespace });
+
+  fs.mkdirSync(options.dataDir, { recursive: true });
+  const logFile = options.logFile ?? path.join(options.dataDir, 'temporal.log');
+  // Append so earlier runs stay inspectable; error reports only show this run (from logStart on).
+  const logStart = fs.existsSync(logFile) ? fs.statSync(logFile).size : 0;
+  const logFd = fs.openSync(logFile, 'a');
+  let child: ChildProcess;
+  try {
+    fs.writeSync(logFd, `--- ${new Date().toISOString()} ${cli} ${args.join(' ')}\n`);
+    // Same process group on purpose: a terminal Ctrl-C reaches the server too, so it never outlives us.
+    child = spawn(cli, args, { stdio: ['ignore', logFd, logFd] });
+  } finally {
+    fs.closeSync(logFd);
+  }
+
+  const exited = new Promise<string>((resolve) => {
+    child.once('error', (err) => resolve(`could not start ${cli}: ${err.message}`));
+    child.once('exit', (code, signal) => resolve(`exited with ${signal ?? `code ${String(code)}`}`));
+  });
+  let exitReason: string | undefined;
+  void exited.then((reason) => (exitReason = reason));
+
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> => (stopping ??= stopChild(child, exited, () => exitReason !== undefined));
+
+  const notReady = await waitUntilReady(address, namespace, () => exitReason);
+  if (notReady !== undefined) {
+    await stop();
+    throw new Error(
+      `Temporal dev server (${cli} ${args.join(' ')}) did not become ready: ${notReady}\n` +
+        `Last lines of ${logFile}:\n${readLogTail(logFile, logStart)}`,
+    );
+  }
+  if (child.pid === undefined) throw new Error('Temporal dev server has no pid');
+  return {
+    address,
+    uiUrl: headless ? undefined : `http://127.0.0.1:${uiPort}`,
+    namespace,
+    pid: child.pid,
+    stop,
+  };
+}
+
+/** The exact CLI arguments; exported so docs and tests can show them. */
+export function devServerArgs(o: {
+  dataDir: string;
+  port: number;
+  uiPort: number;
+  headless: boolean;
+  namespace: string;
+}): string[] {
+  return [
+    'server',
+    'start-dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(o.port),
+    ...(o.headless ? ['--headless'] : ['--ui-port', String(o.uiPort)]),
+    '--db-filename',
+    path.join(o.dataDir, 'temporal.db'),
+    // WAL lets the server's concurrent connections read while one writes; NORMAL is durable enough with WAL.
+    '--sqlite-pragma',
+    'journal_mode=wal',
+    '--sqlite-pragma',
+    'synchronous=normal',
+    ...Object.entries(SEARCH_ATTRIBUTES).flatMap(([name, type]) => ['--search-attribute', `${name}=${type}`]),
+    '--log-level',
+    'warn',
+    ...(o.namespace === DEFAULT_NAMESPACE ? [] : ['--namespace', o.namespace]),
+  ];
+}
+
+/** Resolves undefined once ready, else a reason (process exited, or timeout with the last probe error). */
+async function waitUntilReady(
+  address: string,
+  namespace: string,
+  exitReason: () => string | undefined,
+): Promise<string | undefined> {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  let lastProblem = 'not probed yet';
+  for (;;) {
+    const exited = exitReason();
+    if (exited !== undefined) return `the process ${exited}`;
+    const problem = await probe(address, namespace);
+    if (problem === undefined) return undefined;
+    lastProblem = problem;
+    if (Date.now() >= deadline) return `timed out after ${READY_TIMEOUT_MS / 1000} s; last check: ${lastProblem}`;
+    await new Promise((resolve) => setTimeout(resolve, PROBE_INTERVAL_MS));
+  }
+}
+
+/** One readiness check. Search attributes are registered asynchronously on first start, so they are checked too. */
+async function probe(address: string, namespace: string): Promise<string | undefined> {
+  // No retry interceptors: each probe should fail fast and let the loop decide.
+  const connection = Connection.lazy({ address, connectTimeout: PROBE_TIMEOUT_MS, interceptors: [] });
+  const within = <T>(fn: () => Promise<T>): Promise<T> => connection.withDeadline(Date.now() + PROBE_TIMEOUT_MS, fn);
+  try {
+    await connection.ensureConnected();
+    await within(() => connection.workflowService.describeNamespace({ namespace }));
+    const missing = await within(() => missingSearchAttributes(connection, namespace));
+    return missing.length === 0 ? undefined : `search attributes not registered yet: ${missing.join(', ')}`;
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  } finally {
+    await connection.close();
+  }
+}
+
+async function stopChild(child: ChildProcess, exited: Promise<string>, hasExited: () => boolean): Promise<void> {
+  if (hasExited()) return;
+  child.kill('SIGTERM');
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), STOP_TIMEOUT_MS)));
+  const killed = await Promise.race([exited.then(() => false), timedOut]);
+  clearTimeout(timer);
+  if (killed) {
+    child.kill('SIGKILL');
+    await exited;
+  }
+}
+
+function readLogTail(logFile: string, from: number, lines = 40): string {
+  try {
+    const text = fs.readFileSync(logFile).subarray(from).toString('utf8');
+    return text.trimEnd().split('\n').slice(-lines).join('\n');
+  } catch (err) {
+    return `(could not read the log: ${err instanceof Error ? err.message : String(err)})`;
+  }
+}

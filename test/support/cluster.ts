@@ -1,0 +1,134 @@
+import type { ChildProcess } from 'node:child_process';
+import { Client, Connection } from '@temporalio/client';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawnCli, stopChild } from '../../agent/spawn-cli';
+import { waitUntilReady } from '../../agent/wait-ready';
+import { connectCsi, type CsiClients } from '../../csi/client';
+
+/** The Temporal dev server started by global-setup. */
+export function temporalAddress(): string {
+  const address = process.env.DURABLE_CSI_TEST_TEMPORAL;
+  if (!address) throw new Error('DURABLE_CSI_TEST_TEMPORAL is not set: run the tests through jest (global-setup)');
+  return address;
+}
+
+export interface ManagedProcess {
+  endpoint: string;
+  child: ChildProcess;
+  kill(signal?: NodeJS.Signals): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * A driver instance made of real OS processes (controllers and node agents from dist/), real unix sockets and
+ * real pool directories, sharing the test run's Temporal server under a unique driver name.
+ */
+export class TestCluster {
+  readonly driverName: string;
+  readonly root: string;
+  private readonly processes: ManagedProcess[] = [];
+  private readonly clients: CsiClients[] = [];
+  private temporalClient?: { client: Client; connection: Connection };
+
+  constructor(label: string) {
+    const suffix = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
+    this.driverName = `${label}-${suffix}.test.durable-csi.io`;
+    // Short root: unix socket paths are limited to 107 bytes.
+    this.root = fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-'));
+  }
+
+  pool(nodeId: string): string {
+    return path.join(this.root, 'pools', nodeId);
+  }
+
+  log(name: string): string {
+    return path.join(this.root, 'logs', `${name}.log`);
+  }
+
+  async startController(name = 'controller', extra: string[] = []): Promise<ManagedProcess> {
+    const endpoint = `unix://${path.join(this.root, `${name}.sock`)}`;
+    const args = ['controller', '--endpoint', endpoint, '--driver-name', this.driverName, '--call-wait', '3s'];
+    return this.start(name, endpoint, [...args, '--temporal-address', temporalAddress(), ...extra]);
+  }
+
+  async startNode(
+    nodeId: string,
+    options: { capacity?: string; env?: NodeJS.ProcessEnv; waitReady?: boolean } = {},
+  ): Promise<ManagedProcess> {
+    const endpoint = `unix://${path.join(this.root, `${nodeId}.sock`)}`;
+    const args = ['node', '--endpoint', endpoint, '--node-id', nodeId, '--driver-name', this.driverName];
+    args.push('--backend', 'dir', '--pool', this.pool(nodeId), '--capacity', options.capacity ?? '10Gi');
+    args.push('--temporal-address', temporalAddress());
+    return this.start(nodeId, endpoint, args, { ...process.env, ...options.env }, options.waitReady ?? true);
+  }
+
+  csi(endpoint: string): CsiClients {
+    const clients = connectCsi(endpoint);
+    this.clients.push(clients);
+    return clients;
+  }
+
+  async temporal(): Promise<Client> {
+    if (!this.temporalClient) {
+      const connection = await Connection.connect({ address: temporalAddress() });
+      this.temporalClient = { connection, client: new Client({ connection }) };
+    }
+    return this.temporalClient.client;
+  }
+
+  /** Volume keys on disk in a node's pool, read directly: the driver's own answers are not trusted. */
+  volumesOnDisk(nodeId: string): string[] {
+    const dir = path.join(this.pool(nodeId), 'volumes');
+    return fs.existsSync(dir) ? fs.readdirSync(dir).sort() : [];
+  }
+
+  /** Every entry under a pool, for "nothing created" checks. */
+  poolEntries(nodeId: string): string[] {
+    const root = this.pool(nodeId);
+    if (!fs.existsSync(root)) return [];
+    return (fs.readdirSync(root, { recursive: true }) as string[]).filter((entry) => entry !== '.lock').sort();
+  }
+
+  async teardown(): Promise<void> {
+    for (const clients of this.clients) clients.close();
+    await Promise.all(this.processes.map((process) => process.stop()));
+    await this.temporalClient?.connection.close();
+    if (!process.env.DURABLE_CSI_KEEP_TEST_DATA) fs.rmSync(this.root, { recursive: true, force: true });
+  }
+
+  private async start(
+    name: string,
+    endpoint: string,
+    args: string[],
+    env: NodeJS.ProcessEnv = process.env,
+    waitReady = true,
+  ): Promise<ManagedProcess> {
+    const child = spawnCli(args, this.log(name), { ...env, LOG_LEVEL: 'debug' });
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    const managed: ManagedProcess = {
+      endpoint,
+      child,
+      kill: async (signal = 'SIGKILL') => {
+        if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+        await exited;
+      },
+      stop: () => stopChild(child),
+    };
+    this.processes.push(managed);
+    if (waitReady) {
+      try {
+        const died = exited.then(() => {
+          throw new Error(`exited with ${child.signalCode ?? child.exitCode}`);
+        });
+        died.catch(() => undefined); // a later exit is the test's business, not an unhandled rejection
+        await Promise.race([waitUntilReady(endpoint, 60_000), died]);
+      } catch (error) {
+        const log = fs.existsSync(this.log(name)) ? fs.readFileSync(this.log(name), 'utf8').slice(-3000) : '';
+        throw new Error(`${name} did not start: ${String(error)}\n${log}`);
+      }
+    }
+    return managed;
+  }
+}

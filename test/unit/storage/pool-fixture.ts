@@ -1,0 +1,64 @@
+/** A fresh pool under os.tmpdir() per test, and helpers to look at (and tamper with) what is on disk. */
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { DriverError } from '../../../common/failures';
+import type { FailureType } from '../../../common/failures';
+import { DirBackend } from '../../../storage/dir-backend';
+
+export const GI = 1024 ** 3;
+
+export function randomKey(): string {
+  return randomBytes(16).toString('hex');
+}
+
+export class PoolFixture {
+  readonly root = fs.mkdtempSync(path.join(os.tmpdir(), 'durable-csi-dir-'));
+  readonly pool = path.join(this.root, 'pool');
+  private readonly backends: DirBackend[] = [];
+
+  /** A new backend on the same pool: after a crash, this is what the restarted agent creates. */
+  backend(capacityBytes = 10 * GI): DirBackend {
+    const backend = new DirBackend({ pool: this.pool, capacityBytes });
+    this.backends.push(backend);
+    return backend;
+  }
+
+  async opened(capacityBytes = 10 * GI): Promise<DirBackend> {
+    const backend = this.backend(capacityBytes);
+    await backend.open();
+    return backend;
+  }
+
+  /** Every path under the fixture's root, sorted: equal listings mean nothing was created or removed. */
+  tree(): string[] {
+    return fs
+      .readdirSync(this.root, { recursive: true })
+      .map((entry) => String(entry))
+      .sort();
+  }
+
+  exists(...parts: string[]): boolean {
+    return fs.existsSync(path.join(this.pool, ...parts));
+  }
+
+  list(dir: string): string[] {
+    return fs.readdirSync(path.join(this.pool, dir)).sort();
+  }
+
+  async cleanup(): Promise<void> {
+    for (const backend of this.backends.splice(0)) await backend.close();
+    fs.rmSync(this.root, { recursive: true, force: true });
+  }
+}
+
+export async function expectDriverError(promise: Promise<unknown>, type: FailureType, message?: RegExp): Promise<void> {
+  const error: unknown = await promise.then(
+    () => undefined,
+    (reason: unknown) => reason,
+  );
+  expect(error).toBeInstanceOf(DriverError);
+  expect((error as DriverError).type).toBe(type);
+  if (message) expect((error as DriverError).message).toMatch(message);
+}

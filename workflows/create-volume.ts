@@ -1,0 +1,156 @@
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  TimeoutFailure,
+  proxyActivities,
+  upsertSearchAttributes,
+  uuid4,
+} from '@temporalio/workflow';
+import { TimeoutType } from '@temporalio/common';
+import type { ControlActivities } from '../activities/control-activities';
+import type { NodeActivities, NodeCreateResult } from '../activities/node-activities';
+import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
+import { nodeTaskQueue } from '../common/names';
+import { supportsBlock } from '../common/backend-kinds';
+import { formatVolumeId, poolIdPrefix } from '../common/volume-id';
+import { rankCandidates, unknownNodes } from './placement';
+import { NodeIdKey, PhaseKey, VolumeIdKey } from './search-attribute-keys';
+
+/** Everything the create needs; secrets never enter here (invariant 6). */
+export interface CreateVolumeInput {
+  driverName: string;
+  name: string;
+  capacityBytes: number;
+  parameters: Record<string, string>;
+  accessType: 'mount' | 'block';
+  requisite?: string[];
+  preferred: string[];
+}
+
+export interface CreateVolumeResult {
+  volumeId: string;
+  nodeId: string;
+  capacityBytes: number;
+}
+
+const control = proxyActivities<ControlActivities>({
+  startToCloseTimeout: '30s',
+  retry: { maximumInterval: '10s' },
+});
+
+/**
+ * The first attempt on a node may be abandoned only if it provably never ran (invariant 4). A node's queue has
+ * no other poller, so a schedule-to-start timeout means the agent is not there; one attempt only, because a
+ * second attempt's schedule-to-start timeout would say nothing about whether the first one allocated.
+ */
+const FIRST_TRY_SCHEDULE_TO_START = '20s';
+/** Node activities heartbeat every second: a dead agent is noticed in seconds. */
+const HEARTBEAT_TIMEOUT = '5s';
+
+function firstTry(queue: string) {
+  return proxyActivities<NodeActivities>({
+    taskQueue: queue,
+    scheduleToStartTimeout: FIRST_TRY_SCHEDULE_TO_START,
+    startToCloseTimeout: '60s',
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
+    retry: { maximumAttempts: 1 },
+  });
+}
+
+/** Once an attempt may have allocated, the node must finish what it started: retry there until it answers. */
+function completion(queue: string) {
+  return proxyActivities<NodeActivities>({
+    taskQueue: queue,
+    startToCloseTimeout: '60s',
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
+    retry: { initialInterval: '1s', maximumInterval: '30s', nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES] },
+  });
+}
+
+export async function createVolume(input: CreateVolumeInput): Promise<CreateVolumeResult> {
+  const nodes = await control.readRegistry();
+  const unknown = unknownNodes(nodes, input.requisite);
+  if (input.requisite && unknown.length === input.requisite.length) {
+    throw ApplicationFailure.create({
+      type: FailureType.InvalidArgument,
+      message: `accessibility requirements name only nodes that never registered: ${unknown.join(', ')}`,
+      nonRetryable: true,
+    });
+  }
+  const capable = nodes.filter((node) => input.accessType !== 'block' || supportsBlock(node.backend));
+  if (capable.length === 0 && nodes.length > 0) {
+    throw ApplicationFailure.create({
+      type: FailureType.InvalidArgument,
+      message: 'block volumes need the loop backend, and no registered node has it',
+      nonRetryable: true,
+    });
+  }
+  const candidates = rankCandidates(capable, input);
+  const key = uuid4().replace(/-/g, '');
+  const nodeInput = { key, name: input.name, capacityBytes: input.capacityBytes, parameters: input.parameters };
+
+  for (const node of candidates) {
+    upsertSearchAttributes([
+      { key: NodeIdKey, value: node.nodeId },
+      { key: PhaseKey, value: 'running' },
+    ]);
+    const queue = nodeTaskQueue(input.driverName, node.nodeId);
+    let created: NodeCreateResult;
+    try {
+      created = await firstTry(queue).createVolumeOnNode(nodeInput);
+    } catch (error) {
+      if (neverStarted(error) || refused(error, FailureType.ResourceExhausted)) continue;
+      if (isNonRetryable(error)) throw error;
+      try {
+        created = await completion(queue).createVolumeOnNode(nodeInput);
+      } catch (completionError) {
+        // The node answered definitively and its journal guarantees nothing was left behind.
+        if (refused(completionError, FailureType.ResourceExhausted)) continue;
+        throw completionError;
+      }
+    }
+    const volumeId = formatVolumeId({
+      nodeId: node.nodeId,
+      poolIdPrefix: poolIdPrefix(created.poolId),
+      key: created.key,
+    });
+    upsertSearchAttributes([
+      { key: VolumeIdKey, value: volumeId },
+      { key: PhaseKey, value: 'done' },
+    ]);
+    return { volumeId, nodeId: node.nodeId, capacityBytes: created.capacityBytes };
+  }
+
+  upsertSearchAttributes([{ key: PhaseKey, value: 'failed' }]);
+  throw ApplicationFailure.create({
+    type: FailureType.ResourceExhausted,
+    message: noRoomMessage(input, nodes.length, candidates.length),
+    nonRetryable: true,
+  });
+}
+
+function noRoomMessage(input: CreateVolumeInput, known: number, tried: number): string {
+  const where = input.requisite ? `on nodes ${input.requisite.join(', ')}` : `on any of ${known} registered nodes`;
+  const detail = tried === 0 ? 'no live node has room' : `${tried} candidate nodes refused or did not answer`;
+  return `cannot place ${input.capacityBytes} bytes ${where}: ${detail}`;
+}
+
+function neverStarted(error: unknown): boolean {
+  return (
+    error instanceof ActivityFailure &&
+    error.cause instanceof TimeoutFailure &&
+    error.cause.timeoutType === TimeoutType.SCHEDULE_TO_START
+  );
+}
+
+function refused(error: unknown, type: FailureType): boolean {
+  return error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === type;
+}
+
+function isNonRetryable(error: unknown): boolean {
+  return (
+    error instanceof ActivityFailure &&
+    error.cause instanceof ApplicationFailure &&
+    (error.cause.nonRetryable || NON_RETRYABLE_TYPES.includes(error.cause.type as FailureType))
+  );
+}

@@ -1,0 +1,5 @@
+/** The workflow bundle's entry: every workflow type the controller's worker runs. */
+export { createVolume } from './create-volume';
+export { deleteVolume } from './delete-volume';
+export { listVolumes } from './list-volumes';
+export { nodeRegistry } from './node-registry';

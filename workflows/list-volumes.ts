@@ -1,0 +1,57 @@
+import { ActivityFailure, proxyActivities } from '@temporalio/workflow';
+import type { ControlActivities } from '../activities/control-activities';
+import type { NodeActivities } from '../activities/node-activities';
+import { nodeTaskQueue } from '../common/names';
+import { formatVolumeId, poolIdPrefix } from '../common/volume-id';
+
+export interface ListedVolume {
+  volumeId: string;
+  name: string;
+  nodeId: string;
+  capacityBytes: number;
+}
+
+export interface ListVolumesResult {
+  volumes: ListedVolume[];
+  /** Registered nodes that did not answer: their volumes are missing from the list. */
+  unreachableNodes: string[];
+}
+
+const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 3 } });
+
+/** Asks every live node for its volumes (the pools are the truth), in parallel, sorted by volume ID. */
+export async function listVolumes(input: { driverName: string }): Promise<ListVolumesResult> {
+  const nodes = await control.readRegistry();
+  const unreachableNodes = nodes.filter((node) => !node.live).map((node) => node.nodeId);
+  const answers = await Promise.all(
+    nodes
+      .filter((node) => node.live)
+      .map(async (node) => {
+        const onNode = proxyActivities<NodeActivities>({
+          taskQueue: nodeTaskQueue(input.driverName, node.nodeId),
+          scheduleToStartTimeout: '5s',
+          startToCloseTimeout: '30s',
+          retry: { maximumAttempts: 1 },
+        });
+        try {
+          const volumes = await onNode.listVolumesOnNode();
+          return volumes.map((volume) => ({
+            volumeId: formatVolumeId({
+              nodeId: node.nodeId,
+              poolIdPrefix: poolIdPrefix(volume.poolId),
+              key: volume.key,
+            }),
+            name: volume.name,
+            nodeId: node.nodeId,
+            capacityBytes: volume.capacityBytes,
+          }));
+        } catch (error) {
+          if (!(error instanceof ActivityFailure)) throw error;
+          unreachableNodes.push(node.nodeId);
+          return [];
+        }
+      }),
+  );
+  const volumes = answers.flat().sort((a, b) => (a.volumeId < b.volumeId ? -1 : a.volumeId > b.volumeId ? 1 : 0));
+  return { volumes, unreachableNodes: unreachableNodes.sort() };
+}
