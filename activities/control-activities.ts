@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { registryWorkflowId } from '../common/names';
 import type { NodeRecord, NodeView } from '../common/registry-types';
-import { isLive } from '../common/registry-types';
+import { isLive, REGISTRY_MEMO_KEY } from '../common/registry-types';
 
 /** Activities that run in the controller: reading the node registry (a workflow cannot query another). */
 export function createControlActivities(deps: { client: Client; driverName: string }) {
@@ -17,13 +17,16 @@ export type ControlActivities = ReturnType<typeof createControlActivities>;
 
 /** Every registered node with its liveness; empty before the first node has reported. */
 export async function readNodeViews(client: Client, driverName: string): Promise<NodeView[]> {
-  let records: NodeRecord[];
+  let memo: Record<string, unknown> | undefined;
   try {
-    records = await client.workflow.getHandle(registryWorkflowId(driverName)).query<NodeRecord[]>('nodes');
+    memo = (await client.workflow.getHandle(registryWorkflowId(driverName)).describe()).memo;
   } catch (error) {
     if (error instanceof WorkflowNotFoundError) return [];
     throw error;
   }
+  const records = Object.values((memo?.[REGISTRY_MEMO_KEY] ?? {}) as Record<string, NodeRecord>);
   const now = Date.now();
-  return records.map((record) => ({ ...record, live: isLive(record, now) }));
+  return records
+    .map((record) => ({ ...record, live: isLive(record, now) }))
+    .sort((a, b) => a.nodeId.localeCompare(b.nodeId));
 }

@@ -1,5 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import fs from 'node:fs';
 import { createControlActivities } from '../activities/control-activities';
 import { createLogger } from '../common/logger';
@@ -33,6 +33,8 @@ export interface RunningController {
  * runs every workflow. It keeps nothing in memory that it needs after a restart.
  */
 export async function runController(config: ControllerConfig): Promise<RunningController> {
+  // Our own signal handler stops the CSI server before the worker; the SDK's would stop the worker first.
+  Runtime.install({ shutdownSignals: [] });
   const logger = createLogger('controller');
   const options = connectionOptions(config.temporal);
   const connection = await Connection.connect(options);

@@ -4,7 +4,7 @@ import { controlTaskQueue, registryWorkflowId } from '../common/names';
 import type { NodeReport } from '../common/registry-types';
 import { HEARTBEAT_INTERVAL_MS } from '../common/registry-types';
 import type { StorageBackend } from '../storage/backend';
-import type { nodeRegistry } from '../workflows/node-registry';
+import { nodeReportSignal, type nodeRegistry } from '../workflows/node-registry';
 
 /**
  * Registers the node and reports its pool every interval through signalWithStart, so the first node to
@@ -33,7 +33,7 @@ export function startHeartbeats(deps: {
       workflowId: registryWorkflowId(deps.driverName),
       taskQueue: controlTaskQueue(deps.driverName),
       args: [{ nodes: {} }],
-      signal: 'nodeReport',
+      signal: nodeReportSignal,
       signalArgs: [report],
     });
   };

@@ -1,5 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { createNodeActivities } from '../activities/node-activities';
 import { createLogger } from '../common/logger';
 import { nodeTaskQueue } from '../common/names';
@@ -27,6 +27,8 @@ export interface NodeAgentConfig {
  * runs the storage activities. The pool is opened (journal reconciled) before any work is taken.
  */
 export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): Promise<void> }> {
+  // Our own signal handler stops the CSI server before the worker; the SDK's would stop the worker first.
+  Runtime.install({ shutdownSignals: [] });
   const logger = createLogger('node').child({ node: config.nodeId });
   const failpoints = armedFailpoints();
   if (failpoints.size > 0)

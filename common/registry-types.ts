@@ -24,6 +24,9 @@ export interface NodeView extends NodeRecord {
   live: boolean;
 }
 
+/** The registry workflow's memo key holding Record<nodeId, NodeRecord>. */
+export const REGISTRY_MEMO_KEY = 'nodes';
+
 export const HEARTBEAT_INTERVAL_MS = 10_000;
 /** Three missed heartbeats and a node is no longer offered new volumes. */
 export const LIVENESS_WINDOW_MS = 3 * HEARTBEAT_INTERVAL_MS;

@@ -1,12 +1,14 @@
 import type { NodeView } from '../common/registry-types';
 
-/** The message an operator sees while a deletion waits: which node, and for how long. */
+/** The message an operator sees while a deletion waits: which node, for how long, and when it was last heard. */
 export function describeWait(volumeId: string, node: NodeView, started: Date, now: Date): string {
   const waited = formatDuration(now.getTime() - started.getTime());
-  const state = node.live
-    ? 'is live; the deletion is running'
-    : `is offline (last heartbeat ${new Date(node.lastHeartbeat).toISOString()})`;
-  return `deletion of ${volumeId} has waited ${waited} for node ${node.nodeId}, which ${state}; it completes when the node returns`;
+  const heard = formatDuration(now.getTime() - node.lastHeartbeat);
+  const state = node.live ? '' : ', considered offline';
+  return (
+    `deletion of ${volumeId} has waited ${waited} for node ${node.nodeId} (last heartbeat ${heard} ago${state}); ` +
+    'it completes when the node agent runs it'
+  );
 }
 
 export function formatDuration(ms: number): string {

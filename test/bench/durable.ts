@@ -1,0 +1,92 @@
+import { status, type ServiceError } from '@grpc/grpc-js';
+import type { CsiClients } from '../../csi/client';
+import { parseVolumeId } from '../../common/volume-id';
+import type { TestCluster } from '../support/cluster';
+import { MiB, createRequest, createVolume, deleteVolume, retryLikeCo } from '../support/csi-requests';
+import { leftoversIn, measure, type OnRetry } from './measure';
+import type { LevelResult } from './report';
+
+export interface DurableTarget {
+  cluster: TestCluster;
+  clients: CsiClients;
+  nodes: string[];
+  /** Per-attempt gRPC deadline. */
+  rpcTimeoutMs: number;
+  /** How long a call keeps retrying retriable answers, like a CO would. */
+  retryBudgetMs: number;
+}
+
+/** Like retryLikeCo, reporting every retriable answer that it retried. */
+async function retried<T>(attempt: () => Promise<T>, onRetry: OnRetry, budgetMs: number): Promise<T> {
+  const codes: string[] = [];
+  let succeeded = false;
+  try {
+    const value = await retryLikeCo(async () => {
+      try {
+        return await attempt();
+      } catch (error) {
+        const code = (error as ServiceError).code;
+        codes.push(code === undefined ? 'NO_CODE' : (status[code] ?? String(code)));
+        throw error;
+      }
+    }, budgetMs);
+    succeeded = true;
+    return value;
+  } finally {
+    // A failed call's last answer was not retried.
+    (succeeded ? codes : codes.slice(0, -1)).forEach((code) => onRetry(code));
+  }
+}
+
+function createOne(target: DurableTarget, name: string, onRetry: OnRetry): Promise<string> {
+  const request = createRequest(name, MiB);
+  return retried(
+    async () => {
+      const answer = await createVolume(target.clients, request, target.rpcTimeoutMs);
+      const volumeId = answer.volume?.volume_id;
+      if (!volumeId) throw new Error(`CreateVolume ${name} answered without a volume_id`);
+      return volumeId;
+    },
+    onRetry,
+    target.retryBudgetMs,
+  );
+}
+
+export async function warmUpDurable(target: DurableTarget, runId: string, count: number): Promise<void> {
+  for (let index = 0; index < count; index++) {
+    const volumeId = await createOne(target, `bench-${runId}-warmup-${index}`, () => undefined);
+    await retried(
+      () => deleteVolume(target.clients, volumeId, target.rpcTimeoutMs),
+      () => undefined,
+      60_000,
+    );
+  }
+}
+
+export async function runDurableLevel(
+  target: DurableTarget,
+  runId: string,
+  concurrency: number,
+  ops: number,
+): Promise<LevelResult> {
+  const names = Array.from({ length: ops }, (_, index) => `bench-${runId}-c${concurrency}-${index}`);
+  const created = await measure(names, concurrency, (name, onRetry) => createOne(target, name, onRetry));
+  const volumeIds = created.values.filter((id): id is string => id !== undefined);
+
+  const placement: Record<string, number> = {};
+  for (const volumeId of volumeIds) {
+    const nodeId = parseVolumeId(volumeId)?.nodeId ?? 'unparseable';
+    placement[nodeId] = (placement[nodeId] ?? 0) + 1;
+  }
+
+  const deleted = await measure(volumeIds, concurrency, (volumeId, onRetry) =>
+    retried(() => deleteVolume(target.clients, volumeId, target.rpcTimeoutMs), onRetry, target.retryBudgetMs),
+  );
+  const leftovers = target.nodes.flatMap((nodeId) => [
+    ...target.cluster.volumesOnDisk(nodeId).map((key) => `${nodeId}: volumes/${key} (volumesOnDisk)`),
+    ...leftoversIn(target.cluster.pool(nodeId))
+      .filter((entry) => !entry.startsWith('volumes/'))
+      .map((entry) => `${nodeId}: ${entry}`),
+  ]);
+  return { concurrency, create: created.result, delete: deleted.result, placement, leftovers };
+}

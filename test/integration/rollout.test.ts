@@ -1,0 +1,56 @@
+import { Client } from '@temporalio/client';
+import { TestCluster } from '../support/cluster';
+import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
+
+/**
+ * The leak this driver exists to prevent: a rolling restart where DeleteVolume arrives while the volume's node
+ * is down. Nothing may be reported deleted until its node has really deleted it.
+ */
+describe('rolling restart with deletions aimed at nodes that are down', () => {
+  const cluster = new TestCluster('rollout');
+  afterAll(() => cluster.teardown());
+
+  it('never reports a volume deleted before its node deletes it, then deletes every one', async () => {
+    const nodes = ['node-1', 'node-2', 'node-3'];
+    const agents = await Promise.all(nodes.map((nodeId) => cluster.startNode(nodeId)));
+    const controller = await cluster.startController('before');
+    const before = cluster.csi(controller.endpoint);
+    const volumeIds: string[] = [];
+    for (const nodeId of nodes) {
+      for (const index of [1, 2]) {
+        const answer = await retryLikeCo(() =>
+          createVolume(before, createRequest(`pvc-${nodeId}-${index}`, undefined, onNode(nodeId))),
+        );
+        volumeIds.push(answer.volume!.volume_id);
+      }
+    }
+    for (const nodeId of nodes) expect(cluster.volumesOnDisk(nodeId)).toHaveLength(2);
+
+    // Everything goes down; a fresh controller comes up with no memory of anything.
+    await Promise.all([...agents, controller].map((process) => process.kill('SIGKILL')));
+    const after = cluster.csi((await cluster.startController('after')).endpoint);
+
+    for (let round = 0; round < 2; round++) {
+      const codes = await Promise.all(volumeIds.map((volumeId) => codeOf(deleteVolume(after, volumeId, 4000))));
+      expect(codes).toEqual(volumeIds.map(() => 'ABORTED'));
+    }
+    // The answer tells an operator which node the deletion waits for, and for how long.
+    const waiting = await deleteVolume(after, volumeIds[0]!, 4000).catch((error: Error) => error.message);
+    expect(waiting).toMatch(/deletion of v1_node-1_\w+ has waited \d+s for node node-1 \(last heartbeat \d+s ago/);
+    for (const nodeId of nodes) expect(cluster.volumesOnDisk(nodeId)).toHaveLength(2);
+
+    await Promise.all(nodes.map((nodeId) => cluster.startNode(nodeId)));
+    for (const volumeId of volumeIds) await retryLikeCo(() => deleteVolume(after, volumeId));
+    for (const nodeId of nodes) expect(cluster.volumesOnDisk(nodeId)).toEqual([]);
+    expect(await runningWorkflows(await cluster.temporal(), cluster.driverName)).toEqual([]);
+  });
+});
+
+async function runningWorkflows(client: Client, driverName: string): Promise<string[]> {
+  const ids: string[] = [];
+  for await (const workflow of client.workflow.list({ query: 'ExecutionStatus = "Running"' })) {
+    if (workflow.workflowId.startsWith(`${driverName}/`) && workflow.type !== 'nodeRegistry')
+      ids.push(workflow.workflowId);
+  }
+  return ids;
+}
