@@ -28,7 +28,13 @@ export function withFailpoints(backend: StorageBackend, armed: Set<Failpoint>): 
   const hit = (name: Failpoint) => {
     if (armed.has(name)) process.kill(process.pid, 'SIGKILL');
   };
-  return Object.assign(Object.create(backend) as StorageBackend, {
+  return {
+    kind: backend.kind,
+    open: () => backend.open(),
+    close: () => backend.close(),
+    status: () => backend.status(),
+    getVolume: (key) => backend.getVolume(key),
+    listVolumes: () => backend.listVolumes(),
     async createVolume(spec: CreateVolumeSpec) {
       hit('create.before-allocate');
       const record = await backend.createVolume(spec);
@@ -41,5 +47,5 @@ export function withFailpoints(backend: StorageBackend, armed: Set<Failpoint>): 
       hit('delete.after');
       return result;
     },
-  });
+  };
 }

@@ -17,6 +17,8 @@ export function temporalAddress(): string {
 export interface ManagedProcess {
   endpoint: string;
   child: ChildProcess;
+  /** Resolves when the process has exited, whenever that was. */
+  exited: Promise<void>;
   kill(signal?: NodeJS.Signals): Promise<void>;
   stop(): Promise<void>;
 }
@@ -110,6 +112,7 @@ export class TestCluster {
     const managed: ManagedProcess = {
       endpoint,
       child,
+      exited,
       kill: async (signal = 'SIGKILL') => {
         if (child.exitCode === null && child.signalCode === null) child.kill(signal);
         await exited;
