@@ -4,6 +4,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { Connection } from '@temporalio/client';
 import { missingSearchAttributes } from './check-search-attributes';
+import { isPortFree } from './free-port';
 import { locateTemporalCli } from './locate-cli';
 import { SEARCH_ATTRIBUTES } from './search-attributes';
 
@@ -44,6 +45,11 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   const headless = options.headless === true;
   const namespace = options.namespace ?? DEFAULT_NAMESPACE;
   const address = `127.0.0.1:${port}`;
+  // Checked up front: otherwise readiness probes would talk to whatever holds the port.
+  for (const p of headless ? [port] : [port, uiPort]) {
+    if (!(await isPortFree(p)))
+      throw new Error(`Cannot start the Temporal dev server: 127.0.0.1:${p} is already in use`);
+  }
   const cli = options.cli ?? (await locateTemporalCli());
   const args = devServerArgs({ dataDir: options.dataDir, port, uiPort, headless, namespace });
 

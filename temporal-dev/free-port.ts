@@ -16,3 +16,13 @@ export function findFreePort(): Promise<number> {
     });
   });
 }
+
+/** Whether nothing listens on 127.0.0.1:port (other listen errors, e.g. EACCES, are rethrown). */
+export function isPortFree(port: number): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' ? resolve(false) : reject(err)));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}

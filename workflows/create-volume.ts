@@ -85,7 +85,7 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
       nonRetryable: true,
     });
   }
-  const candidates = rankCandidates(capable, input);
+  const candidates = rankCandidates(capable, input, Math.random); // seeded per workflow: replays identically
   const key = uuid4().replace(/-/g, '');
   const nodeInput = { key, name: input.name, capacityBytes: input.capacityBytes, parameters: input.parameters };
 

@@ -2,7 +2,9 @@ import type { NodeView } from '../common/registry-types';
 
 /**
  * Orders the nodes a new volume may go to: live nodes inside the requisite set with room for it, the
- * preferred ones first (in the CO's order), then the rest by most free space. Pure and deterministic.
+ * preferred ones first (in the CO's order), then the rest in a random order weighted by free space. Free space
+ * is only as fresh as the last heartbeat, so always taking the emptiest node would send every create between
+ * two heartbeats to the same node. Pure: the workflow passes its deterministic Math.random.
  */
 export interface PlacementRequest {
   capacityBytes: number;
@@ -11,19 +13,25 @@ export interface PlacementRequest {
   preferred: string[];
 }
 
-export function rankCandidates(nodes: NodeView[], request: PlacementRequest): NodeView[] {
+export function rankCandidates(nodes: NodeView[], request: PlacementRequest, random: () => number): NodeView[] {
   const allowed = request.requisite ? new Set(request.requisite) : undefined;
   const fits = nodes.filter(
     (node) => node.live && (!allowed || allowed.has(node.nodeId)) && node.availableBytes >= request.capacityBytes,
   );
-  const preferenceRank = (node: NodeView) => {
-    const index = request.preferred.indexOf(node.nodeId);
-    return index === -1 ? Number.MAX_SAFE_INTEGER : index;
-  };
-  return fits.sort(
-    (a, b) =>
-      preferenceRank(a) - preferenceRank(b) || b.availableBytes - a.availableBytes || a.nodeId.localeCompare(b.nodeId),
-  );
+  const preferred = request.preferred.flatMap((nodeId) => fits.filter((node) => node.nodeId === nodeId));
+  const rest = fits.filter((node) => !request.preferred.includes(node.nodeId));
+  return [...preferred, ...weightedShuffle(rest, random)];
+}
+
+/**
+ * Efraimidis-Spirakis in log form (ln(u)/weight, exact for any byte count): a node with twice the free space is
+ * twice as likely to come first.
+ */
+function weightedShuffle(nodes: NodeView[], random: () => number): NodeView[] {
+  return nodes
+    .map((node) => ({ node, score: Math.log(random()) / Math.max(1, node.availableBytes) }))
+    .sort((a, b) => b.score - a.score || a.node.nodeId.localeCompare(b.node.nodeId))
+    .map(({ node }) => node);
 }
 
 /** Requisite nodes the registry has never seen: a request naming only those can never be placed. */
