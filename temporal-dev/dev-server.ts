@@ -47,8 +47,9 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   const address = `127.0.0.1:${port}`;
   // Checked up front: otherwise readiness probes would talk to whatever holds the port.
   for (const p of headless ? [port] : [port, uiPort]) {
-    if (!(await isPortFree(p)))
+    if (!(await isPortFree(p))) {
       throw new Error(`Cannot start the Temporal dev server: 127.0.0.1:${p} is already in use`);
+    }
   }
   const cli = options.cli ?? (await locateTemporalCli());
   const args = devServerArgs({ dataDir: options.dataDir, port, uiPort, headless, namespace });
@@ -71,13 +72,10 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     child.once('error', (err) => resolve(`could not start ${cli}: ${err.message}`));
     child.once('exit', (code, signal) => resolve(`exited with ${signal ?? `code ${String(code)}`}`));
   });
-  let exitReason: string | undefined;
-  void exited.then((reason) => (exitReason = reason));
-
   let stopping: Promise<void> | undefined;
-  const stop = (): Promise<void> => (stopping ??= stopChild(child, exited, () => exitReason !== undefined));
+  const stop = (): Promise<void> => (stopping ??= stopChild(child, exited));
 
-  const notReady = await waitUntilReady(address, namespace, () => exitReason);
+  const notReady = await waitUntilReady(address, namespace, exited);
   if (notReady !== undefined) {
     await stop();
     throw new Error(
@@ -129,18 +127,19 @@ export function devServerArgs(o: {
 async function waitUntilReady(
   address: string,
   namespace: string,
-  exitReason: () => string | undefined,
+  exited: Promise<string>,
 ): Promise<string | undefined> {
   const deadline = Date.now() + READY_TIMEOUT_MS;
-  let lastProblem = 'not probed yet';
+  // Wrapped so an exit can be told apart from a probe result when racing them.
+  const exit = exited.then((reason) => ({ exit: `the process ${reason}` }));
   for (;;) {
-    const exited = exitReason();
-    if (exited !== undefined) return `the process ${exited}`;
-    const problem = await probe(address, namespace);
-    if (problem === undefined) return undefined;
-    lastProblem = problem;
-    if (Date.now() >= deadline) return `timed out after ${READY_TIMEOUT_MS / 1000} s; last check: ${lastProblem}`;
-    await new Promise((resolve) => setTimeout(resolve, PROBE_INTERVAL_MS));
+    const outcome = await Promise.race([probe(address, namespace), exit]);
+    if (typeof outcome === 'object') return outcome.exit;
+    if (outcome === undefined) return undefined;
+    if (Date.now() >= deadline) return `timed out after ${READY_TIMEOUT_MS / 1000} s; last check: ${outcome}`;
+    const pause = new Promise((resolve) => setTimeout(resolve, PROBE_INTERVAL_MS));
+    const early = await Promise.race([pause.then(() => undefined), exit]);
+    if (early !== undefined) return early.exit;
   }
 }
 
@@ -161,14 +160,14 @@ async function probe(address: string, namespace: string): Promise<string | undef
   }
 }
 
-async function stopChild(child: ChildProcess, exited: Promise<string>, hasExited: () => boolean): Promise<void> {
-  if (hasExited()) return;
+/** Resolves once the process is gone; a no-op (apart from awaiting `exited`) if it already exited. */
+async function stopChild(child: ChildProcess, exited: Promise<string>): Promise<void> {
   child.kill('SIGTERM');
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), STOP_TIMEOUT_MS)));
-  const killed = await Promise.race([exited.then(() => false), timedOut]);
+  const stuck = await Promise.race([exited.then(() => false), timedOut]);
   clearTimeout(timer);
-  if (killed) {
+  if (stuck) {
     child.kill('SIGKILL');
     await exited;
   }
