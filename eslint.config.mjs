@@ -3,7 +3,17 @@ import tseslint from 'typescript-eslint';
 import importPlugin from 'eslint-plugin-import';
 
 export default tseslint.config(
-  { ignores: ['csi/generated/**', 'dist/**', 'node_modules/**', '.tools/**', '.data/**', 'coverage/**', 'test-artifacts/**'] },
+  {
+    ignores: [
+      'csi/generated/**',
+      'dist/**',
+      'node_modules/**',
+      '.tools/**',
+      '.data/**',
+      'coverage/**',
+      'test-artifacts/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -27,7 +37,10 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            { group: ['node:*', 'fs', 'path', 'os', 'crypto', 'child_process', 'net', 'http'], message: 'Workflow code must stay deterministic.' },
+            {
+              group: ['node:*', 'fs', 'path', 'os', 'crypto', 'child_process', 'net', 'http'],
+              message: 'Workflow code must stay deterministic.',
+            },
             { group: ['../storage/*', '../agent/*', '../csi/*'], message: 'Workflows import activity types only.' },
           ],
         },
@@ -36,7 +49,15 @@ export default tseslint.config(
   },
   {
     files: ['**/*.js', '**/*.mjs'],
-    languageOptions: { globals: { require: 'readonly', module: 'writable', process: 'readonly', console: 'readonly', __dirname: 'readonly' } },
+    languageOptions: {
+      globals: {
+        require: 'readonly',
+        module: 'writable',
+        process: 'readonly',
+        console: 'readonly',
+        __dirname: 'readonly',
+      },
+    },
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
 );

@@ -23,25 +23,37 @@ export async function runDevStack(options: DevStackOptions): Promise<void> {
   const server = await startDevServer({ dataDir: layout.temporal, port: options.port, uiPort: options.uiPort });
   const temporal = ['--temporal-address', server.address, '--temporal-namespace', server.namespace];
   const children: ChildProcess[] = [];
+  let stopping = false;
   const stopAll = async () => {
+    stopping = true;
     await Promise.all(children.map((child) => stopChild(child)));
     await server.stop();
   };
+  const start = (name: string, args: string[]) => {
+    const child = spawnCli(args, path.join(layout.logs, `${name}.log`));
+    child.once('exit', (code, signal) => {
+      if (stopping) return;
+      const how = signal ?? `code ${String(code)}`;
+      process.stdout.write(`${name} stopped (${how}); to start it again: npx durable-csi ${args.join(' ')}\n`);
+    });
+    children.push(child);
+  };
   try {
     const controllerEndpoint = `unix://${layout.controllerSocket}`;
-    children.push(
-      spawnCli(
-        ['controller', '--endpoint', controllerEndpoint, '--driver-name', DEFAULT_DRIVER_NAME, ...temporal],
-        path.join(layout.logs, 'controller.log'),
-      ),
-    );
+    start('controller', [
+      'controller',
+      '--endpoint',
+      controllerEndpoint,
+      '--driver-name',
+      DEFAULT_DRIVER_NAME,
+      ...temporal,
+    ]);
     const nodes = Array.from({ length: options.nodeCount }, (_, index) => `node-${index + 1}`);
     for (const nodeId of nodes) {
       const args = ['node', '--endpoint', `unix://${layout.nodeSocket(nodeId)}`, '--node-id', nodeId];
       args.push('--backend', 'dir', '--pool', layout.pool(nodeId), '--capacity', options.capacity, ...temporal);
-      children.push(spawnCli(args, path.join(layout.logs, `${nodeId}.log`)));
+      start(nodeId, args);
     }
-    for (const child of children) child.once('exit', (code, signal) => exitedEarly(child, code, signal));
     await waitUntilReady(controllerEndpoint);
     for (const nodeId of nodes) await waitUntilReady(`unix://${layout.nodeSocket(nodeId)}`);
 
@@ -68,10 +80,4 @@ export async function runDevStack(options: DevStackOptions): Promise<void> {
   });
   process.stdout.write('stopping the dev stack...\n');
   await stopAll();
-}
-
-function exitedEarly(child: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
-  if (code !== 0 && signal === null) {
-    process.stderr.write(`process ${child.pid} exited with code ${code}; see its log under the data dir\n`);
-  }
 }

@@ -1,4 +1,4 @@
-import { Client } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import { TestCluster } from '../support/cluster';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 

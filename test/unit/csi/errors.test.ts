@@ -7,7 +7,14 @@ import { toGrpcStatus } from '../../../csi/errors';
 
 /** What a workflow that failed in an activity with an ApplicationFailure looks like to the client. */
 function workflowFailedIn(activityCause: Error): WorkflowFailedError {
-  const activity = new ActivityFailure('activity failed', 'createVolume', '1', 'NON_RETRYABLE_FAILURE', 'agent', activityCause);
+  const activity = new ActivityFailure(
+    'activity failed',
+    'createVolume',
+    '1',
+    'NON_RETRYABLE_FAILURE',
+    'agent',
+    activityCause,
+  );
   return new WorkflowFailedError('Workflow execution failed', activity, 'NON_RETRYABLE_FAILURE');
 }
 
@@ -81,7 +88,11 @@ describe('toGrpcStatus', () => {
     });
 
     it('maps a TerminatedFailure cause to ABORTED', () => {
-      const error = new WorkflowFailedError('terminated', new TerminatedFailure('by operator'), 'NON_RETRYABLE_FAILURE');
+      const error = new WorkflowFailedError(
+        'terminated',
+        new TerminatedFailure('by operator'),
+        'NON_RETRYABLE_FAILURE',
+      );
       const result = toGrpcStatus(error);
       expect(result.code).toBe(status.ABORTED);
       expect(result.unexpected).toBe(false);
@@ -153,7 +164,11 @@ describe('toGrpcStatus', () => {
     });
 
     it('maps a thrown non-Error to INTERNAL', () => {
-      expect(toGrpcStatus('boom')).toEqual({ code: status.INTERNAL, message: 'internal error: boom', unexpected: true });
+      expect(toGrpcStatus('boom')).toEqual({
+        code: status.INTERNAL,
+        message: 'internal error: boom',
+        unexpected: true,
+      });
     });
   });
 });
