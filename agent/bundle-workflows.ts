@@ -1,4 +1,4 @@
-import { bundleWorkflowCode } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -10,7 +10,7 @@ export const WORKFLOW_BUNDLE_PATH = path.join(__dirname, '..', 'workflow-bundle.
 export const WORKFLOWS_PATH = require.resolve('../workflows');
 
 async function main(): Promise<void> {
-  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: undefined });
+  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN') });
   fs.writeFileSync(WORKFLOW_BUNDLE_PATH, code);
   process.stdout.write(`workflow bundle written to ${WORKFLOW_BUNDLE_PATH} (${code.length} bytes)\n`);
 }

@@ -54,7 +54,8 @@ export function checkName(name: string): string {
 
 function checkCapacity(range: CreateVolumeRequest__Output['capacity_range'], limits: CreateLimits) {
   const requiredBytes = toBytes(range?.required_bytes, 'required_bytes');
-  const limitBytes = toBytes(range?.limit_bytes, 'limit_bytes');
+  // A limit beyond any real size (int64 max is common) means "no limit", not an error.
+  const limitBytes = isHuge(range?.limit_bytes) ? 0 : toBytes(range?.limit_bytes, 'limit_bytes');
   if (limitBytes > 0 && limitBytes < requiredBytes) {
     throw invalid(`capacity_range: limit_bytes (${limitBytes}) is below required_bytes (${requiredBytes})`);
   }
@@ -66,6 +67,10 @@ function checkCapacity(range: CreateVolumeRequest__Output['capacity_range'], lim
     );
   }
   return { requiredBytes, limitBytes, capacityBytes };
+}
+
+function isHuge(value: string | undefined): boolean {
+  return value !== undefined && /^\d+$/.test(value) && !Number.isSafeInteger(Number(value));
 }
 
 /** int64 fields arrive as decimal strings (proto-loader longs: String). */

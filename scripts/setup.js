@@ -7,7 +7,6 @@ const path = require('path');
 
 const root = path.resolve(__dirname, '..');
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-const npx = process.platform === 'win32' ? 'npx.cmd' : 'npx';
 
 function fail(message) {
   console.error(`setup: ${message}`);
@@ -16,7 +15,7 @@ function fail(message) {
 
 function run(step, command, args) {
   console.error(`setup: ${step}: ${command} ${args.join(' ')}`);
-  // shell on Windows only, where npm/npx are .cmd shims.
+  // shell on Windows only, where npm is a .cmd shim.
   const result = spawnSync(command, args, { cwd: root, stdio: 'inherit', shell: process.platform === 'win32' });
   if (result.error) fail(`${step} failed: could not run ${command}: ${result.error.message}`);
   if (result.status !== 0)
@@ -39,6 +38,5 @@ function depsAreStale() {
 }
 
 if (depsAreStale()) run('install dependencies', npm, ['ci']);
-run('compile', npx, ['tsc', '-p', 'tsconfig.json']);
-run('copy assets', process.execPath, [path.join('scripts', 'copy-assets.js')]);
+run('build', npm, ['run', 'build', '--silent']);
 run('ensure Temporal CLI', process.execPath, [path.join('dist', 'temporal-dev', 'ensure-cli.js')]);

@@ -18,7 +18,7 @@ export function rankCandidates(nodes: NodeView[], request: PlacementRequest, ran
   const fits = nodes.filter(
     (node) => node.live && (!allowed || allowed.has(node.nodeId)) && node.availableBytes >= request.capacityBytes,
   );
-  const preferred = request.preferred.flatMap((nodeId) => fits.filter((node) => node.nodeId === nodeId));
+  const preferred = [...new Set(request.preferred)].flatMap((nodeId) => fits.filter((node) => node.nodeId === nodeId));
   const rest = fits.filter((node) => !request.preferred.includes(node.nodeId));
   return [...preferred, ...weightedShuffle(rest, random)];
 }

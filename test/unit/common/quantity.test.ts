@@ -23,6 +23,8 @@ describe('parseQuantity', () => {
     ['1Ti', TI],
     ['0.5Ki', 512],
     ['1.0001Ki', 1024],
+    ['0.9999Ki', 1023],
+    ['1.5', 1],
     ['  10Gi  ', 10 * GI],
     ['10 Gi', 10 * GI],
   ])('parses %j as %d bytes', (text, bytes) => {

@@ -123,6 +123,14 @@ describe('validateCreate', () => {
       );
     });
 
+    it('refuses a limit just one byte below required_bytes', () => {
+      expectDriverError(
+        () => validateCreate(request(range('1000', '999')), LIMITS),
+        FailureType.InvalidArgument,
+        /limit_bytes \(999\) is below required_bytes \(1000\)/,
+      );
+    });
+
     it.each<string>(['1.5', 'abc', '1e9', ' 10', '10 ', '0x10', '+5', '1Gi'])(
       'refuses required_bytes %j as InvalidArgument',
       (value) => {
