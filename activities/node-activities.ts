@@ -1,6 +1,7 @@
 import { log } from '@temporalio/activity';
 import { poolIdPrefix } from '../common/volume-id';
-import type { StorageBackend } from '../storage/backend';
+import { DriverError, FailureType } from '../common/failures';
+import type { ExpandResult, StorageBackend } from '../storage/backend';
 import { whileHeartbeating } from './heartbeating';
 import { withFailureTypes } from './to-application-failure';
 
@@ -30,6 +31,10 @@ export interface NodeDeleteInput {
 }
 
 export type NodeDeleteOutcome = 'deleted' | 'absent' | 'pool-replaced';
+
+export interface NodeExpandInput extends NodeDeleteInput {
+  capacityBytes: number;
+}
 
 export interface NodeVolume {
   key: string;
@@ -63,6 +68,26 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
           return existed ? 'deleted' : 'absent';
         }),
       );
+    },
+
+    async expandVolumeOnNode(input: NodeExpandInput): Promise<ExpandResult> {
+      return withFailureTypes(() =>
+        whileHeartbeating(async () => {
+          if (input.poolIdPrefix !== poolIdPrefix(poolId)) {
+            throw new DriverError(FailureType.NotFound, "the volume's pool has been replaced: the volume is gone");
+          }
+          return backend.expandVolume(input.key, input.capacityBytes);
+        }),
+      );
+    },
+
+    /** Undefined when this pool does not hold the volume. */
+    async getVolumeOnNode(input: NodeDeleteInput): Promise<NodeVolume | undefined> {
+      return withFailureTypes(async () => {
+        if (input.poolIdPrefix !== poolIdPrefix(poolId)) return undefined;
+        const record = await backend.getVolume(input.key);
+        return record && { key: record.key, name: record.name, capacityBytes: record.capacityBytes, poolId };
+      });
     },
 
     async listVolumesOnNode(): Promise<NodeVolume[]> {

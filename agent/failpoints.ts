@@ -28,13 +28,7 @@ export function withFailpoints(backend: StorageBackend, armed: Set<Failpoint>): 
   const hit = (name: Failpoint) => {
     if (armed.has(name)) process.kill(process.pid, 'SIGKILL');
   };
-  return {
-    kind: backend.kind,
-    open: () => backend.open(),
-    close: () => backend.close(),
-    status: () => backend.status(),
-    getVolume: (key) => backend.getVolume(key),
-    listVolumes: () => backend.listVolumes(),
+  const wrapped: Partial<StorageBackend> = {
     async createVolume(spec: CreateVolumeSpec) {
       hit('create.before-allocate');
       const record = await backend.createVolume(spec);
@@ -48,4 +42,13 @@ export function withFailpoints(backend: StorageBackend, armed: Set<Failpoint>): 
       return result;
     },
   };
+  // Everything else goes straight to the backend, bound to it (its methods use private state).
+  return new Proxy(backend, {
+    get(target, property, receiver) {
+      const own = wrapped[property as keyof StorageBackend];
+      if (own) return own;
+      const value: unknown = Reflect.get(target, property, receiver);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
 }

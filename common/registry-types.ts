@@ -24,8 +24,18 @@ export interface NodeView extends NodeRecord {
   live: boolean;
 }
 
-/** The registry workflow's memo key holding Record<nodeId, NodeRecord>. */
+/** The registry workflow's memo keys: Record<nodeId, NodeRecord> and Record<nodeId, ForgottenNode>. */
 export const REGISTRY_MEMO_KEY = 'nodes';
+export const FORGOTTEN_MEMO_KEY = 'forgotten';
+
+/** A node an operator declared gone for good, kept so the decision stays visible. */
+export interface ForgottenNode {
+  nodeId: string;
+  reason: string;
+  /** ISO 8601. */
+  at: string;
+  lastHeartbeat: number;
+}
 
 export const HEARTBEAT_INTERVAL_MS = 10_000;
 /** Three missed heartbeats and a node is no longer offered new volumes. */

@@ -11,6 +11,11 @@ import type { GetCapacityResponse } from './generated/csi/v1/GetCapacityResponse
 import type { ListVolumesRequest__Output } from './generated/csi/v1/ListVolumesRequest';
 import type { ListVolumesResponse } from './generated/csi/v1/ListVolumesResponse';
 import { callWaitMs } from './call-wait';
+import { controllerExpandVolume } from './controller-expand';
+import { validateVolumeCapabilities } from './controller-validate';
+import type { ControllerExpandVolumeRequest__Output } from './generated/csi/v1/ControllerExpandVolumeRequest';
+import type { ControllerExpandVolumeResponse } from './generated/csi/v1/ControllerExpandVolumeResponse';
+import type { ValidateVolumeCapabilitiesRequest__Output } from './generated/csi/v1/ValidateVolumeCapabilitiesRequest';
 import { nodeTopology, nodesOfTopologies } from './topology';
 import { checkCapabilities } from './validate-capabilities';
 import { validateCreate, type CreateLimits } from './validate-create';
@@ -22,7 +27,7 @@ export interface ControllerOptions extends CreateLimits {
   callWaitMs: number;
 }
 
-const CAPABILITIES = ['CREATE_DELETE_VOLUME', 'LIST_VOLUMES', 'GET_CAPACITY'];
+const CAPABILITIES = ['CREATE_DELETE_VOLUME', 'LIST_VOLUMES', 'GET_CAPACITY', 'EXPAND_VOLUME'];
 
 export function createControllerService(operations: VolumeOperations, options: ControllerOptions) {
   return {
@@ -62,6 +67,17 @@ export function createControllerService(operations: VolumeOperations, options: C
       if (!request.volume_id) throw new DriverError(FailureType.InvalidArgument, 'volume_id is required');
       await operations.delete(request.volume_id, callWaitMs(call, options.callWaitMs));
       return {};
+    },
+
+    async ControllerExpandVolume(
+      request: ControllerExpandVolumeRequest__Output,
+      call: ServerUnaryCall<unknown, unknown>,
+    ): Promise<ControllerExpandVolumeResponse> {
+      return controllerExpandVolume(operations, options, request, call);
+    },
+
+    async ValidateVolumeCapabilities(request: ValidateVolumeCapabilitiesRequest__Output) {
+      return validateVolumeCapabilities(operations, request);
     },
 
     async ListVolumes(request: ListVolumesRequest__Output): Promise<ListVolumesResponse> {

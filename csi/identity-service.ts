@@ -17,7 +17,8 @@ export function createIdentityService(options: IdentityOptions) {
       return { name: options.driverName, vendor_version: options.version, manifest: {} };
     },
     async GetPluginCapabilities() {
-      return { capabilities: services.map((type) => ({ service: { type } })) };
+      const expansion = options.controller ? [{ volume_expansion: { type: 'ONLINE' } }] : [];
+      return { capabilities: [...services.map((type) => ({ service: { type } })), ...expansion] };
     },
     async Probe() {
       return { ready: { value: await options.ready() } };

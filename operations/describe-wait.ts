@@ -1,12 +1,12 @@
 import type { NodeView } from '../common/registry-types';
 
 /** The message an operator sees while a deletion waits: which node, for how long, and when it was last heard. */
-export function describeWait(volumeId: string, node: NodeView, started: Date, now: Date): string {
+export function describeWait(operation: string, volumeId: string, node: NodeView, started: Date, now: Date): string {
   const waited = formatDuration(now.getTime() - started.getTime());
   const heard = formatDuration(now.getTime() - node.lastHeartbeat);
   const state = node.live ? '' : ', considered offline';
   return (
-    `deletion of ${volumeId} has waited ${waited} for node ${node.nodeId} (last heartbeat ${heard} ago${state}); ` +
+    `${operation} of ${volumeId} has waited ${waited} for node ${node.nodeId} (last heartbeat ${heard} ago${state}); ` +
     'it completes when the node agent runs it'
   );
 }

@@ -7,6 +7,8 @@ import type { NodeView } from '../common/registry-types';
 import { parseVolumeId } from '../common/volume-id';
 import type { CreateVolumeInput, CreateVolumeResult } from '../workflows/create-volume';
 import type { DeleteVolumeResult } from '../workflows/delete-volume';
+import type { ExpandVolumeResult } from '../workflows/expand-volume';
+import type { NodeVolume } from '../activities/node-activities';
 import type { ListVolumesResult } from '../workflows/list-volumes';
 import type * as workflows from '../workflows';
 import { VolumeIdKey, VolumeNameKey, OperationKey, PhaseKey, NodeIdKey } from '../workflows/search-attribute-keys';
@@ -73,7 +75,52 @@ export class VolumeOperations {
     const outcome = await boundedResult(this.client, handle, waitMs);
     if (outcome.done) return outcome.value;
     const started = (await handle.describe()).startTime;
-    throw new DriverError(FailureType.Aborted, describeWait(volumeId, node, started, new Date()));
+    throw new DriverError(FailureType.Aborted, describeWait('deletion', volumeId, node, started, new Date()));
+  }
+
+  /** Grows a volume on its node; waits for an offline node like a deletion does. */
+  async expand(volumeId: string, capacityBytes: number, waitMs: number): Promise<ExpandVolumeResult> {
+    const { parts, node } = await this.homeOf(volumeId);
+    const { handle } = await startOrAttach<typeof workflows.expandVolume>(this.client, 'expandVolume', {
+      // One workflow per target size: a later, larger request is a new operation, a retry attaches.
+      workflowId: `${this.driverName}/expand/${volumeId}/${capacityBytes}`,
+      taskQueue: controlTaskQueue(this.driverName),
+      args: [{ driverName: this.driverName, volumeId, ...parts, capacityBytes }],
+      searchAttributes: [
+        { key: OperationKey, value: 'expand' },
+        { key: VolumeIdKey, value: volumeId },
+        { key: NodeIdKey, value: parts.nodeId },
+        { key: PhaseKey, value: 'running' },
+      ],
+      staticSummary: `expand ${volumeId} on node ${parts.nodeId} to ${capacityBytes} bytes`,
+    });
+    const outcome = await boundedResult(this.client, handle, waitMs);
+    if (outcome.done) return outcome.value;
+    const started = (await handle.describe()).startTime;
+    throw new DriverError(FailureType.Aborted, describeWait('expansion', volumeId, node, started, new Date()));
+  }
+
+  /** The volume as its node holds it; NotFound when this driver never issued it or the node lacks it. */
+  async inspect(volumeId: string): Promise<{ node: NodeView; volume: NodeVolume }> {
+    const { parts, node } = await this.homeOf(volumeId);
+    const volume = await this.client.workflow.execute<typeof workflows.inspectVolume>('inspectVolume', {
+      workflowId: `${this.driverName}/inspect/${volumeId}/${Date.now()}-${Math.random().toString(16).slice(2)}`,
+      taskQueue: controlTaskQueue(this.driverName),
+      args: [{ driverName: this.driverName, ...parts }],
+      workflowExecutionTimeout: '1m',
+    });
+    if (!volume)
+      throw new DriverError(FailureType.NotFound, `volume ${volumeId} does not exist on node ${parts.nodeId}`);
+    return { node, volume };
+  }
+
+  private async homeOf(volumeId: string) {
+    const parts = parseVolumeId(volumeId);
+    if (!parts) throw new DriverError(FailureType.NotFound, `volume ${volumeId} was not issued by this driver`);
+    const node = (await this.nodes()).find((candidate) => candidate.nodeId === parts.nodeId);
+    if (!node)
+      throw new DriverError(FailureType.NotFound, `volume ${volumeId} names node ${parts.nodeId}, never registered`);
+    return { parts, node };
   }
 
   async list(): Promise<ListVolumesResult> {

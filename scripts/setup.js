@@ -1,6 +1,7 @@
 'use strict';
 // Runs before `npm test` / `npm run dev`: installs deps if stale, builds, and makes sure a
-// Temporal CLI exists. Node built-ins only, because node_modules may not exist yet.
+// Temporal CLI and the test tools (csi-sanity, scripts/install-tools.js) exist. Node built-ins
+// only, because node_modules may not exist yet.
 const { spawnSync } = require('child_process');
 const fs = require('fs');
 const path = require('path');
@@ -40,3 +41,8 @@ function depsAreStale() {
 if (depsAreStale()) run('install dependencies', npm, ['ci']);
 run('build', npm, ['run', 'build', '--silent']);
 run('ensure Temporal CLI', process.execPath, [path.join('dist', 'temporal-dev', 'ensure-cli.js')]);
+// The test tools need Go; `npm run dev` and `npm run bench` do not use them, so only the test scripts (or a
+// direct `node scripts/setup.js`) install them.
+const lifecycle = process.env.npm_lifecycle_event;
+if (lifecycle === undefined || lifecycle === 'test' || lifecycle === 'sanity')
+  run('install test tools', process.execPath, [path.join('scripts', 'install-tools.js')]);

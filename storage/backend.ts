@@ -43,6 +43,16 @@ export interface CreateVolumeSpec {
   name: string;
   capacityBytes: number;
   parameters: Record<string, string>;
+  /** Block volumes are handed over as a raw device (loop only); mount volumes carry a filesystem. */
+  accessType?: 'mount' | 'block';
+  /** Filesystem for mount volumes on backends that format (loop): ext4 (default) or xfs. */
+  fsType?: string;
+}
+
+export interface ExpandResult {
+  capacityBytes: number;
+  /** True when the node must still grow the filesystem (NodeExpandVolume). */
+  nodeExpansionRequired: boolean;
 }
 
 export interface StorageBackend {
@@ -62,6 +72,11 @@ export interface StorageBackend {
   getVolume(key: string): Promise<VolumeRecord | undefined>;
   /** Sorted by key. */
   listVolumes(): Promise<VolumeRecord[]>;
+  /**
+   * Grows the volume's reservation (and backing file) to at least capacityBytes; idempotent, never shrinks.
+   * Absent: NotFound. No room: ResourceExhausted, nothing changed.
+   */
+  expandVolume(key: string, capacityBytes: number): Promise<ExpandResult>;
   /** Releases the pool (its lock) and waits for calls in progress; open() may be called again afterwards. */
   close(): Promise<void>;
 }

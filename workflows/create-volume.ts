@@ -3,6 +3,7 @@ import {
   ApplicationFailure,
   TimeoutFailure,
   proxyActivities,
+  setCurrentDetails,
   upsertSearchAttributes,
   uuid4,
 } from '@temporalio/workflow';
@@ -13,6 +14,7 @@ import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
 import { nodeTaskQueue } from '../common/names';
 import { supportsBlock } from '../common/backend-kinds';
 import { formatVolumeId, poolIdPrefix } from '../common/volume-id';
+import { listenForForget } from './node-forgotten';
 import { rankCandidates, unknownNodes } from './placement';
 import { NodeIdKey, PhaseKey, VolumeIdKey } from './search-attribute-keys';
 
@@ -68,6 +70,7 @@ function completion(queue: string) {
 }
 
 export async function createVolume(input: CreateVolumeInput): Promise<CreateVolumeResult> {
+  const untilForgotten = listenForForget();
   const nodes = await control.readRegistry();
   const unknown = unknownNodes(nodes, input.requisite);
   if (input.requisite && unknown.length === input.requisite.length) {
@@ -95,14 +98,19 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
       { key: PhaseKey, value: 'running' },
     ]);
     const queue = nodeTaskQueue(input.driverName, node.nodeId);
+    setCurrentDetails(`allocating on node ${node.nodeId}`);
     let created: NodeCreateResult;
     try {
       created = await firstTry(queue).createVolumeOnNode(nodeInput);
     } catch (error) {
       if (neverStarted(error) || refused(error, FailureType.ResourceExhausted)) continue;
       if (isNonRetryable(error)) throw error;
+      setCurrentDetails(`node ${node.nodeId} may have allocated; finishing there before anything else`);
       try {
-        created = await completion(queue).createVolumeOnNode(nodeInput);
+        const finished = await untilForgotten(() => completion(queue).createVolumeOnNode(nodeInput));
+        // A node forgotten for good took any allocation with it: another node may now be tried.
+        if (finished.forgotten) continue;
+        created = finished.value;
       } catch (completionError) {
         // The node answered definitively and its journal guarantees nothing was left behind.
         if (refused(completionError, FailureType.ResourceExhausted)) continue;
@@ -118,10 +126,12 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
       { key: VolumeIdKey, value: volumeId },
       { key: PhaseKey, value: 'done' },
     ]);
+    setCurrentDetails(`done: ${volumeId}`);
     return { volumeId, nodeId: node.nodeId, capacityBytes: created.capacityBytes };
   }
 
   upsertSearchAttributes([{ key: PhaseKey, value: 'failed' }]);
+  setCurrentDetails('failed: no node could take the volume');
   throw ApplicationFailure.create({
     type: FailureType.ResourceExhausted,
     message: noRoomMessage(input, nodes.length, candidates.length),

@@ -1,5 +1,7 @@
 /** The workflow bundle's entry: every workflow type the controller's worker runs. */
 export { createVolume } from './create-volume';
 export { deleteVolume } from './delete-volume';
+export { expandVolume } from './expand-volume';
+export { inspectVolume } from './inspect-volume';
 export { listVolumes } from './list-volumes';
 export { nodeRegistry } from './node-registry';

@@ -1,6 +1,8 @@
 import { condition, continueAsNew, defineSignal, setHandler, upsertMemo, workflowInfo } from '@temporalio/workflow';
 import type { NodeRecord, NodeReport } from '../common/registry-types';
-import { REGISTRY_MEMO_KEY } from '../common/registry-types';
+import type { ForgottenNode } from '../common/registry-types';
+import { FORGOTTEN_MEMO_KEY, REGISTRY_MEMO_KEY } from '../common/registry-types';
+import type { ForgetNotice } from './node-forgotten';
 
 /**
  * The durable registry of every node ever seen: one long-lived workflow per driver, fed by node heartbeats
@@ -9,19 +11,33 @@ import { REGISTRY_MEMO_KEY } from '../common/registry-types';
  * killed one reads it at once. History stays short through continue-as-new, carrying the records over.
  */
 export const nodeReportSignal = defineSignal<[NodeReport]>('nodeReport');
+/** An operator's decision that a node is gone for good; it leaves the registry, with the reason kept. */
+export const forgetNodeSignal = defineSignal<[ForgetNotice]>('forgetNode');
 
 export interface NodeRegistryState {
   nodes: Record<string, NodeRecord>;
+  forgotten?: Record<string, ForgottenNode>;
 }
 
 const HISTORY_LIMIT = 1000;
 
 export async function nodeRegistry(state: NodeRegistryState): Promise<void> {
   const nodes: Record<string, NodeRecord> = { ...state.nodes };
+  const forgotten: Record<string, ForgottenNode> = { ...state.forgotten };
   let changed = true;
+
+  setHandler(forgetNodeSignal, (notice) => {
+    const record = nodes[notice.nodeId];
+    if (!record) return;
+    forgotten[notice.nodeId] = { ...notice, lastHeartbeat: record.lastHeartbeat };
+    delete nodes[notice.nodeId];
+    changed = true;
+  });
 
   setHandler(nodeReportSignal, (report) => {
     const now = Date.now(); // workflow time: deterministic on replay
+    // A forgotten node that comes back is a new registration (its pool identity tells old volumes apart).
+    delete forgotten[report.nodeId];
     const previous = nodes[report.nodeId];
     nodes[report.nodeId] = { ...report, firstSeen: previous?.firstSeen ?? now, lastHeartbeat: now };
     changed = true;
@@ -32,9 +48,9 @@ export async function nodeRegistry(state: NodeRegistryState): Promise<void> {
     await condition(() => changed || historyFull());
     if (changed) {
       // One memo update per workflow task, however many reports it carried.
-      upsertMemo({ [REGISTRY_MEMO_KEY]: nodes });
+      upsertMemo({ [REGISTRY_MEMO_KEY]: nodes, [FORGOTTEN_MEMO_KEY]: forgotten });
       changed = false;
     }
   }
-  await continueAsNew<typeof nodeRegistry>({ nodes });
+  await continueAsNew<typeof nodeRegistry>({ nodes, forgotten });
 }

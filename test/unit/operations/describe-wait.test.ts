@@ -48,7 +48,7 @@ describe('describeWait', () => {
   }
 
   it('describes a wait on a live node', () => {
-    const message = describeWait(volumeId, node(true, now.getTime() - 5_000), started, now);
+    const message = describeWait('deletion', volumeId, node(true, now.getTime() - 5_000), started, now);
     expect(message).toBe(
       `deletion of ${volumeId} has waited 1h30m for node node-a (last heartbeat 5s ago); ` +
         'it completes when the node agent runs it',
@@ -56,7 +56,7 @@ describe('describeWait', () => {
   });
 
   it('says when the node is considered offline', () => {
-    const message = describeWait(volumeId, node(false, now.getTime() - 2 * 86_400_000), started, now);
+    const message = describeWait('deletion', volumeId, node(false, now.getTime() - 2 * 86_400_000), started, now);
     expect(message).toBe(
       `deletion of ${volumeId} has waited 1h30m for node node-a (last heartbeat 48h0m ago, considered offline); ` +
         'it completes when the node agent runs it',
@@ -64,13 +64,13 @@ describe('describeWait', () => {
   });
 
   it('does not call a live node offline', () => {
-    expect(describeWait(volumeId, node(true, now.getTime()), now, now)).not.toContain('offline');
-    expect(describeWait(volumeId, node(true, now.getTime()), now, now)).toContain('has waited 0s');
+    expect(describeWait('deletion', volumeId, node(true, now.getTime()), now, now)).not.toContain('offline');
+    expect(describeWait('deletion', volumeId, node(true, now.getTime()), now, now)).toContain('has waited 0s');
   });
 
   it('measures the wait from start to now, not from the last heartbeat', () => {
     const justStarted = new Date(now.getTime() - 90_000);
-    const message = describeWait(volumeId, node(true, now.getTime() - 12_000), justStarted, now);
+    const message = describeWait('deletion', volumeId, node(true, now.getTime() - 12_000), justStarted, now);
     expect(message).toContain('has waited 1m30s');
     expect(message).toContain('last heartbeat 12s ago');
   });

@@ -1,0 +1,48 @@
+import { ApplicationFailure, proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
+import type { NodeActivities } from '../activities/node-activities';
+import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
+import { nodeTaskQueue } from '../common/names';
+import { listenForForget } from './node-forgotten';
+import { PhaseKey } from './search-attribute-keys';
+
+export interface ExpandVolumeInput {
+  driverName: string;
+  volumeId: string;
+  nodeId: string;
+  key: string;
+  poolIdPrefix: string;
+  capacityBytes: number;
+}
+
+export interface ExpandVolumeResult {
+  capacityBytes: number;
+  nodeExpansionRequired: boolean;
+}
+
+/**
+ * Grows a volume on its home node. Like deletion, the node activity has no schedule-to-start timeout: for a
+ * node that is down, the expansion waits in its queue until the agent returns. Growing is idempotent and
+ * never shrinks, so a retry or a second request for a smaller size is harmless.
+ */
+export async function expandVolume(input: ExpandVolumeInput): Promise<ExpandVolumeResult> {
+  const onNode = proxyActivities<NodeActivities>({
+    taskQueue: nodeTaskQueue(input.driverName, input.nodeId),
+    startToCloseTimeout: '5m',
+    heartbeatTimeout: '10s',
+    retry: { initialInterval: '1s', maximumInterval: '30s', nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES] },
+    summary: `grow ${input.volumeId} to ${input.capacityBytes} bytes`,
+  });
+  const untilForgotten = listenForForget();
+  const result = await untilForgotten(() =>
+    onNode.expandVolumeOnNode({ key: input.key, poolIdPrefix: input.poolIdPrefix, capacityBytes: input.capacityBytes }),
+  );
+  upsertSearchAttributes([{ key: PhaseKey, value: 'done' }]);
+  if (result.forgotten) {
+    throw ApplicationFailure.create({
+      type: FailureType.NotFound,
+      message: `node ${input.nodeId} was forgotten (${result.notice.reason}); its volumes are gone`,
+      nonRetryable: true,
+    });
+  }
+  return result.value;
+}
