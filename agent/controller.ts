@@ -1,5 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import fs from 'node:fs';
 import { createControlActivities } from '../activities/control-activities';
 import { createLogger } from '../common/logger';
@@ -14,7 +14,10 @@ import { VolumeOperations } from '../operations/volume-operations';
 import { missingSearchAttributes } from '../temporal-dev/check-search-attributes';
 import { searchAttributeCreateCommands } from '../temporal-dev/register-commands';
 import { WORKFLOW_BUNDLE_PATH, WORKFLOWS_PATH } from './bundle-workflows';
+import { installTemporalRuntime } from './runtime';
 import { onShutdownSignal } from './shutdown';
+import { registerControllerMetrics } from '../metrics/controller-metrics';
+import { createProcessMetrics, serveMetrics } from '../metrics/registry';
 
 export interface ControllerConfig {
   endpoint: string;
@@ -22,6 +25,10 @@ export interface ControllerConfig {
   temporal: TemporalConfig;
   callWaitMs: number;
   maxVolumeBytes: number;
+  /** host:port for our Prometheus metrics; off when empty. */
+  metricsAddress?: string;
+  /** host:port for the Temporal SDK's own Prometheus metrics; off when empty. */
+  sdkMetricsAddress?: string;
 }
 
 export interface RunningController {
@@ -33,8 +40,7 @@ export interface RunningController {
  * runs every workflow. It keeps nothing in memory that it needs after a restart.
  */
 export async function runController(config: ControllerConfig): Promise<RunningController> {
-  // Our own signal handler stops the CSI server before the worker; the SDK's would stop the worker first.
-  Runtime.install({ shutdownSignals: [] });
+  installTemporalRuntime(config.sdkMetricsAddress);
   const logger = createLogger('controller');
   const options = connectionOptions(config.temporal);
   const connection = await Connection.connect(options);
@@ -68,13 +74,19 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
     ready: async () => worker.getState() === 'RUNNING' && (await temporalAnswers(client)),
   });
   const controller = createControllerService(operations, config);
-  const server = await serveCsi(config.endpoint, { identity, controller }, logger);
+  const metrics = createProcessMetrics('controller');
+  registerControllerMetrics(metrics.registry, client, config.driverName, logger);
+  const stopMetrics = config.metricsAddress
+    ? await serveMetrics(config.metricsAddress, metrics.registry, logger)
+    : undefined;
+  const server = await serveCsi(config.endpoint, { identity, controller }, logger, metrics);
   logger.info({ driver: config.driverName, temporal: config.temporal.address }, 'controller ready');
 
   let stopped: Promise<void> | undefined;
   const stop = () =>
     (stopped ??= (async () => {
       await server.close();
+      await stopMetrics?.();
       worker.shutdown();
       await workerDone;
       await connection.close();

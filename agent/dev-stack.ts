@@ -12,6 +12,8 @@ export interface DevStackOptions {
   capacity: string;
   port: number;
   uiPort: number;
+  /** The controller's metrics port; node agents take the ports after it. */
+  metricsPort: number;
 }
 
 /**
@@ -22,6 +24,7 @@ export async function runDevStack(options: DevStackOptions): Promise<void> {
   const layout = devLayout(options.dataDir);
   const server = await startDevServer({ dataDir: layout.temporal, port: options.port, uiPort: options.uiPort });
   const temporal = ['--temporal-address', server.address, '--temporal-namespace', server.namespace];
+  const metricsAt = (index: number) => `127.0.0.1:${options.metricsPort + index}`;
   const children: ChildProcess[] = [];
   let stopping = false;
   const stopAll = async () => {
@@ -52,6 +55,7 @@ export async function runDevStack(options: DevStackOptions): Promise<void> {
     for (const nodeId of nodes) {
       const args = ['node', '--endpoint', `unix://${layout.nodeSocket(nodeId)}`, '--node-id', nodeId];
       args.push('--backend', 'dir', '--pool', layout.pool(nodeId), '--capacity', options.capacity, ...temporal);
+      args.push('--metrics-address', metricsAt(nodes.indexOf(nodeId) + 1));
       start(nodeId, args);
     }
     await waitUntilReady(controllerEndpoint);
@@ -65,6 +69,7 @@ export async function runDevStack(options: DevStackOptions): Promise<void> {
       ...nodes.map(
         (nodeId) => `  ${nodeId.padEnd(12)} unix://${layout.nodeSocket(nodeId)}  pool ${layout.pool(nodeId)}`,
       ),
+      `  metrics:     http://${metricsAt(0)}/metrics (controller), ports ${options.metricsPort + 1}+ for the nodes`,
       `  logs:        ${layout.logs}`,
       'Try: npx durable-csi volumes create demo --size 1Gi    (Ctrl-C stops everything; data stays in the data dir)',
     ];

@@ -1,5 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { createNodeActivities } from '../activities/node-activities';
 import { createLogger } from '../common/logger';
 import { nodeTaskQueue } from '../common/names';
@@ -12,7 +12,10 @@ import { serveCsi } from '../csi/server';
 import { createBackend, type BackendConfig } from './create-backend';
 import { armedFailpoints, withFailpoints } from './failpoints';
 import { startHeartbeats } from './heartbeats';
+import { installTemporalRuntime } from './runtime';
 import { onShutdownSignal } from './shutdown';
+import { registerNodeMetrics } from '../metrics/node-metrics';
+import { createProcessMetrics, serveMetrics } from '../metrics/registry';
 
 export interface NodeAgentConfig {
   endpoint: string;
@@ -20,6 +23,10 @@ export interface NodeAgentConfig {
   nodeId: string;
   backend: BackendConfig;
   temporal: TemporalConfig;
+  /** host:port for our Prometheus metrics; off when empty. */
+  metricsAddress?: string;
+  /** host:port for the Temporal SDK's own Prometheus metrics; off when empty. */
+  sdkMetricsAddress?: string;
 }
 
 /**
@@ -27,8 +34,7 @@ export interface NodeAgentConfig {
  * runs the storage activities. The pool is opened (journal reconciled) before any work is taken.
  */
 export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): Promise<void> }> {
-  // Our own signal handler stops the CSI server before the worker; the SDK's would stop the worker first.
-  Runtime.install({ shutdownSignals: [] });
+  installTemporalRuntime(config.sdkMetricsAddress);
   const logger = createLogger('node').child({ node: config.nodeId });
   const failpoints = armedFailpoints();
   if (failpoints.size > 0)
@@ -37,6 +43,7 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
   const report = await backend.open();
   logger.info({ poolId: report.poolId, created: report.created, reconciled: report.reconciled }, 'pool open');
   if (report.strays.length > 0) logger.warn({ strays: report.strays }, 'pool holds entries no record explains');
+  if (report.repaired.length > 0) logger.warn({ repaired: report.repaired }, 'staged volumes and loop devices repaired at open');
 
   const options = connectionOptions(config.temporal);
   const connection = await Connection.connect(options);
@@ -64,10 +71,16 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
     controller: false,
     ready: async () => worker.getState() === 'RUNNING' && heartbeats.registered(),
   });
+  const metrics = createProcessMetrics('node');
+  registerNodeMetrics(metrics.registry, backend, config.nodeId);
+  const stopMetrics = config.metricsAddress
+    ? await serveMetrics(config.metricsAddress, metrics.registry, logger)
+    : undefined;
   const server = await serveCsi(
     config.endpoint,
-    { identity, node: createNodeService({ nodeId: config.nodeId }) },
+    { identity, node: createNodeService({ nodeId: config.nodeId, poolId: report.poolId, backend }) },
     logger,
+    metrics,
   );
   logger.info({ driver: config.driverName, backend: backend.kind }, 'node agent ready');
 
@@ -76,6 +89,7 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
     (stopped ??= (async () => {
       heartbeats.stop();
       await server.close();
+      await stopMetrics?.();
       worker.shutdown();
       await workerDone;
       await backend.close();

@@ -10,13 +10,24 @@ export function devCommand(): Command {
     .option('--capacity <size>', 'capacity of each node pool', '10Gi')
     .option('--port <port>', 'Temporal frontend port', '7233')
     .option('--ui-port <port>', 'Temporal Web UI port', '8233')
-    .action(async (flags: { dataDir: string; nodes: string; capacity: string; port: string; uiPort: string }) => {
-      await runDevStack({
-        dataDir: flags.dataDir,
-        nodeCount: Number(flags.nodes),
-        capacity: flags.capacity,
-        port: Number(flags.port),
-        uiPort: Number(flags.uiPort),
-      });
-    });
+    .option('--metrics-port <port>', "controller's Prometheus port; node agents use the next ones", '9464')
+    .action(
+      async (flags: {
+        dataDir: string;
+        nodes: string;
+        capacity: string;
+        port: string;
+        uiPort: string;
+        metricsPort: string;
+      }) => {
+        await runDevStack({
+          dataDir: flags.dataDir,
+          nodeCount: Number(flags.nodes),
+          capacity: flags.capacity,
+          port: Number(flags.port),
+          uiPort: Number(flags.uiPort),
+          metricsPort: Number(flags.metricsPort),
+        });
+      },
+    );
 }

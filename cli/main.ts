@@ -5,6 +5,7 @@ import { driverVersion } from '../common/version';
 import { controllerCommand } from './controller-command';
 import { devCommand } from './dev-command';
 import { nodeCommand } from './node-command';
+import { nodesCommand } from './nodes-command';
 import { volumesCommand } from './volumes-command';
 
 /** durable-csi: thin entry; each subcommand parses its flags once and calls a run() function. */
@@ -17,6 +18,7 @@ program.addCommand(controllerCommand(DEFAULT_DRIVER_NAME));
 program.addCommand(nodeCommand(DEFAULT_DRIVER_NAME));
 program.addCommand(devCommand());
 program.addCommand(volumesCommand());
+program.addCommand(nodesCommand());
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   process.stderr.write(`durable-csi: ${error instanceof Error ? error.message : String(error)}\n`);

@@ -1,8 +1,9 @@
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { runNodeAgent } from '../agent/node-agent';
+import { BACKEND_KINDS } from '../common/backend-kinds';
 import { isValidNodeId, MAX_NODE_ID_LENGTH } from '../common/node-id';
 import { parseQuantity } from '../common/quantity';
-import { addTemporalOptions, temporalConfig, type TemporalFlags } from './temporal-options';
+import { addMetricsOptions, addTemporalOptions, temporalConfig, type TemporalFlags } from './temporal-options';
 
 interface NodeFlags extends TemporalFlags {
   endpoint: string;
@@ -22,10 +23,17 @@ export function nodeCommand(defaultDriverName: string): Command {
       `this node's ID: a lower-case DNS name of at most ${MAX_NODE_ID_LENGTH} characters`,
     )
     .option('--driver-name <name>', 'CSI driver name', defaultDriverName)
-    .option('--backend <kind>', 'storage backend: dir', 'dir')
+    .addOption(
+      new Option(
+        '--backend <kind>',
+        'storage backend: dir (a directory per volume) or loop (a preallocated image per volume, attached as a loop device; needs root)',
+      )
+        .choices(BACKEND_KINDS)
+        .default('dir'),
+    )
     .requiredOption('--pool <dir>', 'pool directory holding the volumes')
     .option('--capacity <size>', 'pool capacity, e.g. 10Gi', '10Gi');
-  return addTemporalOptions(command).action(async (flags: NodeFlags) => {
+  return addMetricsOptions(addTemporalOptions(command)).action(async (flags: NodeFlags) => {
     if (!isValidNodeId(flags.nodeId)) {
       throw new Error(
         `--node-id "${flags.nodeId}" must be a lower-case DNS name ([a-z0-9.-]) of at most ${MAX_NODE_ID_LENGTH} characters`,
@@ -37,6 +45,8 @@ export function nodeCommand(defaultDriverName: string): Command {
       nodeId: flags.nodeId,
       backend: { kind: flags.backend, pool: flags.pool, capacityBytes: parseQuantity(flags.capacity) },
       temporal: temporalConfig(flags),
+      metricsAddress: flags.metricsAddress,
+      sdkMetricsAddress: flags.sdkMetricsAddress,
     });
   });
 }

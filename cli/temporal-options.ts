@@ -14,6 +14,13 @@ export function addTemporalOptions(command: Command): Command {
     .option('--temporal-api-key-file <file>', 'file holding a Temporal Cloud API key');
 }
 
+/** The metrics flags of the long-running processes (controller, node agent). */
+export function addMetricsOptions(command: Command): Command {
+  return command
+    .option('--metrics-address <host:port>', 'serve Prometheus metrics at http://host:port/metrics (off by default)')
+    .option('--sdk-metrics-address <host:port>', "serve the Temporal SDK's own Prometheus metrics (off by default)");
+}
+
 export interface TemporalFlags {
   temporalAddress: string;
   temporalNamespace: string;
@@ -23,6 +30,8 @@ export interface TemporalFlags {
   temporalTlsCa?: string;
   temporalTlsServerName?: string;
   temporalApiKeyFile?: string;
+  metricsAddress?: string;
+  sdkMetricsAddress?: string;
 }
 
 export function temporalConfig(flags: TemporalFlags): TemporalConfig {

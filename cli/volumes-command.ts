@@ -7,11 +7,12 @@ import { TOPOLOGY_NODE_KEY } from '../common/names';
 import { formatBytes, parseQuantity } from '../common/quantity';
 import { defaultControllerEndpoint } from './dev-layout';
 import { printTable } from './table';
+import { addVolumeInspectCommands } from './volumes-inspect-commands';
 
 /** A small human client over the controller's CSI socket: what external-provisioner would send. */
 export function volumesCommand(): Command {
   const volumes = new Command('volumes')
-    .description("create, delete and list volumes through the controller's CSI socket")
+    .description("create, delete and list through the controller's CSI socket; stuck and describe read Temporal")
     .option('--endpoint <endpoint>', 'controller CSI endpoint', defaultControllerEndpoint())
     .option('--timeout <seconds>', 'per-call deadline in seconds', '30');
 
@@ -75,6 +76,7 @@ export function volumesCommand(): Command {
       });
       printTable(['VOLUME ID', 'SIZE', 'NODE'], rows);
     });
+  addVolumeInspectCommands(volumes);
   return volumes;
 }
 

@@ -1,17 +1,26 @@
 import { TOPOLOGY_NODE_KEY } from '../common/names';
+import type { NodeContext } from './node-requests';
+import { publishHandlers } from './node-publish';
+import { stageHandlers } from './node-stage';
+import { volumeStatusHandlers } from './node-volume-status';
 
-/** CSI Node: identity of this node and its capabilities. Staging and publishing arrive with the loop backend. */
-export function createNodeService(options: { nodeId: string }) {
+const CAPABILITIES = ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'VOLUME_CONDITION', 'EXPAND_VOLUME'];
+
+/** CSI Node: this node's identity and capabilities, and staging, publishing, stats and expansion of its volumes. */
+export function createNodeService(context: NodeContext) {
   return {
     async NodeGetInfo() {
       return {
-        node_id: options.nodeId,
+        node_id: context.nodeId,
         max_volumes_per_node: '0',
-        accessible_topology: { segments: { [TOPOLOGY_NODE_KEY]: options.nodeId } },
+        accessible_topology: { segments: { [TOPOLOGY_NODE_KEY]: context.nodeId } },
       };
     },
     async NodeGetCapabilities() {
-      return { capabilities: [] };
+      return { capabilities: CAPABILITIES.map((type) => ({ rpc: { type } })) };
     },
+    ...stageHandlers(context),
+    ...publishHandlers(context),
+    ...volumeStatusHandlers(context),
   };
 }

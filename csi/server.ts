@@ -2,6 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../common/logger';
+import type { ProcessMetrics } from '../metrics/registry';
 import { parseEndpoint, removeStaleSocket } from './endpoint';
 import { toGrpcStatus } from './errors';
 import { csiPackage } from './proto';
@@ -25,12 +26,17 @@ export interface RunningServer {
 }
 
 /** Serves the given CSI services on one endpoint. Methods a service leaves out answer UNIMPLEMENTED. */
-export async function serveCsi(endpoint: string, services: CsiServices, logger: Logger): Promise<RunningServer> {
+export async function serveCsi(
+  endpoint: string,
+  services: CsiServices,
+  logger: Logger,
+  metrics?: ProcessMetrics,
+): Promise<RunningServer> {
   const csi = csiPackage();
   const server = new grpc.Server();
-  server.addService(csi.Identity.service, wrapService(services.identity, logger));
-  if (services.controller) server.addService(csi.Controller.service, wrapService(services.controller, logger));
-  if (services.node) server.addService(csi.Node.service, wrapService(services.node, logger));
+  server.addService(csi.Identity.service, wrapService(services.identity, logger, metrics));
+  if (services.controller) server.addService(csi.Controller.service, wrapService(services.controller, logger, metrics));
+  if (services.node) server.addService(csi.Node.service, wrapService(services.node, logger, metrics));
 
   const { address, socketPath } = parseEndpoint(endpoint);
   if (socketPath) {
@@ -54,7 +60,11 @@ export async function serveCsi(endpoint: string, services: CsiServices, logger: 
 }
 
 /** The one wrapper around every call: redacted request logging, duration, and the single error-to-code map. */
-function wrapService(service: AsyncService, logger: Logger): grpc.UntypedServiceImplementation {
+function wrapService(
+  service: AsyncService,
+  logger: Logger,
+  metrics?: ProcessMetrics,
+): grpc.UntypedServiceImplementation {
   const wrapped: grpc.UntypedServiceImplementation = {};
   for (const [method, handler] of Object.entries(service)) {
     wrapped[method] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
@@ -63,11 +73,13 @@ function wrapService(service: AsyncService, logger: Logger): grpc.UntypedService
       log.debug({ request: redactSecrets(call.request) }, 'call');
       handler(call.request as never, call).then(
         (response) => {
+          observe(metrics, method, 'OK', started);
           log.info({ ms: elapsedMs(started) }, 'ok');
           callback(null, response);
         },
         (error: unknown) => {
           const { code, message, unexpected } = toGrpcStatus(error);
+          observe(metrics, method, grpc.status[code], started);
           const fields = { ms: elapsedMs(started), code: grpc.status[code], message };
           if (unexpected) log.error({ ...fields, err: error, request: redactSecrets(call.request) }, 'failed');
           else log.info(fields, 'refused or pending');
@@ -77,6 +89,11 @@ function wrapService(service: AsyncService, logger: Logger): grpc.UntypedService
     };
   }
   return wrapped;
+}
+
+function observe(metrics: ProcessMetrics | undefined, method: string, code: string, started: bigint): void {
+  metrics?.csiCalls.inc({ method, code });
+  metrics?.csiCallSeconds.observe({ method }, elapsedMs(started) / 1000);
 }
 
 function elapsedMs(started: bigint): number {

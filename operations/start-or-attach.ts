@@ -10,6 +10,7 @@ export interface StartOrAttachOptions<W extends Workflow> {
   memo?: Record<string, unknown>;
   searchAttributes?: SearchAttributePair[];
   staticSummary?: string;
+  staticDetails?: string;
   /** Start again even when a completed run exists (only after proving that run's effect is gone). */
   replaceCompleted?: boolean;
 }
@@ -37,6 +38,7 @@ export async function startOrAttach<W extends Workflow>(
       memo: options.memo,
       typedSearchAttributes: options.searchAttributes,
       staticSummary: options.staticSummary,
+      staticDetails: options.staticDetails,
       workflowIdConflictPolicy: 'USE_EXISTING',
       workflowIdReusePolicy: options.replaceCompleted ? 'ALLOW_DUPLICATE' : 'ALLOW_DUPLICATE_FAILED_ONLY',
     } as unknown as WorkflowStartOptions<W>; // generic W defeats the args conditional type

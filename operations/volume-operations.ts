@@ -70,7 +70,8 @@ export class VolumeOperations {
         { key: NodeIdKey, value: parts.nodeId },
         { key: PhaseKey, value: 'running' },
       ],
-      staticSummary: `delete ${volumeId} on node ${parts.nodeId}`,
+      staticSummary: `delete ${volumeId} on node ${parts.nodeId}${node.live ? '' : waitingSuffix()}`,
+      staticDetails: requestDetails(`delete volume \`${volumeId}\``, node),
     });
     const outcome = await boundedResult(this.client, handle, waitMs);
     if (outcome.done) return outcome.value;
@@ -92,7 +93,8 @@ export class VolumeOperations {
         { key: NodeIdKey, value: parts.nodeId },
         { key: PhaseKey, value: 'running' },
       ],
-      staticSummary: `expand ${volumeId} on node ${parts.nodeId} to ${capacityBytes} bytes`,
+      staticSummary: `expand ${volumeId} on node ${parts.nodeId} to ${capacityBytes} bytes${node.live ? '' : waitingSuffix()}`,
+      staticDetails: requestDetails(`grow \`${volumeId}\` to ${capacityBytes} bytes`, node),
     });
     const outcome = await boundedResult(this.client, handle, waitMs);
     if (outcome.done) return outcome.value;
@@ -149,6 +151,7 @@ export class VolumeOperations {
         { key: PhaseKey, value: 'placing' },
       ],
       staticSummary: `create ${input.name} (${input.capacityBytes} bytes)`,
+      staticDetails: `**Request**: ${JSON.stringify({ ...input, driverName: undefined })}`,
       replaceCompleted,
     });
   }
@@ -177,6 +180,21 @@ export class VolumeOperations {
       throw error;
     }
   }
+}
+
+/** The one-line summary's tail for an operation that starts while its node is down. */
+function waitingSuffix(): string {
+  return `: waiting for the node since ${new Date().toISOString().slice(11, 19)} UTC`;
+}
+
+/** Markdown shown under Details in the Temporal UI: the request (never its secrets) and the node as last seen. */
+function requestDetails(request: string, node: NodeView): string {
+  const heard = new Date(node.lastHeartbeat).toISOString();
+  return [
+    `**Request**: ${request}`,
+    `**Node**: ${node.nodeId}, ${node.live ? 'live' : 'offline'}, last heartbeat ${heard} (when the operation started)`,
+    'Attempts and waits so far: see Pending Activities and the timeline.',
+  ].join('\n\n');
 }
 
 function sortKeys(record: Record<string, string>): [string, string][] {

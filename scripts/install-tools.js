@@ -102,7 +102,8 @@ function install(tool) {
   if (result.status !== 0) fail(`\`${go} install ${spec}\` exited with ${result.signal || `code ${result.status}`}`);
   if (!fs.existsSync(binary)) fail(`\`${go} install ${spec}\` succeeded but ${binary} does not exist`);
   const built = builtVersion(go, binary, tool.module);
-  if (built !== tool.version) fail(`${binary} was built from ${tool.module} ${built || '(unknown)'}, not ${tool.version}`);
+  if (built !== tool.version)
+    fail(`${binary} was built from ${tool.module} ${built || '(unknown)'}, not ${tool.version}`);
   const stamp = { module: tool.module, version: tool.version, sha256: sha256(binary), go: version };
   fs.writeFileSync(stampPath(tool), `${JSON.stringify(stamp, null, 2)}\n`);
   console.error(`install-tools: ${tool.name} ${tool.version} installed (${path.relative(root, binary)})`);

@@ -16,13 +16,18 @@ export function isTempFileName(name: string): boolean {
   return TEMP_NAME.test(name);
 }
 
-export async function fsyncDir(dir: string): Promise<void> {
-  const handle = await fs.open(dir, 'r');
+/** fsync(2) of a file or a directory (a read-only descriptor is enough on Linux). */
+export async function fsyncPath(target: string): Promise<void> {
+  const handle = await fs.open(target, 'r');
   try {
     await handle.sync();
   } finally {
     await handle.close();
   }
+}
+
+export async function fsyncDir(dir: string): Promise<void> {
+  await fsyncPath(dir);
 }
 
 async function writeTempFile(file: string, text: string): Promise<string> {

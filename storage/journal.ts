@@ -2,11 +2,9 @@
  * The intent journal: one file per key under journal/, written before anything is allocated or freed and
  * removed when the operation is complete. Whatever is left there after a crash is settled by open().
  */
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import { DriverError } from '../common/failures';
-import { isTempFileName, readJson, removeFile, writeJsonAtomic } from './atomic-file';
-import { keyOfJsonFileName } from './pool-layout';
+import { readJson, removeFile, writeJsonAtomic } from './atomic-file';
+import { readKeyedFiles } from './keyed-files';
 import type { PoolLayout } from './pool-layout';
 import { isSize, isStringMap } from './volume-spec';
 
@@ -50,16 +48,9 @@ export async function removeIntent(layout: PoolLayout, key: string): Promise<voi
  * journal entry nobody can read is for a person to look at, not for the driver to guess about).
  */
 export async function listIntents(layout: PoolLayout): Promise<{ intents: Intent[]; strays: string[] }> {
-  const intents: Intent[] = [];
-  const strays: string[] = [];
-  for (const name of (await fs.readdir(layout.journalDir)).sort()) {
-    if (isTempFileName(name)) continue;
-    const key = keyOfJsonFileName(name);
-    const intent = key === undefined ? undefined : parseIntent(await readJsonOrBad(layout.intentFile(key)), key);
-    if (intent) intents.push(intent);
-    else strays.push(path.join(layout.journalDir, name));
-  }
-  return { intents, strays };
+  const read = async (key: string) => parseIntent(await readJsonOrBad(layout.intentFile(key)), key);
+  const { entries, strays } = await readKeyedFiles(layout.journalDir, read);
+  return { intents: entries, strays };
 }
 
 /** A journal entry that is not JSON is reported as a stray rather than stopping the pool from opening. */

@@ -4,9 +4,11 @@
  *
  *   <pool>/pool.json            identity, written once
  *   <pool>/.lock                pid of the agent that owns the pool
- *   <pool>/volumes/<key>/       the volume's data, given to users
+ *   <pool>/volumes/<key>/       the volume's data, given to users (dir)
+ *   <pool>/volumes/<key>/disk.img   the volume's preallocated image, attached as a loop device (loop)
  *   <pool>/records/<key>.json   the volume's record (VolumeRecord without path)
  *   <pool>/journal/<key>.json   intent of an operation in progress
+ *   <pool>/staging/<key>.json   where the volume is staged on this node, written before it is mounted
  */
 import path from 'node:path';
 import { DriverError, FailureType } from '../common/failures';
@@ -64,6 +66,10 @@ export class PoolLayout {
     return path.join(this.root, 'journal');
   }
 
+  get stagingDir(): string {
+    return path.join(this.root, 'staging');
+  }
+
   volumeDir(key: string): string {
     assertVolumeKey(key);
     return this.inside(path.join(this.volumesDir, key));
@@ -77,6 +83,15 @@ export class PoolLayout {
   intentFile(key: string): string {
     assertVolumeKey(key);
     return this.inside(path.join(this.journalDir, `${key}.json`));
+  }
+
+  stagingFile(key: string): string {
+    assertVolumeKey(key);
+    return this.inside(path.join(this.stagingDir, `${key}.json`));
+  }
+
+  volumeImage(key: string): string {
+    return path.join(this.volumeDir(key), 'disk.img');
   }
 
   /** Defence in depth: the key check already rules this out. */

@@ -15,37 +15,51 @@ import { listRecordKeys, recordExists, removeRecord } from './volume-records';
 
 export type Reconciled = OpenReport['reconciled'][number];
 
+/** Frees everything a volume holds in the pool (dir: its directory; loop: its devices, then its directory). */
+export type Release = (layout: PoolLayout, key: string) => Promise<void>;
+
 /**
  * A create whose record was written is done ('kept'); one without a record allocated at most a directory,
  * which is removed ('rolled-back'). A delete is always driven forward ('completed').
  */
-export async function settleIntent(layout: PoolLayout, intent: Intent): Promise<Reconciled['outcome']> {
+export async function settleIntent(
+  layout: PoolLayout,
+  intent: Intent,
+  release: Release = removeVolumeDir,
+): Promise<Reconciled['outcome']> {
   if (intent.op === 'create' && (await recordExists(layout, intent.key))) {
     await removeIntent(layout, intent.key);
     return 'kept';
   }
-  await removeVolumeDir(layout, intent.key);
+  await release(layout, intent.key);
   if (intent.op === 'delete') await removeRecord(layout, intent.key);
   await removeIntent(layout, intent.key);
   return intent.op === 'create' ? 'rolled-back' : 'completed';
 }
 
 /** Settles every readable journal entry; unreadable ones are returned as strays. */
-export async function settleJournal(layout: PoolLayout): Promise<{ reconciled: Reconciled[]; strays: string[] }> {
+export async function settleJournal(
+  layout: PoolLayout,
+  release?: Release,
+): Promise<{ reconciled: Reconciled[]; strays: string[] }> {
   const { intents, strays } = await listIntents(layout);
   const reconciled: Reconciled[] = [];
   for (const intent of intents) {
-    reconciled.push({ key: intent.key, op: intent.op, outcome: await settleIntent(layout, intent) });
+    reconciled.push({ key: intent.key, op: intent.op, outcome: await settleIntent(layout, intent, release) });
   }
   return { reconciled, strays };
 }
 
-export async function reconcilePool(layout: PoolLayout): Promise<Pick<OpenReport, 'reconciled' | 'strays'>> {
-  // Only this process writes in records/ and journal/ (it holds the pool lock): temporary files there are
-  // leftovers of a crash, never a write in progress.
+export async function reconcilePool(
+  layout: PoolLayout,
+  release?: Release,
+): Promise<Pick<OpenReport, 'reconciled' | 'strays'>> {
+  // Only this process writes in records/, journal/ and staging/ (it holds the pool lock): temporary files there
+  // are leftovers of a crash, never a write in progress.
   await removeTempFiles(layout.recordsDir);
   await removeTempFiles(layout.journalDir);
-  const { reconciled, strays } = await settleJournal(layout);
+  await removeTempFiles(layout.stagingDir);
+  const { reconciled, strays } = await settleJournal(layout, release);
   strays.push(...(await findStrays(layout)));
   return { reconciled, strays: strays.sort() };
 }

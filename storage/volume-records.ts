@@ -13,17 +13,27 @@ export type StoredRecord = Omit<VolumeRecord, 'path'>;
 
 function parseRecord(value: unknown, key: string, file: string): StoredRecord {
   const record = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
-  const { name, capacityBytes, parameters, createdAt } = record;
+  const { name, capacityBytes, parameters, createdAt, accessType, fsType } = record;
   if (
     record.key !== key ||
     typeof name !== 'string' ||
     !isSize(capacityBytes) ||
     !isStringMap(parameters) ||
-    typeof createdAt !== 'string'
+    typeof createdAt !== 'string' ||
+    (accessType !== undefined && accessType !== 'mount' && accessType !== 'block') ||
+    (fsType !== undefined && typeof fsType !== 'string')
   ) {
     throw new DriverError(FailureType.Internal, `${file} is not a volume record for key ${key}`);
   }
-  return { key, name, capacityBytes, parameters, createdAt };
+  return { key, name, capacityBytes, parameters, createdAt, ...shapeFields({ accessType, fsType }) };
+}
+
+/** The optional fields, present only when set: a dir record stays exactly what it always was. */
+function shapeFields(shape: Pick<StoredRecord, 'accessType' | 'fsType'>): Pick<StoredRecord, 'accessType' | 'fsType'> {
+  return {
+    ...(shape.accessType === undefined ? {} : { accessType: shape.accessType }),
+    ...(shape.fsType === undefined ? {} : { fsType: shape.fsType }),
+  };
 }
 
 export async function readRecord(layout: PoolLayout, key: string): Promise<StoredRecord | undefined> {
@@ -38,7 +48,14 @@ export async function recordExists(layout: PoolLayout, key: string): Promise<boo
 
 export async function writeRecord(layout: PoolLayout, record: StoredRecord): Promise<void> {
   const { key, name, capacityBytes, parameters, createdAt } = record;
-  await writeJsonAtomic(layout.recordFile(key), { key, name, capacityBytes, parameters, createdAt });
+  await writeJsonAtomic(layout.recordFile(key), {
+    key,
+    name,
+    capacityBytes,
+    parameters,
+    createdAt,
+    ...shapeFields(record),
+  });
 }
 
 export async function removeRecord(layout: PoolLayout, key: string): Promise<void> {

@@ -57,11 +57,12 @@ export class TestCluster {
 
   async startNode(
     nodeId: string,
-    options: { capacity?: string; env?: NodeJS.ProcessEnv; waitReady?: boolean } = {},
+    options: { capacity?: string; env?: NodeJS.ProcessEnv; waitReady?: boolean; backend?: 'dir' | 'loop' } = {},
   ): Promise<ManagedProcess> {
     const endpoint = `unix://${path.join(this.root, `${nodeId}.sock`)}`;
     const args = ['node', '--endpoint', endpoint, '--node-id', nodeId, '--driver-name', this.driverName];
-    args.push('--backend', 'dir', '--pool', this.pool(nodeId), '--capacity', options.capacity ?? '10Gi');
+    const backend = options.backend ?? 'dir';
+    args.push('--backend', backend, '--pool', this.pool(nodeId), '--capacity', options.capacity ?? '10Gi');
     args.push('--temporal-address', temporalAddress());
     return this.start(nodeId, endpoint, args, { ...process.env, ...options.env }, options.waitReady ?? true);
   }

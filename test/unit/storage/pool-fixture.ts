@@ -5,7 +5,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { DriverError } from '../../../common/failures';
 import type { FailureType } from '../../../common/failures';
+import type { StorageBackend } from '../../../storage/backend';
 import { DirBackend } from '../../../storage/dir-backend';
+import type { PoolBackendOptions } from '../../../storage/pool-backend';
+import { releaseMountsUnder } from './mount-helpers';
 
 export const GI = 1024 ** 3;
 
@@ -13,19 +16,30 @@ export function randomKey(): string {
   return randomBytes(16).toString('hex');
 }
 
-export class PoolFixture {
-  readonly root = fs.mkdtempSync(path.join(os.tmpdir(), 'durable-csi-dir-'));
-  readonly pool = path.join(this.root, 'pool');
-  private readonly backends: DirBackend[] = [];
+type Make<B> = (options: PoolBackendOptions) => B;
+
+/** A pool of one backend kind (dir unless another constructor is given) in a fresh temporary directory. */
+export class PoolFixture<B extends StorageBackend = DirBackend> {
+  readonly root: string;
+  readonly pool: string;
+  private readonly backends: B[] = [];
+
+  constructor(
+    private readonly make: Make<B> = ((options) => new DirBackend(options)) as Make<unknown> as Make<B>,
+    label = 'dir',
+  ) {
+    this.root = fs.mkdtempSync(path.join(os.tmpdir(), `durable-csi-${label}-`));
+    this.pool = path.join(this.root, 'pool');
+  }
 
   /** A new backend on the same pool: after a crash, this is what the restarted agent creates. */
-  backend(capacityBytes = 10 * GI): DirBackend {
-    const backend = new DirBackend({ pool: this.pool, capacityBytes });
+  backend(capacityBytes = 10 * GI): B {
+    const backend = this.make({ pool: this.pool, capacityBytes });
     this.backends.push(backend);
     return backend;
   }
 
-  async opened(capacityBytes = 10 * GI): Promise<DirBackend> {
+  async opened(capacityBytes = 10 * GI): Promise<B> {
     const backend = this.backend(capacityBytes);
     await backend.open();
     return backend;
@@ -49,6 +63,7 @@ export class PoolFixture {
 
   async cleanup(): Promise<void> {
     for (const backend of this.backends.splice(0)) await backend.close();
+    releaseMountsUnder(this.root);
     fs.rmSync(this.root, { recursive: true, force: true });
   }
 }

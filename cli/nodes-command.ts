@@ -1,0 +1,106 @@
+import { Command } from 'commander';
+import { formatBytes } from '../common/quantity';
+import { forgetNode } from '../operations/forget-node';
+import { readNodeOverview } from '../operations/node-overview';
+import type { NodeOverview } from '../operations/node-overview';
+import { addOperatorOptions, ageOf, printJson, secondsSince, withTemporalClient } from './operator-options';
+import type { OperatorFlags } from './operator-options';
+import { printTable } from './table';
+
+/** `nodes` (the registry, with pending work per node) and `nodes forget`; both read Temporal directly. */
+export function nodesCommand(): Command {
+  const nodes = new Command('nodes').description("the node registry and operators' decisions about nodes");
+  nodes.addCommand(listCommand(), { isDefault: true });
+  nodes.addCommand(forgetCommand());
+  return nodes;
+}
+
+function listCommand(): Command {
+  const command = new Command('list').description(
+    'every registered node with liveness, capacity and pending operations, then the forgotten nodes (the default)',
+  );
+  return addOperatorOptions(command).action(async (flags: OperatorFlags) => {
+    const overview = await withTemporalClient(flags, (client) => readNodeOverview(client, flags.driverName));
+    const now = Date.now();
+    if (flags.output === 'json') printJson(overviewJson(overview, now));
+    else printOverview(overview, now);
+  });
+}
+
+function overviewJson(overview: NodeOverview, now: number) {
+  return {
+    nodes: overview.nodes.map((node) => ({
+      nodeId: node.nodeId,
+      live: node.live,
+      lastHeartbeat: new Date(node.lastHeartbeat),
+      lastHeartbeatSeconds: secondsSince(node.lastHeartbeat, now),
+      firstSeen: new Date(node.firstSeen),
+      capacityBytes: node.capacityBytes,
+      availableBytes: node.availableBytes,
+      volumeCount: node.volumeCount,
+      pending: node.pending,
+      backend: node.backend,
+      poolId: node.poolId,
+      agentVersion: node.agentVersion,
+    })),
+    forgotten: overview.forgotten.map((node) => ({
+      nodeId: node.nodeId,
+      reason: node.reason,
+      at: node.at,
+      lastHeartbeat: new Date(node.lastHeartbeat),
+    })),
+  };
+}
+
+function printOverview(overview: NodeOverview, now: number): void {
+  if (overview.nodes.length === 0) process.stdout.write('no registered nodes\n');
+  else {
+    printTable(
+      ['NODE', 'LIVE', 'LAST HEARTBEAT', 'CAPACITY', 'AVAILABLE', 'VOLUMES', 'PENDING', 'BACKEND'],
+      overview.nodes.map((node) => [
+        node.nodeId,
+        node.live ? 'yes' : 'no',
+        `${ageOf(node.lastHeartbeat, now)} ago`,
+        formatBytes(node.capacityBytes),
+        formatBytes(node.availableBytes),
+        String(node.volumeCount),
+        String(node.pending),
+        node.backend,
+      ]),
+    );
+  }
+  if (overview.forgotten.length === 0) return;
+  process.stdout.write('\n');
+  printTable(
+    ['FORGOTTEN', 'REASON', 'FORGOTTEN AT', 'LAST HEARTBEAT'],
+    overview.forgotten.map((node) => [
+      node.nodeId,
+      node.reason,
+      `${node.at} (${ageOf(Date.parse(node.at), now)} ago)`,
+      `${ageOf(node.lastHeartbeat, now)} ago`,
+    ]),
+  );
+}
+
+function forgetCommand(): Command {
+  const command = new Command('forget')
+    .description(
+      'declare a node gone for good: it leaves the registry and every operation waiting for it ends ' +
+        '(deletions with the outcome node-forgotten). Refused for a live node. Its volumes are lost.',
+    )
+    .argument('<node-id>')
+    .requiredOption('--reason <text>', 'why, kept in the registry and in every released operation');
+  return addOperatorOptions(command).action(async (nodeId: string, flags: OperatorFlags & { reason: string }) => {
+    const outcome = await withTemporalClient(flags, (client) =>
+      forgetNode(client, flags.driverName, nodeId, flags.reason),
+    );
+    if (flags.output === 'json') {
+      printJson({ ...outcome.notice, released: outcome.released });
+      return;
+    }
+    const { notice, released } = outcome;
+    const count = `released ${released.length} pending operation${released.length === 1 ? '' : 's'}`;
+    process.stdout.write(`forgot node ${notice.nodeId} (${notice.reason}); ${count}\n`);
+    for (const workflowId of released) process.stdout.write(`  ${workflowId}\n`);
+  });
+}

@@ -1,0 +1,52 @@
+import { Client, Connection, ServiceError } from '@temporalio/client';
+import { Option } from 'commander';
+import type { Command } from 'commander';
+import { DEFAULT_DRIVER_NAME } from '../common/names';
+import { connectionOptions } from '../common/temporal-config';
+import { formatDuration } from '../operations/describe-wait';
+import { addTemporalOptions, temporalConfig } from './temporal-options';
+import type { TemporalFlags } from './temporal-options';
+
+/** Flags of the operator commands, which read Temporal directly rather than the CSI socket. */
+export interface OperatorFlags extends TemporalFlags {
+  driverName: string;
+  output: 'table' | 'json';
+}
+
+export function addOperatorOptions(command: Command): Command {
+  command
+    .option('--driver-name <name>', 'CSI driver name', DEFAULT_DRIVER_NAME)
+    .addOption(
+      new Option('--output <format>', 'table for people, json (stable field names) for scripts')
+        .choices(['table', 'json'])
+        .default('table'),
+    );
+  return addTemporalOptions(command);
+}
+
+/** Lazy: bad input is refused before any connection attempt, which can take seconds to fail. */
+export async function withTemporalClient<T>(flags: OperatorFlags, body: (client: Client) => Promise<T>): Promise<T> {
+  const connection = Connection.lazy(connectionOptions(temporalConfig(flags)));
+  try {
+    return await body(new Client({ connection, namespace: flags.temporalNamespace }));
+  } catch (error) {
+    // The SDK's message ("Failed to list workflows") hides the reason: unreachable, unknown attribute, ...
+    if (!(error instanceof ServiceError) || !(error.cause instanceof Error)) throw error;
+    throw new Error(`${error.message} (Temporal at ${flags.temporalAddress}): ${error.cause.message.trim()}`);
+  } finally {
+    await connection.close();
+  }
+}
+
+/** Dates become ISO 8601 strings (Date.toJSON). */
+export function printJson(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+export function ageOf(since: Date | number, now: number): string {
+  return formatDuration(now - (typeof since === 'number' ? since : since.getTime()));
+}
+
+export function secondsSince(since: Date | number, now: number): number {
+  return Math.max(0, Math.round((now - (typeof since === 'number' ? since : since.getTime())) / 1000));
+}

@@ -1,0 +1,112 @@
+import { Command } from 'commander';
+import { parseDuration } from '../common/duration';
+import { describeVolume } from '../operations/describe-volume';
+import type { OperationHistory, VolumeDescription } from '../operations/describe-volume';
+import { formatDuration } from '../operations/describe-wait';
+import { listPendingOperations } from '../operations/pending-operations';
+import type { OperationSummary } from '../operations/pending-operations';
+import { addOperatorOptions, ageOf, printJson, secondsSince, withTemporalClient } from './operator-options';
+import type { OperatorFlags } from './operator-options';
+import { printTable } from './table';
+
+/** `volumes stuck` and `volumes describe`: read from Temporal's visibility API and histories, not the CSI socket. */
+export function addVolumeInspectCommands(volumes: Command): void {
+  volumes.addCommand(stuckCommand());
+  volumes.addCommand(describeCommand());
+}
+
+function stuckCommand(): Command {
+  const command = new Command('stuck')
+    .description('pending volume operations (running workflows), oldest first; reads Temporal directly')
+    .option('--node <node-id>', 'only operations on this node')
+    .option('--older-than <duration>', 'only operations started at least this long ago, e.g. 10m');
+  return addOperatorOptions(command).action(async (flags: OperatorFlags & { node?: string; olderThan?: string }) => {
+    const now = Date.now();
+    const startedBefore = flags.olderThan ? new Date(now - parseDuration(flags.olderThan)) : undefined;
+    const pending = await withTemporalClient(flags, (client) =>
+      listPendingOperations(client, flags.driverName, { nodeId: flags.node, startedBefore }),
+    );
+    if (flags.output === 'json') {
+      printJson({ operations: pending.map((operation) => pendingJson(operation, now)) });
+    } else if (pending.length === 0) {
+      process.stdout.write('no pending operations\n');
+    } else {
+      printTable(
+        ['OPERATION', 'VOLUME', 'NODE', 'PHASE', 'AGE', 'WAITING', 'WORKFLOW ID'],
+        pending.map((operation) => [
+          operation.operation,
+          operation.volumeId ?? operation.volumeName ?? '',
+          operation.nodeId ?? '',
+          operation.phase ?? '',
+          ageOf(operation.startTime, now),
+          operation.waitingSince ? ageOf(operation.waitingSince, now) : '',
+          operation.workflowId,
+        ]),
+      );
+    }
+  });
+}
+
+function pendingJson(operation: OperationSummary, now: number) {
+  return {
+    workflowId: operation.workflowId,
+    runId: operation.runId,
+    operation: operation.operation,
+    volumeId: operation.volumeId,
+    volumeName: operation.volumeName,
+    nodeId: operation.nodeId,
+    phase: operation.phase,
+    startTime: operation.startTime,
+    ageSeconds: secondsSince(operation.startTime, now),
+    waitingSince: operation.waitingSince,
+    waitingSeconds: operation.waitingSince ? secondsSince(operation.waitingSince, now) : null,
+  };
+}
+
+function describeCommand(): Command {
+  const command = new Command('describe')
+    .description("a volume's operations (create, deletions, expansions) and their timelines; reads Temporal directly")
+    .argument('<volume-id>');
+  return addOperatorOptions(command).action(async (volumeId: string, flags: OperatorFlags) => {
+    const description = await withTemporalClient(flags, (client) => describeVolume(client, flags.driverName, volumeId));
+    if (flags.output === 'json') printJson(description);
+    else printDescription(description, Date.now());
+  });
+}
+
+function printDescription(description: VolumeDescription, now: number): void {
+  const { node } = description;
+  const heard = node.lastHeartbeat ? `, last heartbeat ${ageOf(node.lastHeartbeat, now)} ago` : '';
+  const reason = node.reason ? ` (${node.reason})` : '';
+  process.stdout.write(`volume  ${description.volumeId}\n`);
+  process.stdout.write(`node    ${description.nodeId}: ${node.state}${reason}${heard}\n`);
+  if (description.operations.length === 0) {
+    process.stdout.write('\nno operations found (closed workflows are kept for the namespace retention period)\n');
+  }
+  for (const operation of description.operations) printOperation(operation, now);
+}
+
+function printOperation(operation: OperationHistory, now: number): void {
+  const start = operation.startTime.getTime();
+  const closed = operation.closeTime
+    ? `closed ${operation.closeTime.toISOString()} (after ${formatDuration(operation.closeTime.getTime() - start)})`
+    : `running for ${ageOf(start, now)}`;
+  process.stdout.write(`\n${operation.operation}  ${operation.workflowId}  ${operation.status}\n`);
+  if (operation.summary) process.stdout.write(`  ${operation.summary}\n`);
+  process.stdout.write(`  started ${operation.startTime.toISOString()}, ${closed}\n`);
+  for (const activity of operation.pendingActivities) {
+    const failure = activity.lastFailure ? `, last failure: ${activity.lastFailure}` : '';
+    process.stdout.write(
+      `  pending: ${activity.activityType} ${activity.state}, attempt ${activity.attempt}${failure}\n`,
+    );
+  }
+  printTable(
+    ['  TIME', 'AFTER', 'EVENT', 'DETAIL'],
+    operation.timeline.map((event) => [
+      `  ${event.time.toISOString().slice(11, 23)}`,
+      formatDuration(event.time.getTime() - start),
+      event.event,
+      event.detail,
+    ]),
+  );
+}

@@ -1,0 +1,67 @@
+/**
+ * Checks shared by the Node RPCs. Everything here runs before any side effect: bad input is INVALID_ARGUMENT,
+ * and a volume ID that cannot name a volume of this node's pool is NOT_FOUND.
+ */
+import path from 'node:path';
+import { DriverError, FailureType } from '../common/failures';
+import { parseVolumeId, poolIdPrefix } from '../common/volume-id';
+import type { StageOptions, StorageBackend } from '../storage/backend';
+import type { VolumeCapability__Output } from './generated/csi/v1/VolumeCapability';
+import { checkCapabilities } from './validate-capabilities';
+
+export interface NodeContext {
+  nodeId: string;
+  /** The identity of the pool this agent opened; volume IDs carry its prefix. */
+  poolId: string;
+  backend: StorageBackend;
+}
+
+export function required(value: string, field: string): string {
+  if (!value) throw invalid(`${field} is required`);
+  return value;
+}
+
+/** CO paths must be absolute (CSI); they are only ever used as mount targets. */
+export function requiredPath(value: string, field: string): string {
+  required(value, field);
+  if (!path.isAbsolute(value) || value.includes('\0')) throw invalid(`${field} must be an absolute path`);
+  return value;
+}
+
+/** One capability, single-node modes only, and an access type this backend serves. */
+export function stageOptions(capability: VolumeCapability__Output | null, backend: StorageBackend): StageOptions {
+  if (!capability) throw invalid('volume_capability is required');
+  const accessType = checkCapabilities([capability]);
+  if (!backend.capabilities.accessTypes.includes(accessType)) {
+    throw invalid(`${accessType} access is not supported by the ${backend.kind} backend of this node`);
+  }
+  const mountFlags = capability.mount?.mount_flags ?? [];
+  for (const flag of mountFlags) {
+    // eslint-disable-next-line no-control-regex
+    if (flag === '' || flag.includes(',') || /[\u0000-\u001f\u007f]/.test(flag)) {
+      throw invalid(`mount flag ${JSON.stringify(flag)} is not a single mount option`);
+    }
+  }
+  return { accessType, fsType: capability.mount?.fs_type ?? '', mountFlags };
+}
+
+/** The volume's key in this node's pool; NOT_FOUND when the ID names another node, another pool or nothing. */
+export function volumeKey(volumeId: string, context: NodeContext): string {
+  const parts = parseVolumeId(volumeId);
+  if (!parts) throw notFound(`volume ${volumeId} was not issued by this driver`);
+  if (parts.nodeId !== context.nodeId) {
+    throw notFound(`volume ${volumeId} lives on node ${parts.nodeId}, not on ${context.nodeId}`);
+  }
+  if (parts.poolIdPrefix !== poolIdPrefix(context.poolId)) {
+    throw notFound(`volume ${volumeId} was issued on a pool this node no longer has`);
+  }
+  return parts.key;
+}
+
+function invalid(message: string): DriverError {
+  return new DriverError(FailureType.InvalidArgument, message);
+}
+
+function notFound(message: string): DriverError {
+  return new DriverError(FailureType.NotFound, message);
+}

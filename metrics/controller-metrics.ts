@@ -1,0 +1,111 @@
+import type { Client } from '@temporalio/client';
+import { Gauge } from 'prom-client';
+import type { Registry } from 'prom-client';
+import { readNodeViews } from '../activities/control-activities';
+import type { Logger } from '../common/logger';
+import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
+
+const OPERATION_TYPES = ['createVolume', 'deleteVolume', 'expandVolume'];
+/** Bounds the work of one scrape on a cluster with very many pending operations. */
+const MAX_LISTED = 10_000;
+
+/**
+ * Gauges read at scrape time from Temporal (the truth), never kept in memory: pending operations by node and
+ * phase from visibility, the oldest one's age, and the registry's view of nodes and pools.
+ */
+export function registerControllerMetrics(registry: Registry, client: Client, driverName: string, logger: Logger) {
+  new Gauge({
+    name: 'durable_csi_nodes',
+    help: 'Registered nodes, by liveness',
+    labelNames: ['state'],
+    registers: [registry],
+    async collect() {
+      const nodes = await readNodeViews(client, driverName);
+      this.reset();
+      this.set({ state: 'registered' }, nodes.length);
+      this.set({ state: 'live' }, nodes.filter((node) => node.live).length);
+    },
+  });
+  for (const [name, field, help] of [
+    ['durable_csi_pool_capacity_bytes', 'capacityBytes', 'Pool capacity as last reported by each node'],
+    ['durable_csi_pool_available_bytes', 'availableBytes', 'Unreserved pool space as last reported by each node'],
+    ['durable_csi_pool_volumes', 'volumeCount', 'Volumes in each pool as last reported'],
+  ] as const) {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['node'],
+      registers: [registry],
+      async collect() {
+        const nodes = await readNodeViews(client, driverName);
+        this.reset();
+        for (const node of nodes) this.set({ node: node.nodeId }, node[field]);
+      },
+    });
+  }
+  // Both pending gauges come from one listing per scrape (prom-client collects metrics concurrently).
+  let snapshot: { at: number; listing: Promise<PendingSnapshot> } | undefined;
+  const pendingSnapshot = () => {
+    if (!snapshot || Date.now() - snapshot.at > 1000) {
+      snapshot = { at: Date.now(), listing: listPending(client, driverName) };
+    }
+    return snapshot.listing;
+  };
+  new Gauge({
+    name: 'durable_csi_pending_operations',
+    help: 'Operations (create, delete, expand) still running, by node, operation and phase',
+    labelNames: ['node', 'operation', 'phase'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      try {
+        for (const [key, count] of (await pendingSnapshot()).counts) {
+          const [node, operation, phase] = JSON.parse(key) as [string, string, string];
+          this.set({ node, operation, phase }, count);
+        }
+      } catch (error) {
+        logger.warn({ err: error }, 'could not list pending operations for metrics');
+      }
+    },
+  });
+  new Gauge({
+    name: 'durable_csi_oldest_pending_operation_seconds',
+    help: 'Age of the oldest running operation, by node',
+    labelNames: ['node'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      try {
+        for (const [node, age] of (await pendingSnapshot()).oldestByNode) this.set({ node }, age);
+      } catch {
+        // Reported once, by the pending-operations gauge.
+      }
+    },
+  });
+}
+
+interface PendingSnapshot {
+  /** JSON [node, operation, phase] -> count. */
+  counts: Map<string, number>;
+  oldestByNode: Map<string, number>;
+}
+
+async function listPending(client: Client, driverName: string): Promise<PendingSnapshot> {
+  const snapshot: PendingSnapshot = { counts: new Map(), oldestByNode: new Map() };
+  const now = Date.now();
+  const types = OPERATION_TYPES.map((type) => `"${type}"`).join(', ');
+  const query = `ExecutionStatus = "Running" AND WorkflowType IN (${types})`;
+  let listed = 0;
+  for await (const workflow of client.workflow.list({ query })) {
+    if (!workflow.workflowId.startsWith(`${driverName}/`)) continue;
+    if (++listed > MAX_LISTED) break;
+    const attributes = workflow.typedSearchAttributes;
+    const node = String(attributes.get(NodeIdKey) ?? 'unplaced');
+    const operation = String(attributes.get(OperationKey) ?? workflow.type);
+    const key = JSON.stringify([node, operation, String(attributes.get(PhaseKey) ?? 'unknown')]);
+    snapshot.counts.set(key, (snapshot.counts.get(key) ?? 0) + 1);
+    const age = (now - workflow.startTime.getTime()) / 1000;
+    snapshot.oldestByNode.set(node, Math.max(snapshot.oldestByNode.get(node) ?? 0, age));
+  }
+  return snapshot;
+}

@@ -1,0 +1,55 @@
+import http from 'node:http';
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Logger } from '../common/logger';
+
+/** One Prometheus registry per process, with the CSI call metrics every process has. */
+export interface ProcessMetrics {
+  registry: Registry;
+  csiCalls: Counter<'method' | 'code'>;
+  csiCallSeconds: Histogram<'method'>;
+}
+
+export function createProcessMetrics(component: string): ProcessMetrics {
+  const registry = new Registry();
+  registry.setDefaultLabels({ component });
+  collectDefaultMetrics({ register: registry, prefix: 'durable_csi_process_' });
+  const csiCalls = new Counter({
+    name: 'durable_csi_csi_calls_total',
+    help: 'CSI calls answered, by method and gRPC code',
+    labelNames: ['method', 'code'],
+    registers: [registry],
+  });
+  const csiCallSeconds = new Histogram({
+    name: 'durable_csi_csi_call_duration_seconds',
+    help: 'CSI call latency, by method',
+    labelNames: ['method'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+  return { registry, csiCalls, csiCallSeconds };
+}
+
+/** Serves GET /metrics on host:port (an empty address turns it off). */
+export async function serveMetrics(address: string, registry: Registry, logger: Logger): Promise<() => Promise<void>> {
+  const match = /^(.*):(\d+)$/.exec(address);
+  if (!match) throw new Error(`metrics address "${address}" is not host:port`);
+  const server = http.createServer((request, response) => {
+    if (request.url !== '/metrics') {
+      response.writeHead(404).end();
+      return;
+    }
+    registry.metrics().then(
+      (text) => response.writeHead(200, { 'Content-Type': registry.contentType }).end(text),
+      (error: unknown) => {
+        logger.warn({ err: error }, 'metrics collection failed');
+        response.writeHead(500).end(String(error));
+      },
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(Number(match[2]), match[1] || '0.0.0.0', () => resolve());
+  });
+  logger.info({ address }, 'metrics listening');
+  return () => new Promise<void>((resolve) => server.close(() => resolve()));
+}

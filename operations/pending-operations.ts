@@ -1,0 +1,100 @@
+import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
+import { DriverError, FailureType } from '../common/failures';
+import { isValidNodeId } from '../common/node-id';
+import {
+  NodeIdKey,
+  OperationKey,
+  PhaseKey,
+  VolumeIdKey,
+  VolumeNameKey,
+  WaitingSinceKey,
+} from '../workflows/search-attribute-keys';
+
+/** The workflow types that are volume operations: not the registry, nor the short-lived list and inspect. */
+export const OPERATION_WORKFLOW_TYPES = ['createVolume', 'deleteVolume', 'expandVolume'] as const;
+
+const OPERATION_OF_TYPE: Record<string, string> = {
+  createVolume: 'create',
+  deleteVolume: 'delete',
+  expandVolume: 'expand',
+};
+
+/** A volume operation as the visibility store sees it (eventually consistent: seconds behind the workflow). */
+export interface OperationSummary {
+  workflowId: string;
+  runId: string;
+  type: string;
+  operation: string;
+  status: string;
+  volumeId: string | null;
+  volumeName: string | null;
+  nodeId: string | null;
+  phase: string | null;
+  startTime: Date;
+  closeTime: Date | null;
+  waitingSince: Date | null;
+}
+
+export interface PendingFilter {
+  nodeId?: string;
+  /** Only operations started before this instant. */
+  startedBefore?: Date;
+}
+
+// CSI driver names are DNS-like; checking keeps the name from breaking out of a quoted query string.
+const DRIVER_NAME = /^[a-zA-Z0-9]([-a-zA-Z0-9.]{0,61}[a-zA-Z0-9])?$/;
+
+/** The visibility clause selecting this driver's volume operations (any status). */
+export function driverOperationsClause(driverName: string): string {
+  if (!DRIVER_NAME.test(driverName)) {
+    throw new DriverError(FailureType.InvalidArgument, `"${driverName}" is not a CSI driver name`);
+  }
+  const types = OPERATION_WORKFLOW_TYPES.map((type) => `"${type}"`).join(', ');
+  return `WorkflowId STARTS_WITH "${driverName}/" AND WorkflowType IN (${types})`;
+}
+
+export function pendingOperationsQuery(driverName: string, filter: PendingFilter = {}): string {
+  const clauses = [driverOperationsClause(driverName), 'ExecutionStatus = "Running"'];
+  if (filter.nodeId !== undefined) {
+    if (!isValidNodeId(filter.nodeId)) {
+      throw new DriverError(FailureType.InvalidArgument, `"${filter.nodeId}" is not a node ID`);
+    }
+    clauses.push(`${NodeIdKey.name} = "${filter.nodeId}"`);
+  }
+  if (filter.startedBefore) clauses.push(`StartTime < "${filter.startedBefore.toISOString()}"`);
+  return clauses.join(' AND ');
+}
+
+/** Running volume operations, oldest first. */
+export async function listPendingOperations(
+  client: Client,
+  driverName: string,
+  filter: PendingFilter = {},
+): Promise<OperationSummary[]> {
+  return listOperations(client, pendingOperationsQuery(driverName, filter));
+}
+
+export async function listOperations(client: Client, query: string): Promise<OperationSummary[]> {
+  const found: OperationSummary[] = [];
+  for await (const workflow of client.workflow.list({ query })) found.push(summarize(workflow));
+  return found.sort((a, b) => a.startTime.getTime() - b.startTime.getTime());
+}
+
+/** Also takes a DescribeWorkflowExecution answer, which is current where a listing may lag. */
+export function summarize(workflow: Omit<WorkflowExecutionInfo, 'raw'>): OperationSummary {
+  const attributes = workflow.typedSearchAttributes;
+  return {
+    workflowId: workflow.workflowId,
+    runId: workflow.runId,
+    type: workflow.type,
+    operation: attributes.get(OperationKey) ?? OPERATION_OF_TYPE[workflow.type] ?? workflow.type,
+    status: workflow.status.name,
+    volumeId: attributes.get(VolumeIdKey) ?? null,
+    volumeName: attributes.get(VolumeNameKey) ?? null,
+    nodeId: attributes.get(NodeIdKey) ?? null,
+    phase: attributes.get(PhaseKey) ?? null,
+    startTime: workflow.startTime,
+    closeTime: workflow.closeTime ?? null,
+    waitingSince: attributes.get(WaitingSinceKey) ?? null,
+  };
+}

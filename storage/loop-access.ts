@@ -1,0 +1,70 @@
+/**
+ * The node side of loop volumes: the image is attached as a loop device (found again with `losetup -j`, so a
+ * restarted agent adopts what is there); mount volumes mount its filesystem, block volumes hand the device over.
+ */
+import { promises as fs } from 'node:fs';
+import { DriverError, FailureType } from '../common/failures';
+import type { AccessType } from './backend';
+import { LOOP_FS_TYPES, growExt4IfSmaller } from './filesystems';
+import { pathExists } from './fs-checks';
+import { attachDevice, attachedDevices, detachDevices, deviceBytes } from './loop-devices';
+import { bindMatcherOf, majorMinorOf, readMounts, showsVolume } from './mounts';
+import type { PoolLayout } from './pool-layout';
+import type { Attachment, VolumeAccess, VolumeRef } from './volume-access';
+
+export class LoopAccess implements VolumeAccess {
+  constructor(readonly layout: PoolLayout) {}
+
+  checkAccess(volume: VolumeRef, accessType: AccessType, fsType: string): void {
+    const own = volume.accessType ?? 'mount';
+    if (own !== accessType) {
+      throw new DriverError(
+        FailureType.InvalidArgument,
+        `volume ${volume.key} was created for ${own} access; it cannot be used for ${accessType} access`,
+      );
+    }
+    if (accessType === 'mount' && fsType !== '' && fsType !== fsTypeOf(volume)) {
+      throw new DriverError(
+        FailureType.InvalidArgument,
+        `volume ${volume.key} holds ${fsTypeOf(volume)}, not the requested fs_type ${fsType}`,
+      );
+    }
+  }
+
+  async attach(volume: VolumeRef): Promise<Attachment> {
+    const image = this.layout.volumeImage(volume.key);
+    if (!(await pathExists(image))) {
+      throw new DriverError(FailureType.FailedPrecondition, `the image of volume ${volume.key} (${image}) is missing`);
+    }
+    const { device, fresh } = await attachDevice(image);
+    const attachment = await this.describe(volume, device, fresh);
+    if (attachment.mount?.kind === 'filesystem' && attachment.mount.fsType === 'ext4') {
+      // Expanded while unstaged: grow it now, before it is mounted (online growth needs CAP_SYS_RESOURCE).
+      const mounted = (await readMounts()).some((entry) => showsVolume(entry, attachment.matchers));
+      if (!mounted) await growExt4IfSmaller(device, await deviceBytes(device));
+    }
+    return attachment;
+  }
+
+  async find(volume: VolumeRef): Promise<Attachment | undefined> {
+    const [device] = await attachedDevices(this.layout.volumeImage(volume.key));
+    return device === undefined ? undefined : this.describe(volume, device, false);
+  }
+
+  async detach(volume: VolumeRef): Promise<void> {
+    await detachDevices(this.layout.volumeImage(volume.key));
+  }
+
+  /** Its filesystem's mounts (any bind of it included) and bind mounts of the device node itself. */
+  private async describe(volume: VolumeRef, device: string, fresh: boolean): Promise<Attachment> {
+    const filesystem = { majorMinor: majorMinorOf((await fs.stat(device, { bigint: true })).rdev) };
+    const matchers = [filesystem, await bindMatcherOf(device, await readMounts())];
+    if (volume.accessType === 'block') return { device, matchers, fresh };
+    return { mount: { kind: 'filesystem', device, fsType: fsTypeOf(volume) }, device, matchers, fresh };
+  }
+}
+
+/** Loop mount volumes record their filesystem; the default stands in should one not. */
+export function fsTypeOf(volume: VolumeRef): string {
+  return volume.fsType ?? LOOP_FS_TYPES[0];
+}

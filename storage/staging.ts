@@ -1,0 +1,162 @@
+/**
+ * Stage and unstage, the same for every backend: the backend's VolumeAccess says how a volume is attached and
+ * what is mounted at the staging path. The staging record is written before anything is attached or mounted
+ * and removed after everything is undone, so a crash at any step leaves the volume counted as staged.
+ */
+import { DriverError, FailureType } from '../common/failures';
+import type { OpenReport, StageOptions } from './backend';
+import { assertCoPath, ensureDirectory, removeIfEmpty } from './co-paths';
+import { pathExists } from './fs-checks';
+import type { MountEntry } from './mounts';
+import {
+  bindMount,
+  mountFilesystem,
+  readMounts,
+  realPathIfExists,
+  showsVolume,
+  topMountAt,
+  unmountVolumeAt,
+} from './mounts';
+import { listStaging, readStaging, removeStaging, writeStaging } from './staging-records';
+import type { StagingRecord } from './staging-records';
+import type { Attachment, VolumeAccess, VolumeRef } from './volume-access';
+import { readRecord } from './volume-records';
+
+type Repaired = OpenReport['repaired'][number];
+
+export async function stage(access: VolumeAccess, volume: VolumeRef, stagingPath: string, options: StageOptions) {
+  assertCoPath(stagingPath, 'staging path');
+  access.checkAccess(volume, options.accessType, options.fsType);
+  const { key } = volume;
+  let staging = await readStaging(access.layout, key);
+  if (staging && staging.stagingPath !== stagingPath) {
+    throw new DriverError(FailureType.FailedPrecondition, `volume ${key} is already staged at ${staging.stagingPath}`);
+  }
+  if (staging && (staging.accessType !== options.accessType || !sameFlags(staging.mountFlags, options.mountFlags))) {
+    throw new DriverError(
+      FailureType.AlreadyExists,
+      `volume ${key} is already staged at ${stagingPath} for ${describe(staging)}, not ${describe(options)}`,
+    );
+  }
+  if (!staging) {
+    const createdDir =
+      options.accessType === 'mount' || !(await pathExists(stagingPath))
+        ? await ensureDirectory(stagingPath, 'staging path')
+        : false;
+    staging = {
+      key,
+      stagingPath,
+      accessType: options.accessType,
+      ...(volume.fsType === undefined ? {} : { fsType: volume.fsType }),
+      mountFlags: [...options.mountFlags],
+      createdDir,
+      stagedAt: new Date().toISOString(),
+    };
+    await writeStaging(access.layout, staging);
+  }
+  await establish(access, volume, staging);
+}
+
+/** Attaches and mounts as the staging record says; `changed` when anything was missing. Idempotent. */
+export async function establish(
+  access: VolumeAccess,
+  volume: VolumeRef,
+  staging: StagingRecord,
+): Promise<{ attachment: Attachment; changed: boolean }> {
+  const attachment = await access.attach(volume);
+  const { mount } = attachment;
+  if (!mount) return { attachment, changed: attachment.fresh };
+  const top = await topMountAt(staging.stagingPath);
+  if (top && showsVolume(top, attachment.matchers)) return { attachment, changed: attachment.fresh };
+  if (top) {
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `${staging.stagingPath} already has another mount (${top.source}); it cannot stage volume ${volume.key}`,
+    );
+  }
+  if (!(await pathExists(staging.stagingPath))) {
+    throw new DriverError(FailureType.FailedPrecondition, `staging path ${staging.stagingPath} does not exist`);
+  }
+  if (mount.kind === 'bind') await bindMount(mount.source, staging.stagingPath, false);
+  else await mountFilesystem(mount.device, staging.stagingPath, mount.fsType, staging.mountFlags);
+  return { attachment, changed: true };
+}
+
+export async function unstage(access: VolumeAccess, volume: VolumeRef, stagingPath: string): Promise<void> {
+  assertCoPath(stagingPath, 'staging path');
+  const staging = await readStaging(access.layout, volume.key);
+  if (!staging || staging.stagingPath !== stagingPath) return;
+  const attachment = await access.find(volume);
+  if (attachment) {
+    const real = await realPathIfExists(stagingPath);
+    const elsewhere = (await mountsShowing(attachment)).filter((entry) => entry.mountPoint !== real);
+    if (elsewhere.length > 0) {
+      throw new DriverError(
+        FailureType.FailedPrecondition,
+        `volume ${volume.key} is still published at ${mountPoints(elsewhere)}; unpublish it first`,
+      );
+    }
+    await unmountVolumeAt(stagingPath, attachment.matchers);
+  }
+  await access.detach(volume);
+  if (staging.createdDir) await removeIfEmpty(stagingPath);
+  await removeStaging(access.layout, volume.key);
+}
+
+/** FailedPrecondition while the volume is staged or mounted anywhere: deleting it then would lose data. */
+export async function assertNotInUse(access: VolumeAccess, volume: VolumeRef): Promise<void> {
+  const staging = await readStaging(access.layout, volume.key);
+  if (staging) {
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `volume ${volume.key} is staged at ${staging.stagingPath}; unstage it first`,
+    );
+  }
+  const mounted = await mountsShowing(await access.find(volume));
+  if (mounted.length > 0) {
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `volume ${volume.key} is mounted at ${mountPoints(mounted)}; unmount it first`,
+    );
+  }
+}
+
+/** At open: re-establishes every recorded staging (after a reboot nothing is attached or mounted). */
+export async function restageAll(access: VolumeAccess): Promise<{ repaired: Repaired[]; strays: string[] }> {
+  const { stagings, strays } = await listStaging(access.layout);
+  const repaired: Repaired[] = [];
+  for (const staging of stagings) {
+    const record = await readRecord(access.layout, staging.key);
+    if (!record) {
+      strays.push(access.layout.stagingFile(staging.key));
+      continue;
+    }
+    try {
+      if ((await establish(access, record, staging)).changed) {
+        repaired.push({ key: staging.key, outcome: 'restaged', message: `staged again at ${staging.stagingPath}` });
+      }
+    } catch (error) {
+      repaired.push({ key: staging.key, outcome: 'failed', message: (error as Error).message });
+    }
+  }
+  return { repaired, strays };
+}
+
+/** Every mount showing the volume; none when it is not attached (nothing can show it then). */
+async function mountsShowing(attachment: Attachment | undefined): Promise<MountEntry[]> {
+  if (!attachment) return [];
+  return (await readMounts()).filter((entry) => showsVolume(entry, attachment.matchers));
+}
+
+function mountPoints(mounts: MountEntry[]): string {
+  return [...new Set(mounts.map((entry) => entry.mountPoint))].join(', ');
+}
+
+function sameFlags(a: string[], b: string[]): boolean {
+  return a.length === b.length && a.every((flag, index) => flag === b[index]);
+}
+
+function describe(options: { accessType: string; mountFlags: string[] }): string {
+  const flags = options.mountFlags.length > 0 ? ` with mount flags ${options.mountFlags.join(',')}` : '';
+  return `${options.accessType} access${flags}`;
+}

@@ -1,0 +1,106 @@
+/** Node RPCs over a node agent's socket, kubelet-style paths, and a pool opened in the test process. */
+import fs from 'node:fs';
+import path from 'node:path';
+import { call, withDeadline, type CsiClients } from '../../csi/client';
+import type { NodeExpandVolumeResponse__Output } from '../../csi/generated/csi/v1/NodeExpandVolumeResponse';
+import type { NodeGetCapabilitiesResponse__Output } from '../../csi/generated/csi/v1/NodeGetCapabilitiesResponse';
+import type { NodeGetVolumeStatsResponse__Output } from '../../csi/generated/csi/v1/NodeGetVolumeStatsResponse';
+import type { VolumeCapability } from '../../csi/generated/csi/v1/VolumeCapability';
+import { formatVolumeId, parseVolumeId, poolIdPrefix } from '../../common/volume-id';
+import { parseQuantity } from '../../common/quantity';
+import type { StorageBackend } from '../../storage/backend';
+import { DirBackend } from '../../storage/dir-backend';
+import { LoopBackend } from '../../storage/loop-backend';
+import type { ManagedProcess, TestCluster } from '../support/cluster';
+
+export type Backend = 'dir' | 'loop';
+
+export function mountCapability(fsType = ''): VolumeCapability {
+  return { mount: { fs_type: fsType, mount_flags: [] }, access_mode: { mode: 'SINGLE_NODE_WRITER' } };
+}
+
+export const BLOCK_CAPABILITY: VolumeCapability = { block: {}, access_mode: { mode: 'SINGLE_NODE_WRITER' } };
+
+/** What kubelet would use: a staging directory it made, and a pod target whose parent exists. */
+export function kubeletPaths(cluster: TestCluster, volumeId: string, pod = 'pod-1') {
+  const key = parseVolumeId(volumeId)?.key ?? 'unknown';
+  const staging = path.join(cluster.root, 'kubelet', 'staging', key);
+  const target = path.join(cluster.root, 'kubelet', 'pods', pod, key);
+  fs.mkdirSync(staging, { recursive: true });
+  fs.mkdirSync(path.dirname(target), { recursive: true });
+  return { staging, target };
+}
+
+export function nodeRpcs(clients: CsiClients) {
+  const { node } = clients;
+  return {
+    capabilities: () =>
+      call<NodeGetCapabilitiesResponse__Output>((done) => node.NodeGetCapabilities({}, withDeadline(), done)),
+    stage: (volumeId: string, stagingPath: string, capability: VolumeCapability | null = mountCapability()) =>
+      call<object>((done) =>
+        node.NodeStageVolume(
+          { volume_id: volumeId, staging_target_path: stagingPath, volume_capability: capability },
+          withDeadline(),
+          done,
+        ),
+      ),
+    unstage: (volumeId: string, stagingPath: string) =>
+      call<object>((done) =>
+        node.NodeUnstageVolume({ volume_id: volumeId, staging_target_path: stagingPath }, withDeadline(), done),
+      ),
+    publish: (volumeId: string, paths: { staging: string; target: string }, capability = mountCapability()) =>
+      call<object>((done) =>
+        node.NodePublishVolume(
+          {
+            volume_id: volumeId,
+            staging_target_path: paths.staging,
+            target_path: paths.target,
+            volume_capability: capability,
+          },
+          withDeadline(),
+          done,
+        ),
+      ),
+    unpublish: (volumeId: string, targetPath: string) =>
+      call<object>((done) =>
+        node.NodeUnpublishVolume({ volume_id: volumeId, target_path: targetPath }, withDeadline(), done),
+      ),
+    stats: (volumeId: string, volumePath: string) =>
+      call<NodeGetVolumeStatsResponse__Output>((done) =>
+        node.NodeGetVolumeStats({ volume_id: volumeId, volume_path: volumePath }, withDeadline(), done),
+      ),
+    expand: (volumeId: string, volumePath: string, requiredBytes: number) =>
+      call<NodeExpandVolumeResponse__Output>((done) =>
+        node.NodeExpandVolume(
+          { volume_id: volumeId, volume_path: volumePath, capacity_range: { required_bytes: String(requiredBytes) } },
+          withDeadline(60_000),
+          done,
+        ),
+      ),
+  };
+}
+
+/**
+ * Stops a node agent, hands its pool to `task` in this process, then starts the agent again: for what the
+ * controller cannot ask for yet (an xfs volume, an expansion), done by the same backend code the agent runs.
+ */
+export async function withPoolOffline<T>(
+  cluster: TestCluster,
+  node: { process: ManagedProcess; nodeId: string; backend: Backend; capacity: string },
+  task: (backend: StorageBackend, volumeId: (key: string) => string) => Promise<T>,
+): Promise<{ result: T; process: ManagedProcess }> {
+  await node.process.stop();
+  const options = { pool: cluster.pool(node.nodeId), capacityBytes: parseQuantity(node.capacity) };
+  const backend = node.backend === 'loop' ? new LoopBackend(options) : new DirBackend(options);
+  const { poolId } = await backend.open();
+  let result: T;
+  try {
+    result = await task(backend, (key) =>
+      formatVolumeId({ nodeId: node.nodeId, poolIdPrefix: poolIdPrefix(poolId), key }),
+    );
+  } finally {
+    await backend.close();
+  }
+  const process = await cluster.startNode(node.nodeId, { backend: node.backend, capacity: node.capacity });
+  return { result, process };
+}

@@ -1,0 +1,35 @@
+import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
+import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import fs from 'node:fs';
+import path from 'node:path';
+
+/**
+ * Replays recorded histories against the current workflow code: a change that would break workflows already
+ * running in a cluster (a non-determinism error) fails here, in CI, before a rollout. See
+ * docs/workflow-changes.md for patched() and for refreshing the fixtures.
+ */
+const FIXTURES = path.join(__dirname, '..', 'fixtures', 'histories');
+const EXPECTED = ['create-volume', 'delete-volume', 'delete-volume-waiting-for-node', 'expand-volume', 'node-registry'];
+
+describe('recorded workflow histories replay against the current code', () => {
+  let workflowBundle: { code: string };
+
+  beforeAll(async () => {
+    Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: [] });
+    workflowBundle = await bundleWorkflowCode({
+      workflowsPath: require.resolve('../../workflows'),
+      logger: new DefaultLogger('WARN'),
+    });
+  });
+
+  it('has every fixture', () => {
+    const present = fs.readdirSync(FIXTURES).map((file) => file.replace(/\.json$/, ''));
+    expect(present.sort()).toEqual([...EXPECTED].sort());
+  });
+
+  it.each(EXPECTED)('%s replays without non-determinism', async (name) => {
+    const history = historyFromJSON(JSON.parse(fs.readFileSync(path.join(FIXTURES, `${name}.json`), 'utf8')));
+    expect(history.events?.length).toBeGreaterThan(3);
+    await Worker.runReplayHistory({ workflowBundle }, history, name);
+  });
+});

@@ -1,0 +1,128 @@
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { CLI_MAIN } from '../../agent/spawn-cli';
+import { findProjectRoot } from '../../temporal-dev/project-root';
+
+/** A build of the driver the soak can start processes from: this tree's dist/, or an old revision's. */
+export interface Build {
+  label: 'new' | 'old';
+  cliMain: string;
+  /** The revision asked for and the commit it resolved to (old builds only). */
+  rev?: string;
+  sha?: string;
+  /** `--help` of each subcommand, to leave out flags this build does not know. */
+  help: { controller: string; node: string };
+}
+
+const ROOT = findProjectRoot();
+const CACHE = path.join(ROOT, '.tools', 'soak-baseline');
+
+function run(command: string, args: string[], cwd: string, log?: number): string {
+  const result = spawnSync(command, args, {
+    cwd,
+    encoding: 'utf8',
+    stdio: ['ignore', log ?? 'pipe', log ?? 'pipe'],
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (result.error) throw new Error(`${command} ${args.join(' ')}: ${result.error.message}`);
+  if (result.status !== 0) {
+    const output = log === undefined ? `${result.stderr}`.trim() : 'see the build log';
+    throw new Error(`${command} ${args.join(' ')} exited with ${result.signal ?? result.status}: ${output}`);
+  }
+  return `${result.stdout ?? ''}`.trim();
+}
+
+function help(cliMain: string, command: string): string {
+  return run(process.execPath, [cliMain, command, '--help'], path.dirname(cliMain));
+}
+
+export function currentBuild(): Build {
+  return {
+    label: 'new',
+    cliMain: CLI_MAIN,
+    help: { controller: help(CLI_MAIN, 'controller'), node: help(CLI_MAIN, 'node') },
+  };
+}
+
+/** The default baseline: where this branch left main, or HEAD~5 when HEAD is main itself. */
+export function defaultBaselineRev(): string {
+  const head = run('git', ['rev-parse', 'HEAD'], ROOT);
+  try {
+    const base = run('git', ['merge-base', 'HEAD', 'main'], ROOT);
+    if (base !== head) return base;
+  } catch {
+    // no main branch: fall through
+  }
+  return 'HEAD~5';
+}
+
+/**
+ * Builds `rev` (git archive, npm ci, npm run build) into .tools/soak-baseline/<sha>, once: later runs reuse it.
+ * Built in a temporary sibling and renamed into place, so an interrupted build is never mistaken for a good one.
+ */
+export function prepareBaseline(rev: string, progress: (message: string) => void): Build {
+  const sha = run('git', ['rev-parse', '--verify', `${rev}^{commit}`], ROOT);
+  const dir = path.join(CACHE, sha);
+  const cliMain = path.join(dir, 'dist', 'cli', 'main.js');
+  if (!fs.existsSync(path.join(dir, 'soak-baseline.json'))) {
+    const building = `${dir}.tmp-${process.pid}`;
+    fs.rmSync(building, { recursive: true, force: true });
+    fs.mkdirSync(building, { recursive: true });
+    const logFile = path.join(CACHE, `${sha}.build.log`);
+    progress(`building baseline ${rev} (${sha.slice(0, 12)}) in ${building}; log: ${logFile}`);
+    const log = fs.openSync(logFile, 'w');
+    try {
+      const archive = path.join(CACHE, `${sha}.tmp-${process.pid}.tar`);
+      run('git', ['archive', '--format=tar', `--output=${archive}`, sha], ROOT);
+      run('tar', ['-xf', archive, '-C', building], ROOT);
+      fs.rmSync(archive);
+      run('npm', ['ci', '--prefer-offline', '--no-audit', '--no-fund'], building, log);
+      run('npm', ['run', 'build'], building, log);
+      fs.writeFileSync(path.join(building, 'soak-baseline.json'), JSON.stringify({ rev, sha, builtAt: new Date() }));
+      try {
+        fs.renameSync(building, dir);
+      } catch (error) {
+        // Another run finished the same build first: use theirs.
+        if (!fs.existsSync(path.join(dir, 'soak-baseline.json'))) throw error;
+        fs.rmSync(building, { recursive: true, force: true });
+      }
+    } catch (error) {
+      fs.rmSync(building, { recursive: true, force: true });
+      throw error;
+    } finally {
+      fs.closeSync(log);
+    }
+  } else {
+    progress(`using the cached baseline ${rev} (${sha.slice(0, 12)}) in ${dir}`);
+  }
+  return {
+    label: 'old',
+    cliMain,
+    rev,
+    sha,
+    help: { controller: help(cliMain, 'controller'), node: help(cliMain, 'node') },
+  };
+}
+
+/**
+ * Leaves out the flags (and their values) that a build's --help does not list, so an older build still starts.
+ * Returns what was dropped so the report can say how the command line was adapted.
+ */
+export function adaptArgs(build: Build, args: string[]): { args: string[]; dropped: string[] } {
+  const [command, ...rest] = args;
+  const text = command === 'controller' ? build.help.controller : build.help.node;
+  const kept: string[] = command === undefined ? [] : [command];
+  const dropped: string[] = [];
+  for (let index = 0; index < rest.length; index++) {
+    const token = rest[index] as string;
+    const next = rest[index + 1];
+    const takesValue = next !== undefined && !next.startsWith('--');
+    const known = !token.startsWith('--') || new RegExp(`(^|\\s)${token}[\\s,=<]`, 'm').test(text);
+    const group = takesValue ? [token, next] : [token];
+    if (known) kept.push(...group);
+    else dropped.push(group.join(' '));
+    if (takesValue) index++;
+  }
+  return { args: kept, dropped };
+}

@@ -1,0 +1,234 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { stopChild } from '../../agent/spawn-cli';
+import { waitUntilReady } from '../../agent/wait-ready';
+import { adaptArgs, type Build } from './baseline';
+
+export interface UnexpectedExit {
+  process: string;
+  build: string;
+  at: string;
+  code: number | null;
+  signal: string | null;
+  logTail: string;
+}
+
+interface ExitInfo {
+  at: number;
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface ClusterConfig {
+  root: string;
+  driverName: string;
+  temporalAddress: string;
+  nodes: number;
+  backend: string;
+  capacity: string;
+  callWait: string;
+  progress(message: string): void;
+}
+
+/**
+ * One controller replica or node agent, started from a given build as its own OS process. Start, stop and kill
+ * are serialized per process. An exit nobody asked for is recorded (it is a driver bug) and the process is
+ * restarted, as Kubernetes would.
+ */
+export class DriverProcess {
+  build?: Build;
+  private child?: ChildProcess;
+  private exited?: Promise<ExitInfo>;
+  private expectExit = false;
+  private queue: Promise<unknown> = Promise.resolve();
+  /** [exit time, next spawn time): when no process of this name could have done any work. */
+  readonly downIntervals: { from: number; to?: number }[] = [];
+
+  constructor(
+    private readonly cluster: Cluster,
+    readonly name: string,
+    readonly kind: 'controller' | 'node',
+    readonly endpoint: string,
+    private readonly args: string[],
+  ) {}
+
+  get logFile(): string {
+    return path.join(this.cluster.config.root, 'logs', `${this.name}.log`);
+  }
+
+  get pid(): number | undefined {
+    return this.alive() ? this.child?.pid : undefined;
+  }
+
+  alive(): boolean {
+    return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** Starts the process (stopping a running one first). With failpoints armed, dying is expected. */
+  start(build: Build, options: { env?: NodeJS.ProcessEnv; waitReady?: boolean; failpoints?: string } = {}) {
+    return this.serial(async () => {
+      if (this.alive()) await this.doStop();
+      const { args, dropped } = adaptArgs(build, this.args);
+      if (dropped.length > 0)
+        this.cluster.adaptations.add(`${build.label} ${this.kind}: left out ${dropped.join(', ')}`);
+      const env: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: 'info', ...options.env };
+      if (options.failpoints) env.DURABLE_CSI_FAILPOINTS = options.failpoints;
+      else delete env.DURABLE_CSI_FAILPOINTS;
+      fs.mkdirSync(path.dirname(this.logFile), { recursive: true });
+      fs.appendFileSync(
+        this.logFile,
+        `--- ${new Date().toISOString()} soak: start ${build.label} ${options.failpoints ?? ''} ${args.join(' ')}\n`,
+      );
+      const log = fs.openSync(this.logFile, 'a');
+      let child: ChildProcess;
+      try {
+        child = spawn(process.execPath, [build.cliMain, ...args], { stdio: ['ignore', log, log], env });
+      } finally {
+        fs.closeSync(log);
+      }
+      const last = this.downIntervals[this.downIntervals.length - 1];
+      if (last && last.to === undefined) last.to = Date.now();
+      this.build = build;
+      this.child = child;
+      this.expectExit = options.failpoints !== undefined;
+      const exited = new Promise<ExitInfo>((resolve) =>
+        child.once('exit', (code, signal) => resolve({ at: Date.now(), code, signal })),
+      );
+      this.exited = exited;
+      void exited.then((info) => this.onExit(child, info));
+      if (options.waitReady ?? true) await this.waitReady(child, exited, options.failpoints !== undefined);
+    });
+  }
+
+  /** SIGTERM, as a rollout does (SIGKILL after 15 s). */
+  stop(): Promise<void> {
+    return this.serial(() => this.doStop());
+  }
+
+  /** SIGKILL (or another signal), waiting for the exit. */
+  kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    return this.serial(async () => {
+      this.expectExit = true;
+      if (!this.alive()) return;
+      this.child?.kill(signal);
+      await this.exited;
+    });
+  }
+
+  /** Resolves when the current process exits (at once when none runs), with how it ended. */
+  async waitExit(timeoutMs: number): Promise<ExitInfo | undefined> {
+    if (!this.exited) return undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), timeoutMs)));
+    const info = await Promise.race([this.exited, timeout]);
+    clearTimeout(timer);
+    return info;
+  }
+
+  /** Whether the process was down (no process at all) during the whole of [from, to]. */
+  downThroughout(from: number, to: number): boolean {
+    return this.downIntervals.some((interval) => interval.from <= from && (interval.to ?? Infinity) >= to);
+  }
+
+  private async doStop(): Promise<void> {
+    this.expectExit = true;
+    if (!this.child || !this.alive()) return;
+    await stopChild(this.child, 15_000);
+    await this.exited;
+  }
+
+  private onExit(child: ChildProcess, info: ExitInfo): void {
+    if (child !== this.child) return;
+    this.downIntervals.push({ from: info.at });
+    if (this.expectExit) return;
+    const tail = fs.existsSync(this.logFile) ? fs.readFileSync(this.logFile, 'utf8').split('\n').slice(-30) : [];
+    this.cluster.unexpectedExits.push({
+      process: this.name,
+      build: this.build?.label ?? '?',
+      at: new Date(info.at).toISOString(),
+      code: info.code,
+      signal: info.signal,
+      logTail: tail.join('\n'),
+    });
+    this.cluster.config.progress(`${this.name} exited on its own (${info.signal ?? info.code}); restarting it`);
+    const build = this.build;
+    setTimeout(() => {
+      // Someone else restarted or deliberately stopped it meanwhile.
+      if (child !== this.child || this.expectExit || !build) return;
+      this.start(build).catch((error: unknown) => this.cluster.config.progress(`${this.name}: ${String(error)}`));
+    }, 2000);
+  }
+
+  private async waitReady(child: ChildProcess, exited: Promise<ExitInfo>, mayDie: boolean): Promise<void> {
+    const died = exited.then((info) => {
+      if (!mayDie) throw new Error(`exited with ${info.signal ?? info.code}`);
+    });
+    died.catch(() => undefined);
+    try {
+      await Promise.race([waitUntilReady(this.endpoint, 90_000), died]);
+    } catch (error) {
+      const log = fs.existsSync(this.logFile) ? fs.readFileSync(this.logFile, 'utf8').slice(-3000) : '';
+      if (child === this.child && this.alive()) child.kill('SIGKILL');
+      throw new Error(`${this.name} did not start: ${String(error)}\n${log}`);
+    }
+  }
+
+  private serial<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(work, work);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+}
+
+/** Two controller replicas and N node agents of one driver, with pools, sockets and logs under one root. */
+export class Cluster {
+  readonly controllers: DriverProcess[];
+  readonly nodes: DriverProcess[];
+  readonly unexpectedExits: UnexpectedExit[] = [];
+  readonly adaptations = new Set<string>();
+
+  constructor(readonly config: ClusterConfig) {
+    const socket = (name: string) => `unix://${path.join(config.root, 'sock', `${name}.sock`)}`;
+    fs.mkdirSync(path.join(config.root, 'sock'), { recursive: true });
+    const temporal = ['--temporal-address', config.temporalAddress];
+    this.controllers = ['controller-1', 'controller-2'].map((name) => {
+      const args = ['controller', '--endpoint', socket(name), '--driver-name', config.driverName];
+      return new DriverProcess(this, name, 'controller', socket(name), [
+        ...args,
+        '--call-wait',
+        config.callWait,
+        ...temporal,
+      ]);
+    });
+    this.nodes = Array.from({ length: config.nodes }, (_, index) => {
+      const nodeId = `node-${index + 1}`;
+      const args = ['node', '--endpoint', socket(nodeId), '--node-id', nodeId, '--driver-name', config.driverName];
+      args.push('--backend', config.backend, '--pool', this.pool(nodeId), '--capacity', config.capacity);
+      return new DriverProcess(this, nodeId, 'node', socket(nodeId), [...args, ...temporal]);
+    });
+  }
+
+  pool(nodeId: string): string {
+    return path.join(this.config.root, 'pools', nodeId);
+  }
+
+  all(): DriverProcess[] {
+    return [...this.controllers, ...this.nodes];
+  }
+
+  node(nodeId: string): DriverProcess {
+    const found = this.nodes.find((node) => node.name === nodeId);
+    if (!found) throw new Error(`no node ${nodeId}`);
+    return found;
+  }
+
+  async startAll(build: Build): Promise<void> {
+    await Promise.all(this.nodes.map((node) => node.start(build)));
+    await Promise.all(this.controllers.map((controller) => controller.start(build)));
+  }
+
+  async stopAll(): Promise<void> {
+    await Promise.all(this.all().map((process) => process.stop()));
+  }
+}

@@ -1,0 +1,54 @@
+import type { Fault } from './types';
+import { awaitOps, sleep, step } from './types';
+
+/**
+ * One node down for a long window (past the registry's 30 s liveness) while deletions of its volumes pile up
+ * and creates prefer it; then it comes back and every waiting deletion must finish.
+ */
+export const nodeLongDown: Fault = {
+  kind: 'node-long-down',
+  plannedOps: () => 14,
+  async run(context, record) {
+    const { workload, prng, options } = context;
+    const node = prng.pick(context.cluster.nodes);
+    const count = prng.int(4, 8);
+    await workload.ensureOn(node.name, count, record.kind, 60_000);
+    const signal = prng.chance(0.5) ? 'SIGKILL' : 'SIGTERM';
+    step(context, record, `${signal} ${node.name}; down for ${options.longDownMs / 1000} s`);
+    if (signal === 'SIGKILL') await node.kill('SIGKILL');
+    else await node.stop();
+    const downAt = Date.now();
+    const piled: number[] = [];
+    const interval = options.longDownMs / (count + 1);
+    for (let index = 0; index < count; index++) {
+      await sleep(interval);
+      const op = workload.deleteOne(record.kind, { node: node.name });
+      if (op) piled.push(op.id);
+      if (index % 3 === 2) piled.push(workload.create(record.kind, { prefer: node.name }).id);
+    }
+    record.issuedOps.push(...piled);
+    await sleep(Math.max(0, downAt + options.longDownMs - Date.now()));
+    const waiting = context.workload.model.ops.filter((op) => piled.includes(op.id) && op.endedAt === undefined);
+    step(
+      context,
+      record,
+      `start ${node.name}; ${waiting.length} of ${piled.length} operations aimed at it still waiting`,
+    );
+    await node.start(context.builds.current);
+    const backAt = Date.now();
+    const stillRunning = await awaitOps(context, piled, 90_000);
+    step(
+      context,
+      record,
+      `${piled.length - stillRunning} of ${piled.length} finished ${Math.round((Date.now() - backAt) / 1000)} s after its return`,
+    );
+    record.details = {
+      node: node.name,
+      signal,
+      downMs: backAt - downAt,
+      piled,
+      waitingAtReturn: waiting.length,
+      stillRunning,
+    };
+  },
+};

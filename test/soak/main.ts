@@ -1,0 +1,200 @@
+/**
+ * The soak: a real durable-csi deployment (Temporal dev server with a persisted database, two controllers, N node
+ * agents, all separate OS processes) under a seeded workload and fault schedule, ending in a leak audit that reads
+ * every pool from disk. `npm run soak -- --ops 200`; see docs/soak.md. Exit code 1 when anything leaked, was
+ * lost, duplicated, left running, or a driver process or answer misbehaved.
+ */
+import { Client, Connection } from '@temporalio/client';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { startDevServer, type DevServer } from '../../temporal-dev/dev-server';
+import { findFreePort } from '../../temporal-dev/free-port';
+import { auditPools, pendingWorkflows } from './audit';
+import { currentBuild, defaultBaselineRev, prepareBaseline, type Build } from './baseline';
+import { Cluster } from './cluster';
+import { planSchedule, runSchedule } from './faults/schedule';
+import type { FaultContext, FaultRecord, TemporalControl } from './faults/types';
+import { Model } from './model';
+import { parseOptions, replayCommand } from './options';
+import { Prng } from './prng';
+import {
+  formatReport,
+  problemsOf,
+  scanLogs,
+  summarizeFault,
+  summarizeWorkload,
+  writeReport,
+  type SoakReport,
+} from './report';
+import { connectController, Workload } from './workload';
+
+const started = Date.now();
+const progress = (message: string) =>
+  process.stderr.write(`[soak +${Math.round((Date.now() - started) / 1000)}s] ${message}\n`);
+
+async function startTemporal(dataDir: string, port: number): Promise<DevServer> {
+  return startDevServer({ dataDir, port, headless: true });
+}
+
+async function main(): Promise<number> {
+  const options = parseOptions(process.argv);
+  const prng = new Prng(options.seed);
+  const workDir = options.workDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'dsoak-'));
+  fs.mkdirSync(workDir, { recursive: true });
+  const driverName = `soak-${options.seed.toString(36)}.durable-csi.io`;
+  progress(`seed ${options.seed}; work dir ${workDir}; replay: ${replayCommand(options)}`);
+
+  const current = currentBuild();
+  let baseline: Build | undefined;
+  const cleanups: (() => Promise<void>)[] = [];
+  const cleanUp = async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) {
+      await cleanup().catch((error: unknown) => progress(`cleanup failed: ${String(error)}`));
+    }
+  };
+  process.once('SIGINT', () => void cleanUp().finally(() => process.exit(130)));
+  process.once('SIGTERM', () => void cleanUp().finally(() => process.exit(143)));
+
+  const model = new Model(options.recurring);
+  let records: FaultRecord[] = [];
+  let cluster: Cluster | undefined;
+  let workload: Workload | undefined;
+  const report: SoakReport = {
+    ok: false,
+    problems: [],
+    command: `node ${path.relative(process.cwd(), process.argv[1] ?? 'main.js')} ${process.argv.slice(2).join(' ')}`,
+    replay: replayCommand(options),
+    options,
+    startedAt: new Date(started).toISOString(),
+    durationMs: 0,
+    workDir,
+    driverName,
+    workload: summarizeWorkload([], [], []),
+    faults: [],
+    driverIssues: { unexpectedExits: [], logFindings: [] },
+    ops: [],
+  };
+  let aborted: string | undefined;
+  try {
+    if (options.faults.includes('version-skew')) {
+      baseline = prepareBaseline(options.baseline ?? defaultBaselineRev(), progress);
+      report.baseline = { rev: baseline.rev, sha: baseline.sha, adaptations: [] };
+    }
+    const dataDir = path.join(workDir, 'temporal');
+    const port = await findFreePort();
+    progress(`starting the Temporal dev server on 127.0.0.1:${port} (database in ${dataDir})`);
+    let server = await startTemporal(dataDir, port);
+    cleanups.push(() => server.stop());
+    const temporal: TemporalControl = {
+      address: server.address,
+      async restart(signal, downMs) {
+        if (signal === 'SIGKILL') process.kill(server.pid, 'SIGKILL');
+        await server.stop();
+        await new Promise((resolve) => setTimeout(resolve, downMs));
+        server = await startTemporal(dataDir, port);
+      },
+    };
+
+    const activeCluster = new Cluster({
+      root: workDir,
+      driverName,
+      temporalAddress: server.address,
+      nodes: options.nodes,
+      backend: options.backend,
+      capacity: options.capacity,
+      callWait: options.callWait,
+      progress,
+    });
+    cluster = activeCluster;
+    cleanups.push(() => activeCluster.stopAll());
+    const first = baseline ?? current;
+    progress(`starting ${options.nodes} node agents and 2 controllers (${first.label} build), driver ${driverName}`);
+    await activeCluster.startAll(first);
+
+    const clients = activeCluster.controllers.map((controller) =>
+      connectController(controller.name, controller.endpoint),
+    );
+    cleanups.push(async () => clients.forEach((client) => client.close()));
+    const activeWorkload = new Workload(model, prng.fork(), clients, {
+      ops: options.ops,
+      concurrency: options.concurrency,
+      callTimeoutMs: options.callTimeoutMs,
+      opBudgetMs: options.opBudgetMs,
+      nodes: activeCluster.nodes.map((node) => node.name),
+    });
+    workload = activeWorkload;
+    const background = activeWorkload.background();
+
+    const context: FaultContext = {
+      cluster: activeCluster,
+      workload: activeWorkload,
+      prng: prng.fork(),
+      options,
+      builds: { current, baseline },
+      temporal,
+      progress,
+    };
+    const plan = planSchedule(options, prng.fork());
+    progress(`fault schedule: ${plan.map((item) => item.fault.kind).join(', ') || 'none'}`);
+    records = await runSchedule(context, plan);
+    progress(
+      `faults done; waiting for the workload to issue its last operations (${activeWorkload.issued}/${options.ops})`,
+    );
+    await background;
+
+    for (const process of activeCluster.all()) {
+      if (!process.alive() || process.build !== current) {
+        progress(`${process.name} is ${process.alive() ? 'on the old build' : 'down'}: starting it (new build)`);
+        await process.start(current);
+      }
+    }
+    progress(
+      `settling: ${activeWorkload.pendingCount()} operations still retrying (at most ${options.settleTimeoutMs / 1000} s)`,
+    );
+    await activeWorkload.settle(options.settleTimeoutMs);
+
+    progress('checking for running workflows');
+    const connection = await Connection.connect({ address: server.address });
+    let pending;
+    try {
+      pending = await pendingWorkflows(new Client({ connection }), driverName, 60_000);
+    } finally {
+      await connection.close();
+    }
+    progress('stopping every driver process, then reading every pool from disk');
+    await activeCluster.stopAll();
+    report.audit = auditPools(activeCluster, model, pending);
+  } catch (error) {
+    aborted = error instanceof Error ? (error.stack ?? error.message) : String(error);
+    progress(`aborted: ${aborted}`);
+    workload?.stopBackground();
+  } finally {
+    await cleanUp();
+  }
+
+  report.durationMs = Date.now() - started;
+  report.workload = summarizeWorkload(model.ops, workload?.unexpected ?? [], model.anomalies);
+  report.faults = records.map((record) => summarizeFault(record, model.ops));
+  if (cluster) {
+    report.driverIssues = { unexpectedExits: cluster.unexpectedExits, logFindings: scanLogs(cluster) };
+    if (report.baseline) report.baseline.adaptations = [...cluster.adaptations];
+  }
+  report.ops = model.ops;
+  report.problems = [...(aborted ? [`aborted: ${aborted.split('\n')[0]}`] : []), ...problemsOf(report)];
+  report.ok = report.problems.length === 0;
+  process.stdout.write(`${formatReport(report)}\n`);
+  writeReport(options.report, report);
+  progress(`wrote ${options.report}`);
+  if (report.ok && !options.keep) fs.rmSync(workDir, { recursive: true, force: true });
+  else progress(`kept ${workDir} (logs in ${path.join(workDir, 'logs')})`);
+  return report.ok ? 0 : 1;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`soak failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,133 @@
+import { parseVolumeId } from '../../common/volume-id';
+
+/** One CSI operation as the orchestrator saw it, from its first attempt to its last answer. */
+export interface OpRecord {
+  id: number;
+  kind: 'create' | 'delete';
+  name: string;
+  /** 'background', or the fault that issued it. */
+  origin: string;
+  /** The delete's volume, or the create's answer. */
+  volumeId?: string;
+  /** The node a create preferred, or a delete's home node. */
+  node?: string;
+  startedAt: number;
+  endedAt?: number;
+  attempts: number;
+  /** Answers that were retried, by gRPC code. */
+  codes: Record<string, number>;
+  outcome?: 'ok' | 'failed' | 'unsettled';
+  error?: string;
+  /** The controller the attempt in flight went to, if any. */
+  inFlightOn?: string;
+}
+
+interface NameState {
+  name: string;
+  sizeBytes: number;
+  /** What the orchestrator was told exists: set by a successful create, cleared by a successful delete. */
+  volumeId?: string;
+  busy: boolean;
+  deletedIds: string[];
+}
+
+export interface Anomaly {
+  at: string;
+  op: number;
+  what: string;
+}
+
+const MiB = 1024 ** 2;
+const SIZES = [16 * MiB, 32 * MiB, 64 * MiB, 128 * MiB];
+
+/** The orchestrator's view: names, their volumes, and every operation issued. */
+export class Model {
+  readonly ops: OpRecord[] = [];
+  readonly anomalies: Anomaly[] = [];
+  private readonly names = new Map<string, NameState>();
+  private unique = 0;
+
+  constructor(recurring: number) {
+    for (let index = 0; index < recurring; index++) {
+      // A fixed size per recurring name: a re-create asks for exactly what the first create asked.
+      this.names.set(`soak-r${index}`, {
+        name: `soak-r${index}`,
+        sizeBytes: SIZES[index % SIZES.length] as number,
+        busy: false,
+        deletedIds: [],
+      });
+    }
+  }
+
+  newOp(kind: OpRecord['kind'], name: string, origin: string, extra: Partial<OpRecord> = {}): OpRecord {
+    const op: OpRecord = { id: this.ops.length + 1, kind, name, origin, startedAt: Date.now(), attempts: 0, codes: {} };
+    Object.assign(op, extra);
+    this.ops.push(op);
+    return op;
+  }
+
+  /** A recurring name with no volume and nothing in flight, if any. */
+  idleRecurring(pick: <T>(items: readonly T[]) => T): NameState | undefined {
+    const idle = [...this.names.values()].filter((s) => s.name.startsWith('soak-r') && !s.busy && !s.volumeId);
+    return idle.length > 0 ? pick(idle) : undefined;
+  }
+
+  newUnique(sizeBytes: number): NameState {
+    const state: NameState = { name: `soak-u${++this.unique}`, sizeBytes, busy: false, deletedIds: [] };
+    this.names.set(state.name, state);
+    return state;
+  }
+
+  randomSize(random: () => number): number {
+    return SIZES[Math.floor(random() * SIZES.length)] as number;
+  }
+
+  /** Volumes that exist (as far as the orchestrator knows) and have nothing in flight, optionally on one node. */
+  idleVolumes(node?: string): NameState[] {
+    return [...this.names.values()].filter(
+      (s) => !s.busy && s.volumeId !== undefined && (node === undefined || parseVolumeId(s.volumeId)?.nodeId === node),
+    );
+  }
+
+  presentCount(): number {
+    return [...this.names.values()].filter((s) => s.volumeId !== undefined).length;
+  }
+
+  state(name: string): NameState {
+    const state = this.names.get(name);
+    if (!state) throw new Error(`unknown name ${name}`);
+    return state;
+  }
+
+  created(op: OpRecord, volumeId: string): void {
+    const state = this.state(op.name);
+    if (state.deletedIds.includes(volumeId)) {
+      this.anomaly(op, `create of ${op.name} answered ${volumeId}, a volume of that name already deleted`);
+    }
+    if (state.volumeId !== undefined && state.volumeId !== volumeId) {
+      this.anomaly(op, `create of ${op.name} answered ${volumeId} while ${state.volumeId} exists`);
+    }
+    for (const other of this.names.values()) {
+      if (other !== state && other.volumeId === volumeId)
+        this.anomaly(op, `create of ${op.name} answered ${volumeId}, the volume of ${other.name}`);
+    }
+    state.volumeId = volumeId;
+  }
+
+  deleted(op: OpRecord): void {
+    const state = this.state(op.name);
+    if (op.volumeId) state.deletedIds.push(op.volumeId);
+    if (state.volumeId === op.volumeId) state.volumeId = undefined;
+  }
+
+  /** name -> volume ID of every volume the orchestrator was told exists. */
+  known(): Map<string, string> {
+    const known = new Map<string, string>();
+    for (const state of this.names.values()) if (state.volumeId) known.set(state.name, state.volumeId);
+    return known;
+  }
+
+  anomaly(op: OpRecord, what: string): void {
+    this.anomalies.push({ at: new Date().toISOString(), op: op.id, what });
+  }
+}

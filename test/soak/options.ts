@@ -1,0 +1,136 @@
+import { Command, InvalidArgumentError, Option } from 'commander';
+import path from 'node:path';
+import { parseDuration } from '../../common/duration';
+import { findProjectRoot } from '../../temporal-dev/project-root';
+
+/** Every kind of fault the schedule knows, in the order --faults lists them. */
+export const FAULT_KINDS = [
+  'version-skew',
+  'node-rollout',
+  'controller-rollout',
+  'controller-kill',
+  'node-failpoints',
+  'node-long-down',
+  'temporal-restart',
+] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
+export interface SoakOptions {
+  ops: number;
+  concurrency: number;
+  nodes: number;
+  seed: number;
+  backend: string;
+  capacity: string;
+  faults: FaultKind[];
+  rounds: number;
+  baseline?: string;
+  recurring: number;
+  callTimeoutMs: number;
+  callWait: string;
+  opBudgetMs: number;
+  longDownMs: number;
+  settleTimeoutMs: number;
+  report: string;
+  workDir?: string;
+  keep: boolean;
+}
+
+function integer(min: number) {
+  return (text: string): number => {
+    const value = Number(text);
+    if (!Number.isSafeInteger(value) || value < min)
+      throw new InvalidArgumentError(`"${text}" is not an integer >= ${min}`);
+    return value;
+  };
+}
+
+function duration(text: string): number {
+  try {
+    return parseDuration(text);
+  } catch (error) {
+    throw new InvalidArgumentError(error instanceof Error ? error.message : String(error));
+  }
+}
+
+function faultList(text: string): FaultKind[] {
+  if (text === 'none') return [];
+  if (text === 'all') return [...FAULT_KINDS];
+  const names = text.split(',').filter(Boolean);
+  const unknown = names.filter((name) => !(FAULT_KINDS as readonly string[]).includes(name));
+  if (unknown.length > 0)
+    throw new InvalidArgumentError(`unknown fault(s) ${unknown.join(', ')}; known: ${FAULT_KINDS.join(', ')}`);
+  return FAULT_KINDS.filter((kind) => names.includes(kind));
+}
+
+type Renamed = 'callTimeoutMs' | 'opBudgetMs' | 'longDownMs' | 'settleTimeoutMs';
+interface RawOptions extends Omit<SoakOptions, 'rounds' | 'seed' | Renamed> {
+  rounds?: number;
+  seed?: number;
+  callTimeout: number;
+  opBudget: number;
+  longDown: number;
+  settleTimeout: number;
+}
+
+export function parseOptions(argv: string[]): SoakOptions {
+  const program = new Command('soak')
+    .description('chaos and version-skew soak of a real durable-csi deployment, ending in a leak audit of every pool')
+    .option('--ops <n>', 'CSI operations (CreateVolume + DeleteVolume) in total', integer(1), 200)
+    .option('--concurrency <n>', 'background operations holding a slot at once', integer(1), 6)
+    .option('--nodes <n>', 'node agents', integer(2), 4)
+    .option('--seed <n>', 'seed of every random choice (default: random, printed)', integer(0))
+    .addOption(new Option('--backend <kind>', 'node storage backend').choices(['dir', 'loop']).default('dir'))
+    .option('--capacity <size>', 'pool capacity of each node', '10Gi')
+    .option('--faults <list>', `comma-separated fault kinds, "all" or "none": ${FAULT_KINDS.join(', ')}`, faultList, [
+      ...FAULT_KINDS,
+    ])
+    .option(
+      '--rounds <n>',
+      'times the fault schedule runs (version-skew only once); default ops/300, at least 1',
+      integer(1),
+    )
+    .option('--baseline <rev>', 'git revision of the old build (default: merge-base of HEAD and main, or HEAD~5)')
+    .option('--recurring <n>', 'names created and deleted again and again', integer(0), 10)
+    .option('--call-timeout <duration>', 'gRPC deadline of each CSI call', duration, 10_000)
+    .option('--call-wait <duration>', "controllers' --call-wait", '3s')
+    .option(
+      '--op-budget <duration>',
+      'how long an operation holds its slot before retrying in the background',
+      duration,
+      20_000,
+    )
+    .option('--long-down <duration>', 'how long node-long-down keeps its node down', duration, 45_000)
+    .option('--settle-timeout <duration>', 'how long the end waits for every operation to finish', duration, 300_000)
+    .option('--report <file>', 'JSON report', path.join(findProjectRoot(), 'test-artifacts', 'soak-report.json'))
+    .option('--work-dir <dir>', 'Temporal data, pools, sockets and logs (default: a new temporary folder)')
+    .option('--keep', 'keep the work folder even when the run passes', false)
+    .parse(argv);
+  const { callTimeout, opBudget, longDown, settleTimeout, ...raw } = program.opts<RawOptions>();
+  return {
+    ...raw,
+    callTimeoutMs: callTimeout,
+    opBudgetMs: opBudget,
+    longDownMs: longDown,
+    settleTimeoutMs: settleTimeout,
+    seed: raw.seed ?? Math.floor(Math.random() * 2 ** 31),
+    rounds: raw.rounds ?? Math.max(1, Math.round(raw.ops / 300)),
+  };
+}
+
+/** The command line that replays this run's choices. */
+export function replayCommand(options: SoakOptions): string {
+  const faults = options.faults.length === FAULT_KINDS.length ? 'all' : options.faults.join(',') || 'none';
+  const parts = [
+    `npm run soak --`,
+    `--seed ${options.seed}`,
+    `--ops ${options.ops}`,
+    `--concurrency ${options.concurrency}`,
+    `--nodes ${options.nodes}`,
+    `--rounds ${options.rounds}`,
+    `--faults ${faults}`,
+    `--backend ${options.backend}`,
+  ];
+  if (options.baseline) parts.push(`--baseline ${options.baseline}`);
+  return parts.join(' ');
+}

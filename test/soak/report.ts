@@ -1,0 +1,223 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { AuditResult } from './audit';
+import type { Cluster, UnexpectedExit } from './cluster';
+import type { FaultRecord } from './faults/types';
+import type { Anomaly, OpRecord } from './model';
+import type { SoakOptions } from './options';
+import type { UnexpectedAnswer } from './workload';
+
+export interface FaultSummary {
+  kind: string;
+  round: number;
+  startedAt: string;
+  durationMs: number;
+  steps: string[];
+  details: Record<string, unknown>;
+  error?: string;
+  /** Operations in flight at some point of the fault's window. */
+  hit: {
+    total: number;
+    creates: number;
+    deletes: number;
+    aimed: number;
+    retried: Record<string, number>;
+    ops: number[];
+  };
+}
+
+export interface SoakReport {
+  ok: boolean;
+  problems: string[];
+  command: string;
+  replay: string;
+  options: SoakOptions;
+  startedAt: string;
+  durationMs: number;
+  workDir: string;
+  driverName: string;
+  baseline?: { rev?: string; sha?: string; adaptations: string[] };
+  workload: {
+    issued: number;
+    creates: number;
+    recreates: number;
+    deletes: number;
+    ok: number;
+    failed: number;
+    unsettled: number;
+    attempts: number;
+    retried: Record<string, number>;
+    unexpected: UnexpectedAnswer[];
+    anomalies: Anomaly[];
+  };
+  faults: FaultSummary[];
+  audit?: AuditResult;
+  driverIssues: { unexpectedExits: UnexpectedExit[]; logFindings: { process: string; lines: string[] }[] };
+  ops: OpRecord[];
+}
+
+function addCodes(into: Record<string, number>, codes: Record<string, number>): void {
+  for (const [code, count] of Object.entries(codes)) into[code] = (into[code] ?? 0) + count;
+}
+
+export function summarizeFault(record: FaultRecord, ops: OpRecord[]): FaultSummary {
+  const end = record.endedAt ?? Date.now();
+  const hit = ops.filter((op) => op.startedAt <= end && (op.endedAt ?? Infinity) >= record.startedAt);
+  const retried: Record<string, number> = {};
+  for (const op of hit) addCodes(retried, op.codes);
+  return {
+    kind: record.kind,
+    round: record.round,
+    startedAt: new Date(record.startedAt).toISOString(),
+    durationMs: end - record.startedAt,
+    steps: record.steps.map((step) => `${step.at.slice(11, 19)} ${step.what}`),
+    details: record.details,
+    ...(record.error ? { error: record.error } : {}),
+    hit: {
+      total: hit.length,
+      creates: hit.filter((op) => op.kind === 'create').length,
+      deletes: hit.filter((op) => op.kind === 'delete').length,
+      aimed: record.issuedOps.length,
+      retried,
+      ops: hit.map((op) => op.id),
+    },
+  };
+}
+
+export function summarizeWorkload(
+  ops: OpRecord[],
+  unexpected: UnexpectedAnswer[],
+  anomalies: Anomaly[],
+): SoakReport['workload'] {
+  const retried: Record<string, number> = {};
+  for (const op of ops) addCodes(retried, op.codes);
+  const deletedNames = new Map<string, number>();
+  let recreates = 0;
+  for (const op of [...ops].sort((a, b) => a.startedAt - b.startedAt)) {
+    if (op.kind === 'delete' && op.outcome === 'ok') deletedNames.set(op.name, op.endedAt ?? 0);
+    if (op.kind === 'create' && (deletedNames.get(op.name) ?? Infinity) <= op.startedAt) recreates++;
+  }
+  return {
+    issued: ops.length,
+    creates: ops.filter((op) => op.kind === 'create').length,
+    recreates,
+    deletes: ops.filter((op) => op.kind === 'delete').length,
+    ok: ops.filter((op) => op.outcome === 'ok').length,
+    failed: ops.filter((op) => op.outcome === 'failed').length,
+    unsettled: ops.filter((op) => op.outcome !== 'ok' && op.outcome !== 'failed').length,
+    attempts: ops.reduce((sum, op) => sum + op.attempts, 0),
+    retried,
+    unexpected,
+    anomalies,
+  };
+}
+
+/** Lines of the driver logs that betray a bug even when nothing leaked: non-determinism, fatal errors. */
+export function scanLogs(cluster: Cluster): { process: string; lines: string[] }[] {
+  const pattern = /nondetermin|NonDeterministic|TMPRL1100|"level":60/i;
+  return cluster.all().flatMap((process) => {
+    if (!fs.existsSync(process.logFile)) return [];
+    const lines = fs
+      .readFileSync(process.logFile, 'utf8')
+      .split('\n')
+      .filter((line) => pattern.test(line));
+    return lines.length > 0 ? [{ process: process.name, lines: lines.slice(0, 20).map((l) => l.slice(0, 600)) }] : [];
+  });
+}
+
+export function problemsOf(report: SoakReport): string[] {
+  const problems: string[] = [];
+  const count = (what: string, items: readonly unknown[] | undefined) => {
+    if (items && items.length > 0) problems.push(`${items.length} ${what}`);
+  };
+  const audit = report.audit;
+  if (!audit) problems.push('no audit: the run stopped before it');
+  count('leaked volumes (on disk, unknown to the orchestrator)', audit?.leaked);
+  count('lost volumes (known to the orchestrator, not on disk)', audit?.lost);
+  count('names with several volumes on disk', audit?.duplicated);
+  count('torn volumes (directory or record missing)', audit?.torn);
+  count('workflows still running at the end', audit?.pending);
+  count('deletions acknowledged while their node was down', audit?.deletesAckedWhileNodeDown);
+  if (report.workload.failed > 0) problems.push(`${report.workload.failed} operations failed`);
+  if (report.workload.unsettled > 0) problems.push(`${report.workload.unsettled} operations never finished`);
+  count('unexpected answers (not OK, ABORTED, UNAVAILABLE or DEADLINE_EXCEEDED)', report.workload.unexpected);
+  count('anomalies in answers', report.workload.anomalies);
+  count('driver processes exited on their own', report.driverIssues.unexpectedExits);
+  count('driver logs with non-determinism or fatal errors', report.driverIssues.logFindings);
+  for (const fault of report.faults)
+    if (fault.error) problems.push(`fault ${fault.kind} failed: ${fault.error.split('\n')[0]}`);
+  return problems;
+}
+
+const list = <T>(items: readonly T[], show: (item: T) => string, limit = 10) =>
+  items.length === 0
+    ? ' none'
+    : `\n${items
+        .slice(0, limit)
+        .map((item) => `      ${show(item)}`)
+        .join('\n')}${items.length > limit ? `\n      ... ${items.length - limit} more (see the JSON report)` : ''}`;
+
+const codes = (record: Record<string, number>) =>
+  Object.entries(record)
+    .map(([code, count]) => `${code} ${count}`)
+    .join(', ') || 'none';
+
+export function formatReport(report: SoakReport): string {
+  const w = report.workload;
+  const a = report.audit;
+  const lines = [
+    `durable-csi soak: ${report.ok ? 'PASS' : 'FAIL'} in ${Math.round(report.durationMs / 1000)} s`,
+    `  command: ${report.command}`,
+    `  replay:  ${report.replay}`,
+    `  driver ${report.driverName}, ${report.options.nodes} nodes (${report.options.backend}), 2 controllers; work dir ${report.workDir}`,
+  ];
+  if (report.baseline) {
+    lines.push(`  baseline: ${report.baseline.rev} (${report.baseline.sha?.slice(0, 12)})`);
+    for (const adaptation of report.baseline.adaptations) lines.push(`    adapted: ${adaptation}`);
+  }
+  lines.push(
+    `  operations: ${w.issued} issued (${w.creates} creates of which ${w.recreates} re-creates, ${w.deletes} deletes), ` +
+      `${w.ok} ok, ${w.failed} failed, ${w.unsettled} unsettled; ${w.attempts} calls`,
+    `    retried answers: ${codes(w.retried)}`,
+    `    unexpected answers:${list(w.unexpected, (u) => `op ${u.op} ${u.kind} ${u.code}: ${u.message.slice(0, 200)}`)}`,
+    `    anomalies:${list(w.anomalies, (x) => `op ${x.op}: ${x.what}`)}`,
+    `  faults (${report.faults.length}):`,
+  );
+  for (const fault of report.faults) {
+    const hit = fault.hit;
+    lines.push(
+      `    ${fault.kind} (round ${fault.round}, ${Math.round(fault.durationMs / 1000)} s): hit ${hit.total} ops ` +
+        `(${hit.creates} creates, ${hit.deletes} deletes, ${hit.aimed} aimed); retried ${codes(hit.retried)}` +
+        (fault.error ? `; FAILED: ${fault.error.split('\n')[0]}` : ''),
+    );
+    for (const step of fault.steps) lines.push(`        ${step}`);
+  }
+  if (a) {
+    lines.push(
+      `  audit: ${a.known} volumes known to the orchestrator, ${a.onDisk} on disk in ${a.pools.length} pools ` +
+        `(${a.pools.map((p) => `${p.node} ${p.volumes}`).join(', ')})`,
+      `    leaked:${list(a.leaked, (v) => `${v.node}/${v.key} "${v.name ?? '?'}": ${v.reason}`)}`,
+      `    lost:${list(a.lost, (v) => `${v.name} ${v.volumeId}: ${v.reason}`)}`,
+      `    duplicated:${list(a.duplicated, (d) => `${d.name}: ${d.volumes.join(', ')}`)}`,
+      `    torn:${list(a.torn, (v) => `${v.node}/${v.key} dir=${v.hasDir} record=${v.hasRecord}`)}`,
+      `    pending:${list(a.pending, (p) => `${p.workflowId} (${p.type}, since ${p.startTime})`)}`,
+      `    deletes acknowledged while the node was down:${list(a.deletesAckedWhileNodeDown, (d) => `op ${d.op} ${d.volumeId}`)}`,
+      `    journal intents left:${list(
+        a.pools.filter((p) => p.intents.length > 0),
+        (p) => `${p.node}: ${p.intents.join(', ')}`,
+      )}`,
+    );
+  }
+  const issues = report.driverIssues;
+  lines.push(
+    `  driver processes that exited on their own:${list(issues.unexpectedExits, (e) => `${e.process} (${e.build}) at ${e.at}: ${e.signal ?? `code ${e.code}`}`)}`,
+    `  log findings:${list(issues.logFindings, (f) => `${f.process}: ${f.lines.length} lines, e.g. ${f.lines[0]?.slice(0, 300)}`)}`,
+    `  problems:${list(report.problems, (p) => p, 50)}`,
+  );
+  return lines.join('\n');
+}
+
+export function writeReport(file: string, report: SoakReport): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+}

@@ -1,0 +1,440 @@
+/**
+ * The loop backend against real image files, loop devices and mounts (the tests run as root). After each test
+ * the fixture unmounts and detaches whatever is left under its root; the tests check they left nothing first.
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { FailureType } from '../../../common/failures';
+import type { CreateVolumeSpec } from '../../../storage/backend';
+import { writeIntent } from '../../../storage/journal';
+import { LoopBackend } from '../../../storage/loop-backend';
+import { PoolLayout } from '../../../storage/pool-layout';
+import { blockdevSize, dfBytes, hasSysResource, isMountPoint, loopDevicesOf } from './mount-helpers';
+import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
+
+const MiB = 1024 ** 2;
+
+let fixture: PoolFixture<LoopBackend>;
+let layout: PoolLayout;
+
+beforeEach(() => {
+  fixture = new PoolFixture((options) => new LoopBackend(options), 'loop');
+  layout = new PoolLayout(fixture.pool);
+});
+
+afterEach(async () => {
+  await fixture.cleanup();
+});
+
+function spec(overrides: Partial<CreateVolumeSpec> = {}): CreateVolumeSpec {
+  return {
+    key: randomKey(),
+    name: `pvc-${randomKey().slice(0, 8)}`,
+    capacityBytes: 64 * MiB,
+    parameters: {},
+    ...overrides,
+  };
+}
+
+/** A CO-owned directory for staging and target paths, outside the pool. */
+function coPath(...parts: string[]): string {
+  const dir = path.join(fixture.root, 'kubelet');
+  fs.mkdirSync(dir, { recursive: true });
+  return path.join(dir, ...parts);
+}
+
+/** The filesystem signature on an image or device, as blkid sees it ('' when there is none). */
+function fsTypeOn(file: string): string {
+  try {
+    return execFileSync('blkid', ['-p', '-o', 'value', '-s', 'TYPE', file], { encoding: 'utf8' }).trim();
+  } catch {
+    return '';
+  }
+}
+
+const MOUNT = { accessType: 'mount' as const, fsType: '', mountFlags: [] };
+const BLOCK = { accessType: 'block' as const, fsType: '', mountFlags: [] };
+
+describe('createVolume', () => {
+  it('preallocates an ext4 image by default, attaches nothing, and records the shape', async () => {
+    const backend = await fixture.opened();
+    const request = spec();
+    const record = await backend.createVolume(request);
+
+    expect(record).toMatchObject({ key: request.key, accessType: 'mount', fsType: 'ext4' });
+    expect(record.path).toBe(layout.volumeImage(request.key));
+    const stats = fs.statSync(record.path);
+    expect(stats.size).toBe(64 * MiB);
+    expect(stats.blocks * 512).toBeGreaterThanOrEqual(64 * MiB); // allocated, not sparse
+    expect(fsTypeOn(record.path)).toBe('ext4');
+    expect(loopDevicesOf(record.path)).toEqual([]);
+    expect(fixture.list('journal')).toEqual([]);
+    expect(await backend.createVolume(request)).toEqual(record);
+  });
+
+  it('formats xfs when asked, leaves block volumes unformatted, and rounds images up to a sector', async () => {
+    const backend = await fixture.opened();
+    const xfs = await backend.createVolume(spec({ fsType: 'xfs', capacityBytes: 300 * MiB }));
+    const block = await backend.createVolume(spec({ accessType: 'block', capacityBytes: 10 * MiB + 1 }));
+
+    expect(fsTypeOn(xfs.path)).toBe('xfs');
+    expect(block).toMatchObject({ accessType: 'block', capacityBytes: 10 * MiB + 1 });
+    expect(block.fsType).toBeUndefined();
+    expect(fsTypeOn(block.path)).toBe('');
+    expect(fs.statSync(block.path).size).toBe(10 * MiB + 512);
+    expect((await backend.status()).reservedBytes).toBe(300 * MiB + 10 * MiB + 512);
+  });
+
+  it('refuses other filesystems, too small volumes and a different shape under the same name', async () => {
+    const backend = await fixture.opened();
+    const first = await backend.createVolume(spec({ name: 'pvc-a' }));
+    const before = fixture.tree();
+
+    await expectDriverError(backend.createVolume(spec({ fsType: 'btrfs' })), FailureType.InvalidArgument, /btrfs/);
+    await expectDriverError(
+      backend.createVolume(spec({ fsType: 'xfs', capacityBytes: 100 * MiB })),
+      FailureType.OutOfRange,
+      /at least 300Mi/,
+    );
+    await expectDriverError(backend.createVolume(spec({ capacityBytes: 4096 })), FailureType.OutOfRange);
+    await expectDriverError(
+      backend.createVolume({ ...first, accessType: 'block' }),
+      FailureType.AlreadyExists,
+      /accessType \(mount, requested block\)/,
+    );
+    expect(fixture.tree()).toEqual(before);
+  });
+
+  it('answers ResourceExhausted, leaving nothing, when the filesystem holding the pool lacks the space', async () => {
+    const small = path.join(fixture.root, 'small');
+    fs.mkdirSync(small);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=48m', 'tmpfs', small]);
+    const tight = new PoolFixture((options) => new LoopBackend({ ...options, pool: path.join(small, 'pool') }), 'x');
+    try {
+      const backend = await tight.opened(10 * GI);
+      const before = fs.readdirSync(small, { recursive: true }).map(String).sort();
+
+      await expectDriverError(
+        backend.createVolume(spec({ capacityBytes: 64 * MiB })),
+        FailureType.ResourceExhausted,
+        /has .* free/,
+      );
+      expect(fs.readdirSync(small, { recursive: true }).map(String).sort()).toEqual(before);
+      expect((await backend.status()).reservedBytes).toBe(0);
+      await backend.createVolume(spec({ capacityBytes: 16 * MiB }));
+    } finally {
+      await tight.cleanup();
+    }
+  });
+
+  it('reserves the pool capacity over file sizes', async () => {
+    const backend = await fixture.opened(100 * MiB);
+    await backend.createVolume(spec({ capacityBytes: 64 * MiB }));
+    const before = fixture.tree();
+
+    await expectDriverError(backend.createVolume(spec({ capacityBytes: 40 * MiB })), FailureType.ResourceExhausted);
+    expect(fixture.tree()).toEqual(before);
+  });
+});
+
+describe('stage, publish and back', () => {
+  it('keeps data written through a published mount across unpublish, unstage and a restage', async () => {
+    const backend = await fixture.opened();
+    const { key, path: image } = await backend.createVolume(spec());
+    const staging = coPath('staging');
+    const target = coPath('target');
+
+    await backend.stageVolume(key, staging, MOUNT);
+    await backend.stageVolume(key, staging, MOUNT); // idempotent
+    const [device] = loopDevicesOf(image);
+    expect(device).toMatch(/^\/dev\/loop\d+$/);
+    await backend.publishVolume(key, staging, target, { accessType: 'mount', readonly: false });
+    await backend.publishVolume(key, staging, target, { accessType: 'mount', readonly: false });
+    fs.writeFileSync(path.join(target, 'data'), 'kept');
+
+    await backend.unpublishVolume(key, target);
+    await backend.unpublishVolume(key, target);
+    expect(fs.existsSync(target)).toBe(false);
+    await backend.unstageVolume(key, staging);
+    await backend.unstageVolume(key, staging);
+    expect(loopDevicesOf(image)).toEqual([]);
+    expect(isMountPoint(staging)).toBe(false);
+    expect(fixture.list('staging')).toEqual([]);
+
+    await backend.stageVolume(key, staging, MOUNT);
+    await backend.publishVolume(key, staging, target, { accessType: 'mount', readonly: true });
+    expect(fs.readFileSync(path.join(target, 'data'), 'utf8')).toBe('kept');
+    expect(() => fs.writeFileSync(path.join(target, 'other'), 'x')).toThrow(/EROFS/);
+    await expectDriverError(
+      backend.publishVolume(key, staging, target, { accessType: 'mount', readonly: false }),
+      FailureType.AlreadyExists,
+    );
+    await backend.unpublishVolume(key, target);
+    await backend.unstageVolume(key, staging);
+    expect(loopDevicesOf(image)).toEqual([]);
+  });
+
+  it('hands a block volume over as a device file of its size', async () => {
+    const backend = await fixture.opened();
+    const { key, path: image } = await backend.createVolume(spec({ accessType: 'block', capacityBytes: 24 * MiB }));
+    const staging = coPath('staging-block');
+    const target = coPath('block-target');
+
+    await backend.stageVolume(key, staging, BLOCK);
+    await backend.publishVolume(key, staging, target, { accessType: 'block', readonly: false });
+    await backend.publishVolume(key, staging, target, { accessType: 'block', readonly: false });
+    expect(fs.statSync(target).isBlockDevice()).toBe(true);
+    expect(blockdevSize(target)).toBe(24 * MiB);
+    const stats = await backend.volumeStats(key, target);
+    expect(stats).toEqual({
+      usage: [{ unit: 'bytes', total: 24 * MiB }],
+      abnormal: false,
+      message: expect.any(String),
+    });
+
+    await backend.unpublishVolume(key, target);
+    expect(fs.existsSync(target)).toBe(false);
+    await backend.unstageVolume(key, staging);
+    expect(loopDevicesOf(image)).toEqual([]);
+  });
+
+  it('refuses the wrong access type or filesystem, and a second staging path', async () => {
+    const backend = await fixture.opened();
+    const mount = await backend.createVolume(spec());
+    const block = await backend.createVolume(spec({ accessType: 'block' }));
+    const staging = coPath('staging');
+
+    await expectDriverError(
+      backend.stageVolume(mount.key, staging, BLOCK),
+      FailureType.InvalidArgument,
+      /mount access/,
+    );
+    await expectDriverError(backend.stageVolume(block.key, staging, MOUNT), FailureType.InvalidArgument);
+    await expectDriverError(
+      backend.stageVolume(mount.key, staging, { ...MOUNT, fsType: 'xfs' }),
+      FailureType.InvalidArgument,
+      /holds ext4/,
+    );
+    expect(fs.existsSync(staging)).toBe(false);
+    await backend.stageVolume(mount.key, staging, { ...MOUNT, fsType: 'ext4' });
+    await expectDriverError(
+      backend.stageVolume(mount.key, coPath('elsewhere'), MOUNT),
+      FailureType.FailedPrecondition,
+      /already staged at/,
+    );
+    await expectDriverError(
+      backend.publishVolume(block.key, staging, coPath('t'), { accessType: 'block', readonly: false }),
+      FailureType.FailedPrecondition,
+      /not staged/,
+    );
+    await expectDriverError(backend.stageVolume(randomKey(), staging, MOUNT), FailureType.NotFound);
+    await backend.unstageVolume(mount.key, staging);
+  });
+
+  it('refuses to unstage a volume that is still published', async () => {
+    const backend = await fixture.opened();
+    const { key } = await backend.createVolume(spec());
+    const staging = coPath('staging');
+    const target = coPath('target');
+    await backend.stageVolume(key, staging, MOUNT);
+    await backend.publishVolume(key, staging, target, { accessType: 'mount', readonly: false });
+
+    await expectDriverError(backend.unstageVolume(key, staging), FailureType.FailedPrecondition, /still published/);
+    expect(isMountPoint(staging)).toBe(true);
+    await backend.unpublishVolume(key, target);
+    await backend.unstageVolume(key, staging);
+  });
+});
+
+describe('deleteVolume', () => {
+  it('refuses a staged volume and loses nothing; once unstaged, deletes and leaves no device attached', async () => {
+    const backend = await fixture.opened();
+    const { key, path: image } = await backend.createVolume(spec());
+    const staging = coPath('staging');
+    await backend.stageVolume(key, staging, MOUNT);
+    fs.writeFileSync(path.join(staging, 'data'), 'precious');
+
+    await expectDriverError(
+      backend.deleteVolume(key),
+      FailureType.FailedPrecondition,
+      new RegExp(`volume ${key} is staged at ${staging}; unstage it first`),
+    );
+    expect(fs.readFileSync(path.join(staging, 'data'), 'utf8')).toBe('precious');
+    expect(fixture.list('journal')).toEqual([]);
+
+    await backend.unstageVolume(key, staging);
+    expect(await backend.deleteVolume(key)).toEqual({ existed: true });
+    expect(loopDevicesOf(image)).toEqual([]);
+    expect(fixture.list('volumes')).toEqual([]);
+    expect((await backend.status()).reservedBytes).toBe(0);
+  });
+
+  it('detaches a device left attached without a staging', async () => {
+    const backend = await fixture.opened();
+    const { key, path: image } = await backend.createVolume(spec({ accessType: 'block' }));
+    execFileSync('losetup', ['--find', image]);
+    expect(loopDevicesOf(image)).toHaveLength(1);
+
+    expect(await backend.deleteVolume(key)).toEqual({ existed: true });
+    expect(loopDevicesOf(image)).toEqual([]);
+    expect(fs.existsSync(image)).toBe(false);
+  });
+});
+
+describe('open() after a crash or a reboot', () => {
+  it('rolls back a create that wrote no record, detaching its device first', async () => {
+    const crashed = await fixture.opened();
+    const key = randomKey();
+    await writeIntent(layout, {
+      op: 'create',
+      key,
+      name: 'pvc-crash',
+      capacityBytes: 8 * MiB,
+      parameters: {},
+      at: new Date().toISOString(),
+    });
+    fs.mkdirSync(layout.volumeDir(key));
+    execFileSync('fallocate', ['--length', String(8 * MiB), layout.volumeImage(key)]);
+    execFileSync('losetup', ['--find', layout.volumeImage(key)]);
+    await crashed.close();
+
+    const report = await fixture.backend().open();
+    expect(report.reconciled).toEqual([{ key, op: 'create', outcome: 'rolled-back' }]);
+    expect(fixture.list('volumes')).toEqual([]);
+    expect(
+      execFileSync('losetup', ['--list', '--noheadings', '--output', 'BACK-FILE'], { encoding: 'utf8' }),
+    ).not.toContain(key);
+  });
+
+  it('re-attaches and re-mounts what is staged after a reboot, with the data', async () => {
+    const before = await fixture.opened();
+    const mount = await before.createVolume(spec({ name: 'pvc-mount' }));
+    const block = await before.createVolume(spec({ name: 'pvc-block', accessType: 'block' }));
+    const staging = coPath('staging');
+    await before.stageVolume(mount.key, staging, MOUNT);
+    await before.stageVolume(block.key, coPath('staging-block'), BLOCK);
+    fs.writeFileSync(path.join(staging, 'data'), 'survives');
+    await before.close();
+    // The reboot: every mount and device is gone, the pool and its staging records are not.
+    execFileSync('umount', [staging]);
+    for (const image of [mount.path, block.path]) {
+      for (const device of loopDevicesOf(image)) execFileSync('losetup', ['--detach', device]);
+    }
+
+    const after = fixture.backend();
+    const report = await after.open();
+    expect(
+      report.repaired.map(({ key, outcome }) => ({ key, outcome })).sort((a, b) => a.key.localeCompare(b.key)),
+    ).toEqual([mount.key, block.key].sort().map((key) => ({ key, outcome: 'restaged' })));
+    expect(isMountPoint(staging)).toBe(true);
+    expect(fs.readFileSync(path.join(staging, 'data'), 'utf8')).toBe('survives');
+    expect(loopDevicesOf(block.path)).toHaveLength(1);
+
+    // A second open finds everything in place.
+    await after.close();
+    expect((await fixture.backend().open()).repaired).toEqual([]);
+  });
+
+  it('detaches devices of volumes that are not staged', async () => {
+    const backend = await fixture.opened();
+    const { key, path: image } = await backend.createVolume(spec());
+    execFileSync('losetup', ['--find', image]);
+    await backend.close();
+
+    const report = await fixture.backend().open();
+    expect(report.repaired).toEqual([{ key, outcome: 'detached', message: expect.any(String) }]);
+    expect(loopDevicesOf(image)).toEqual([]);
+  });
+});
+
+describe('expansion', () => {
+  it.each([
+    ['ext4', 64 * MiB, 128 * MiB],
+    ['xfs', 300 * MiB, 400 * MiB],
+  ])('grows a mounted %s volume online', async (fsType, from, to) => {
+    const backend = await fixture.opened();
+    const { key, path: image } = await backend.createVolume(spec({ fsType, capacityBytes: from }));
+    const staging = coPath('staging');
+    const target = coPath('target');
+    await backend.stageVolume(key, staging, MOUNT);
+    await backend.publishVolume(key, staging, target, { accessType: 'mount', readonly: false });
+    fs.writeFileSync(path.join(target, 'data'), 'kept');
+    const sizeBefore = dfBytes(target);
+
+    expect(await backend.expandVolume(key, to)).toEqual({ capacityBytes: to, nodeExpansionRequired: true });
+    expect(await backend.expandVolume(key, from)).toEqual({ capacityBytes: to, nodeExpansionRequired: true });
+    expect(fs.statSync(image).size).toBe(to);
+    const [device] = loopDevicesOf(image);
+    expect(blockdevSize(device!)).toBe(to);
+    if (fsType === 'ext4' && !hasSysResource()) {
+      // This sandbox's root lacks CAP_SYS_RESOURCE: online ext4 growth is refused, and happens at the next stage.
+      await expectDriverError(
+        backend.expandFilesystem(key, target),
+        FailureType.FailedPrecondition,
+        /CAP_SYS_RESOURCE/,
+      );
+      await backend.unpublishVolume(key, target);
+      await backend.unstageVolume(key, staging);
+      await backend.stageVolume(key, staging, MOUNT);
+      await backend.publishVolume(key, staging, target, { accessType: 'mount', readonly: false });
+    }
+    expect(await backend.expandFilesystem(key, target)).toEqual({ capacityBytes: to });
+    expect(dfBytes(target) - sizeBefore).toBeGreaterThan((to - from) * 0.9);
+    expect(fs.readFileSync(path.join(target, 'data'), 'utf8')).toBe('kept');
+    expect((await backend.status()).reservedBytes).toBe(to);
+
+    await backend.unpublishVolume(key, target);
+    await backend.unstageVolume(key, staging);
+  });
+
+  it('refreshes an attached block device, and refuses growth beyond the pool', async () => {
+    const backend = await fixture.opened(100 * MiB);
+    const { key } = await backend.createVolume(spec({ accessType: 'block', capacityBytes: 16 * MiB }));
+    const staging = coPath('staging');
+    const target = coPath('device');
+    await backend.stageVolume(key, staging, BLOCK);
+    await backend.publishVolume(key, staging, target, { accessType: 'block', readonly: false });
+
+    expect(await backend.expandVolume(key, 32 * MiB)).toEqual({
+      capacityBytes: 32 * MiB,
+      nodeExpansionRequired: false,
+    });
+    expect(blockdevSize(target)).toBe(32 * MiB);
+    await expectDriverError(backend.expandVolume(key, 200 * MiB), FailureType.ResourceExhausted);
+    expect((await backend.getVolume(key))?.capacityBytes).toBe(32 * MiB);
+
+    await backend.unpublishVolume(key, target);
+    await backend.unstageVolume(key, staging);
+  });
+});
+
+describe('volumeStats', () => {
+  it('reports bytes and inodes of a mount, NotFound for a path that is not this volume, abnormal when data is gone', async () => {
+    const backend = await fixture.opened();
+    const { key, path: image } = await backend.createVolume(spec());
+    const staging = coPath('staging');
+    await backend.stageVolume(key, staging, MOUNT);
+
+    const stats = await backend.volumeStats(key, staging);
+    expect(stats.abnormal).toBe(false);
+    expect(stats.usage.map((usage) => usage.unit)).toEqual(['bytes', 'inodes']);
+    const bytes = stats.usage[0]!;
+    expect(bytes.total).toBeGreaterThan(50 * MiB);
+    expect(bytes.total).toBeLessThanOrEqual(64 * MiB);
+    expect(bytes.available).toBeLessThan(bytes.total);
+    await expectDriverError(backend.volumeStats(key, coPath()), FailureType.NotFound, /not a mount of volume/);
+    await expectDriverError(backend.volumeStats(key, coPath('missing')), FailureType.NotFound);
+
+    // Lost behind the driver's back: the staging stays recorded, the device is gone.
+    execFileSync('umount', [staging]);
+    for (const device of loopDevicesOf(image)) execFileSync('losetup', ['--detach', device]);
+    expect(await backend.volumeStats(key, staging)).toMatchObject({ abnormal: true, message: /no device attached/ });
+    await backend.stageVolume(key, staging, MOUNT);
+    expect((await backend.volumeStats(key, staging)).abnormal).toBe(false);
+
+    fs.rmSync(image); // the device keeps the deleted file open; the pool no longer holds it
+    const broken = await backend.volumeStats(key, staging);
+    expect(broken).toMatchObject({ abnormal: true, message: expect.stringMatching(/missing/) });
+  });
+});

@@ -1,0 +1,75 @@
+/**
+ * Looking at real mounts and loop devices from tests, and undoing those a test made under its temporary root
+ * before the root is removed (rm -r across a mount point would delete the mounted volume's files).
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseMountInfoLine } from '../../../storage/mounts';
+
+export function releaseMountsUnder(root: string): void {
+  if (!fs.existsSync(root)) return;
+  const real = fs.realpathSync(root);
+  const under = (candidate: string) => candidate === real || candidate.startsWith(`${real}/`);
+  // Rounds: a filesystem holding an image cannot be unmounted until the image's device is detached.
+  for (let round = 0; round < 10; round++) {
+    const mountPoints = fs
+      .readFileSync('/proc/self/mountinfo', 'utf8')
+      .split('\n')
+      .flatMap((line) => parseMountInfoLine(line)?.mountPoint ?? [])
+      .filter(under)
+      .sort((a, b) => b.length - a.length);
+    const devices = fs
+      .readdirSync('/sys/class/block')
+      .filter((name) => /^loop\d+$/.test(name))
+      .filter((name) => {
+        const backing = path.join('/sys/class/block', name, 'loop', 'backing_file');
+        return fs.existsSync(backing) && under(fs.readFileSync(backing, 'utf8').trim());
+      });
+    if (mountPoints.length === 0 && devices.length === 0) return;
+    for (const mountPoint of mountPoints) tryRun('umount', [mountPoint]);
+    for (const name of devices) tryRun('losetup', ['--detach', `/dev/${name}`]);
+  }
+}
+
+function tryRun(command: string, args: string[]): void {
+  try {
+    execFileSync(command, args, { stdio: 'ignore' });
+  } catch {
+    // busy for now; the next round tries again
+  }
+}
+
+/** Devices attached to this file, as `losetup -j` reports them. */
+export function loopDevicesOf(file: string): string[] {
+  return execFileSync('losetup', ['--noheadings', '--output', 'NAME', '--associated', file], { encoding: 'utf8' })
+    .split('\n')
+    .filter(Boolean);
+}
+
+/** True when something is mounted exactly at target. */
+export function isMountPoint(target: string): boolean {
+  if (!fs.existsSync(target)) return false;
+  const real = fs.realpathSync(target);
+  return fs
+    .readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .some((line) => parseMountInfoLine(line)?.mountPoint === real);
+}
+
+/** Online ext4 growth needs CAP_SYS_RESOURCE; some sandboxes run root without it. */
+export function hasSysResource(): boolean {
+  const line = fs.readFileSync('/proc/self/status', 'utf8').match(/^CapEff:\s*([0-9a-f]+)$/m);
+  return line !== null && ((BigInt(`0x${line[1]}`) >> 24n) & 1n) === 1n;
+}
+
+/** The size of the filesystem mounted at target, as df reports it. */
+export function dfBytes(target: string): number {
+  const out = execFileSync('df', ['--block-size=1', '--output=size', target], { encoding: 'utf8' });
+  return Number(out.trim().split('\n').pop());
+}
+
+/** The size of a block device, as blockdev reports it. */
+export function blockdevSize(device: string): number {
+  return Number(execFileSync('blockdev', ['--getsize64', device], { encoding: 'utf8' }).trim());
+}
