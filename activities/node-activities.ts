@@ -14,6 +14,9 @@ export interface NodeCreateInput {
   name: string;
   capacityBytes: number;
   parameters: Record<string, string>;
+  /** Absent in histories recorded before block volumes existed: mount. */
+  accessType?: 'mount' | 'block';
+  fsType?: string;
 }
 
 export interface NodeCreateResult {

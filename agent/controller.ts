@@ -70,7 +70,6 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
   const identity = createIdentityService({
     driverName: config.driverName,
     version: driverVersion(),
-    controller: true,
     ready: async () => worker.getState() === 'RUNNING' && (await temporalAnswers(client)),
   });
   const controller = createControllerService(operations, config);

@@ -43,7 +43,8 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
   const report = await backend.open();
   logger.info({ poolId: report.poolId, created: report.created, reconciled: report.reconciled }, 'pool open');
   if (report.strays.length > 0) logger.warn({ strays: report.strays }, 'pool holds entries no record explains');
-  if (report.repaired.length > 0) logger.warn({ repaired: report.repaired }, 'staged volumes and loop devices repaired at open');
+  if (report.repaired.length > 0)
+    logger.warn({ repaired: report.repaired }, 'staged volumes and loop devices repaired at open');
 
   const options = connectionOptions(config.temporal);
   const connection = await Connection.connect(options);
@@ -68,7 +69,6 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
   const identity = createIdentityService({
     driverName: config.driverName,
     version: driverVersion(),
-    controller: false,
     ready: async () => worker.getState() === 'RUNNING' && heartbeats.registered(),
   });
   const metrics = createProcessMetrics('node');

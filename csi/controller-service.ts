@@ -47,6 +47,7 @@ export function createControllerService(operations: VolumeOperations, options: C
           capacityBytes: valid.capacityBytes,
           parameters: valid.parameters,
           accessType: valid.accessType,
+          fsType: valid.fsType,
           requisite: valid.requisite,
           preferred: valid.preferred,
         },

@@ -2,22 +2,19 @@
 export interface IdentityOptions {
   driverName: string;
   version: string;
-  /** Controller: CONTROLLER_SERVICE and topology; node agent: topology only. */
-  controller: boolean;
   /** Resolves true only when the process can do its work (Temporal answers, storage is open). */
   ready: () => Promise<boolean>;
 }
 
 export function createIdentityService(options: IdentityOptions) {
-  const services = options.controller
-    ? ['CONTROLLER_SERVICE', 'VOLUME_ACCESSIBILITY_CONSTRAINTS']
-    : ['VOLUME_ACCESSIBILITY_CONSTRAINTS'];
+  // CSI: every instance of a plugin reports the same capabilities, whichever services it serves itself.
+  const services = ['CONTROLLER_SERVICE', 'VOLUME_ACCESSIBILITY_CONSTRAINTS'];
   return {
     async GetPluginInfo() {
       return { name: options.driverName, vendor_version: options.version, manifest: {} };
     },
     async GetPluginCapabilities() {
-      const expansion = options.controller ? [{ volume_expansion: { type: 'ONLINE' } }] : [];
+      const expansion = [{ volume_expansion: { type: 'ONLINE' } }];
       return { capabilities: [...services.map((type) => ({ service: { type } })), ...expansion] };
     },
     async Probe() {

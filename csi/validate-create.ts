@@ -3,6 +3,7 @@ import { formatBytes } from '../common/quantity';
 import type { CreateVolumeRequest__Output } from './generated/csi/v1/CreateVolumeRequest';
 import { checkCapabilities, type AccessType } from './validate-capabilities';
 import { checkParameters } from './validate-parameters';
+import { chooseFsType } from './fs-type';
 import { nodesOfTopologies } from './topology';
 
 /** A CreateVolume request checked and reduced to what the workflow needs. Secrets are dropped here. */
@@ -13,6 +14,8 @@ export interface ValidCreate {
   limitBytes: number;
   parameters: Record<string, string>;
   accessType: AccessType;
+  /** Undefined: the backend's default (ext4 for loop). */
+  fsType?: string;
   requisite?: string[];
   preferred: string[];
 }
@@ -29,6 +32,7 @@ export function validateCreate(request: CreateVolumeRequest__Output, limits: Cre
   const name = checkName(request.name);
   const accessType = checkCapabilities(request.volume_capabilities);
   const parameters = checkParameters(request.parameters);
+  const fsType = accessType === 'mount' ? chooseFsType(request.volume_capabilities, parameters) : undefined;
   if (request.volume_content_source) {
     throw invalid('volume_content_source: this driver cannot create a volume from a snapshot or another volume');
   }
@@ -39,7 +43,7 @@ export function validateCreate(request: CreateVolumeRequest__Output, limits: Cre
   const topology = request.accessibility_requirements;
   const requisite = topology?.requisite.length ? nodesOfTopologies(topology.requisite, 'requisite') : undefined;
   const preferred = topology?.preferred.length ? nodesOfTopologies(topology.preferred, 'preferred') : [];
-  return { name, capacityBytes, requiredBytes, limitBytes, parameters, accessType, requisite, preferred };
+  return { name, capacityBytes, requiredBytes, limitBytes, parameters, accessType, fsType, requisite, preferred };
 }
 
 /** Names become workflow IDs and are stored on nodes (never used as paths); refuse what could confuse either. */

@@ -1,10 +1,11 @@
 import { DriverError, FailureType } from '../common/failures';
+import { FS_TYPE_PARAMETER } from './fs-type';
 
 /**
  * StorageClass parameters the driver understands. external-provisioner adds the csi.storage.k8s.io/pv/* and
  * pvc/* keys with --extra-create-metadata; they are accepted and kept for the record.
  */
-const KNOWN_PARAMETERS = new Set<string>([]);
+const KNOWN_PARAMETERS = new Set<string>([FS_TYPE_PARAMETER]);
 const PROVISIONER_METADATA = /^csi\.storage\.k8s\.io\/(pv|pvc)\/(name|namespace)$/;
 
 export function checkParameters(parameters: Record<string, string>): Record<string, string> {

@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { readNodeViews } from '../activities/control-activities';
+import { readForgottenNodes } from './node-overview';
 import { DriverError, FailureType } from '../common/failures';
 import { controlTaskQueue, registryWorkflowId } from '../common/names';
 import { isValidNodeId } from '../common/node-id';
@@ -23,22 +24,25 @@ export async function forgetNode(client: Client, driverName: string, nodeId: str
   if (!isValidNodeId(nodeId)) throw new DriverError(FailureType.InvalidArgument, `"${nodeId}" is not a node ID`);
   if (!reason.trim()) throw new DriverError(FailureType.InvalidArgument, 'a reason is required (--reason TEXT)');
   const node = (await readNodeViews(client, driverName)).find((candidate) => candidate.nodeId === nodeId);
-  if (!node) throw new DriverError(FailureType.NotFound, `node ${nodeId} is not registered`);
-  if (node.live) {
+  const earlier = node ? undefined : (await readForgottenNodes(client, driverName)).find((f) => f.nodeId === nodeId);
+  if (!node && !earlier) throw new DriverError(FailureType.NotFound, `node ${nodeId} is not registered`);
+  if (node?.live) {
     const heard = formatDuration(Date.now() - node.lastHeartbeat);
     throw new DriverError(
       FailureType.FailedPrecondition,
       `node ${nodeId} is live (last heartbeat ${heard} ago); stop its agent before forgetting it`,
     );
   }
-  const notice: ForgetNotice = { nodeId, reason: reason.trim(), at: new Date().toISOString() };
-  await client.workflow.signalWithStart('nodeRegistry', {
-    workflowId: registryWorkflowId(driverName),
-    taskQueue: controlTaskQueue(driverName),
-    args: [{ nodes: {} }],
-    signal: forgetNodeSignal,
-    signalArgs: [notice],
-  });
+  // Forgotten before: release what visibility had not indexed then, under the original decision.
+  const notice: ForgetNotice = earlier ?? { nodeId, reason: reason.trim(), at: new Date().toISOString() };
+  if (!earlier)
+    await client.workflow.signalWithStart('nodeRegistry', {
+      workflowId: registryWorkflowId(driverName),
+      taskQueue: controlTaskQueue(driverName),
+      args: [{ nodes: {} }],
+      signal: forgetNodeSignal,
+      signalArgs: [notice],
+    });
   const released: string[] = [];
   const query = `DurableCsiNodeId = "${nodeId}" AND ExecutionStatus = "Running"`;
   for await (const workflow of client.workflow.list({ query })) {

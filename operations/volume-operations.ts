@@ -20,6 +20,8 @@ import { startOrAttach } from './start-or-attach';
 interface CreateMemo {
   capacityBytes: number;
   parameters: Record<string, string>;
+  accessType?: string;
+  fsType?: string;
 }
 
 export interface CapacityRange {
@@ -139,7 +141,12 @@ export class VolumeOperations {
   }
 
   private startCreate(input: CreateVolumeInput, replaceCompleted: boolean) {
-    const memo: CreateMemo = { capacityBytes: input.capacityBytes, parameters: input.parameters };
+    const memo: CreateMemo = {
+      capacityBytes: input.capacityBytes,
+      parameters: input.parameters,
+      accessType: input.accessType,
+      fsType: input.fsType,
+    };
     return startOrAttach<typeof workflows.createVolume>(this.client, 'createVolume', {
       workflowId: createWorkflowId(this.driverName, input.name),
       taskQueue: controlTaskQueue(this.driverName),
@@ -165,8 +172,13 @@ export class VolumeOperations {
       request.capacityBytes >= range.requiredBytes &&
       (range.limitBytes === 0 || request.capacityBytes <= range.limitBytes);
     const sameParameters = JSON.stringify(sortKeys(request.parameters)) === JSON.stringify(sortKeys(input.parameters));
-    if (!sizeFits || !sameParameters) {
-      const what = !sizeFits ? `a size of ${request.capacityBytes} bytes` : 'different parameters';
+    const sameKind = (request.accessType ?? 'mount') === input.accessType && request.fsType === input.fsType;
+    if (!sizeFits || !sameParameters || !sameKind) {
+      const what = !sizeFits
+        ? `a size of ${request.capacityBytes} bytes`
+        : !sameParameters
+          ? 'different parameters'
+          : `another access type or filesystem (${request.accessType ?? 'mount'} ${request.fsType ?? ''})`;
       throw new DriverError(FailureType.AlreadyExists, `volume "${input.name}" already exists with ${what}`);
     }
   }

@@ -25,6 +25,7 @@ export interface CreateVolumeInput {
   capacityBytes: number;
   parameters: Record<string, string>;
   accessType: 'mount' | 'block';
+  fsType?: string;
   requisite?: string[];
   preferred: string[];
 }
@@ -90,7 +91,14 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
   }
   const candidates = rankCandidates(capable, input, Math.random); // seeded per workflow: replays identically
   const key = uuid4().replace(/-/g, '');
-  const nodeInput = { key, name: input.name, capacityBytes: input.capacityBytes, parameters: input.parameters };
+  const nodeInput = {
+    key,
+    name: input.name,
+    capacityBytes: input.capacityBytes,
+    parameters: input.parameters,
+    accessType: input.accessType,
+    fsType: input.fsType,
+  };
 
   for (const node of candidates) {
     upsertSearchAttributes([

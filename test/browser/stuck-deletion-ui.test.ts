@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startDevServer, type DevServer } from '../../temporal-dev/dev-server';
@@ -22,7 +23,7 @@ describe('a deletion waiting for a dead node, seen by an operator', () => {
 
   beforeAll(async () => {
     if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install Debian's chromium (.ci/run does)`);
-    const dataDir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'dcsi-ui-'));
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-ui-'));
     server = await startDevServer({ dataDir, port: await findFreePort(), uiPort: await findFreePort() });
     process.env.DURABLE_CSI_TEST_TEMPORAL = server.address;
     cluster = new TestCluster('ui');

@@ -36,6 +36,8 @@ export interface AuditResult {
   pending: { workflowId: string; type: string; startTime: string }[];
   /** DeleteVolume answered OK although the volume's node had no process during the whole call. */
   deletesAckedWhileNodeDown: { op: number; volumeId: string; node: string }[];
+  /** Volume IDs answered by CreateVolume whose pool prefix is the pool of another node than the ID names. */
+  misaddressed: { op: number; name: string; volumeId: string; poolOf: string }[];
 }
 
 function listDir(dir: string): string[] {
@@ -122,10 +124,17 @@ export function auditPools(cluster: Cluster, model: Model, pending: AuditResult[
   }
   const leaked = disk
     .filter((volume) => !knownKeys.has(`${volume.node}/${volume.key}`))
-    .map((volume) => ({
-      ...volume,
-      reason: volume.name ? `no known volume of "${volume.name}" is this one` : 'no record',
-    }));
+    .map((volume) => ({ ...volume, reason: leakHistory(model, volume) }));
+  const poolIds = pools.flatMap((pool) =>
+    pool.summary.poolId ? [{ node: pool.node, poolId: pool.summary.poolId }] : [],
+  );
+  const misaddressed = model.ops.flatMap((op) => {
+    const parts = op.kind === 'create' && op.volumeId ? parseVolumeId(op.volumeId) : undefined;
+    const owner = poolIds.find((pool) => parts && poolIdPrefix(pool.poolId) === parts.poolIdPrefix)?.node;
+    return parts && owner && owner !== parts.nodeId
+      ? [{ op: op.id, name: op.name, volumeId: op.volumeId as string, poolOf: owner }]
+      : [];
+  });
   const byName = new Map<string, string[]>();
   for (const volume of disk) {
     if (volume.name) byName.set(volume.name, [...(byName.get(volume.name) ?? []), `${volume.node}/${volume.key}`]);
@@ -154,5 +163,13 @@ export function auditPools(cluster: Cluster, model: Model, pending: AuditResult[
     torn: disk.filter((volume) => !volume.hasDir || !volume.hasRecord),
     pending,
     deletesAckedWhileNodeDown,
+    misaddressed,
   };
+}
+
+/** What the orchestrator was told about a leaked volume: which create answered it, which delete "deleted" it. */
+function leakHistory(model: Model, volume: DiskVolume): string {
+  const ops = model.ops.filter((op) => op.volumeId?.endsWith(`_${volume.key}`));
+  if (ops.length === 0) return `never answered to the orchestrator (record name "${volume.name ?? '?'}")`;
+  return ops.map((op) => `op ${op.id} ${op.kind} ${op.outcome ?? 'running'} (${op.volumeId})`).join('; ');
 }

@@ -138,6 +138,7 @@ export function problemsOf(report: SoakReport): string[] {
   count('torn volumes (directory or record missing)', audit?.torn);
   count('workflows still running at the end', audit?.pending);
   count('deletions acknowledged while their node was down', audit?.deletesAckedWhileNodeDown);
+  count('volume IDs naming another node than the one holding the volume', audit?.misaddressed);
   if (report.workload.failed > 0) problems.push(`${report.workload.failed} operations failed`);
   if (report.workload.unsettled > 0) problems.push(`${report.workload.unsettled} operations never finished`);
   count('unexpected answers (not OK, ABORTED, UNAVAILABLE or DEADLINE_EXCEEDED)', report.workload.unexpected);
@@ -202,6 +203,7 @@ export function formatReport(report: SoakReport): string {
       `    torn:${list(a.torn, (v) => `${v.node}/${v.key} dir=${v.hasDir} record=${v.hasRecord}`)}`,
       `    pending:${list(a.pending, (p) => `${p.workflowId} (${p.type}, since ${p.startTime})`)}`,
       `    deletes acknowledged while the node was down:${list(a.deletesAckedWhileNodeDown, (d) => `op ${d.op} ${d.volumeId}`)}`,
+      `    volume IDs naming the wrong node:${list(a.misaddressed, (m) => `op ${m.op} ${m.name} ${m.volumeId}: the pool is ${m.poolOf}'s`)}`,
       `    journal intents left:${list(
         a.pools.filter((p) => p.intents.length > 0),
         (p) => `${p.node}: ${p.intents.join(', ')}`,
