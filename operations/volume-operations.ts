@@ -88,7 +88,7 @@ export class VolumeOperations {
       // One workflow per target size: a later, larger request is a new operation, a retry attaches.
       workflowId: `${this.driverName}/expand/${volumeId}/${capacityBytes}`,
       taskQueue: controlTaskQueue(this.driverName),
-      args: [{ driverName: this.driverName, volumeId, ...parts, capacityBytes }],
+      args: [{ driverName: this.driverName, volumeId, ...parts, capacityBytes, nodeLive: node.live }],
       searchAttributes: [
         { key: OperationKey, value: 'expand' },
         { key: VolumeIdKey, value: volumeId },

@@ -1,9 +1,9 @@
-import { ApplicationFailure, proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
+import { ApplicationFailure, proxyActivities, setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
 import type { NodeActivities } from '../activities/node-activities';
 import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
 import { nodeTaskQueue } from '../common/names';
 import { listenForForget } from './node-forgotten';
-import { PhaseKey } from './search-attribute-keys';
+import { PhaseKey, WaitingSinceKey } from './search-attribute-keys';
 
 export interface ExpandVolumeInput {
   driverName: string;
@@ -12,6 +12,8 @@ export interface ExpandVolumeInput {
   key: string;
   poolIdPrefix: string;
   capacityBytes: number;
+  /** The node's liveness in the registry when the request arrived; drives the phase operators see. */
+  nodeLive?: boolean;
 }
 
 export interface ExpandVolumeResult {
@@ -25,6 +27,14 @@ export interface ExpandVolumeResult {
  * never shrinks, so a retry or a second request for a smaller size is harmless.
  */
 export async function expandVolume(input: ExpandVolumeInput): Promise<ExpandVolumeResult> {
+  if (input.nodeLive === false) {
+    const now = new Date();
+    upsertSearchAttributes([
+      { key: PhaseKey, value: 'waiting-for-node' },
+      { key: WaitingSinceKey, value: now },
+    ]);
+    setCurrentDetails(`waiting for node ${input.nodeId} since ${now.toISOString()}`);
+  }
   const onNode = proxyActivities<NodeActivities>({
     taskQueue: nodeTaskQueue(input.driverName, input.nodeId),
     startToCloseTimeout: '5m',

@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseVolumeId } from '../../common/volume-id';
+import type { CsiClients } from '../../csi/client';
 import type { ManagedProcess } from '../support/cluster';
 import { TestCluster } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
@@ -11,17 +11,19 @@ import { kubeletPaths, mountCapability, nodeRpcs, withPoolOffline } from './node
 /**
  * NodeExpandVolume grows a mounted ext4 or xfs loop volume online, seen by df through the pod's mount. The
  * controller half (ControllerExpandVolume) is done here by the node backend's expandVolume, run on the pool in
- * this process while the agent is stopped; so is creating the xfs volume (CreateVolume passes no fsType yet).
+ * this process while the agent is stopped.
  */
 describe('expanding mounted loop volumes', () => {
   const cluster = new TestCluster('node-expand');
   const node = { nodeId: 'node-1', backend: 'loop' as const, capacity: '4Gi' };
   let agent: ManagedProcess;
   let rpcs: ReturnType<typeof nodeRpcs>;
+  let controller: CsiClients;
 
   beforeAll(async () => {
     agent = await cluster.startNode(node.nodeId, { backend: node.backend, capacity: node.capacity });
     rpcs = nodeRpcs(cluster.csi(agent.endpoint));
+    controller = cluster.csi((await cluster.startController()).endpoint);
   });
   afterAll(async () => {
     releaseMountsUnder(cluster.root);
@@ -39,22 +41,9 @@ describe('expanding mounted loop volumes', () => {
     ['ext4', 64 * MiB, 160 * MiB],
     ['xfs', 300 * MiB, 420 * MiB],
   ])('grows %s from %d to %d bytes under a published mount', async (fsType, from, to) => {
-    let volumeId: string;
-    if (fsType === 'ext4') {
-      const clients = cluster.csi((await cluster.startController(`controller-${fsType}`)).endpoint);
-      const request = createRequest(`pvc-${fsType}`, from, onNode(node.nodeId));
-      volumeId = (await retryLikeCo(() => createVolume(clients, request))).volume!.volume_id;
-    } else {
-      volumeId = await offline(async (pool, idOf) => {
-        const spec = {
-          key: randomBytes(16).toString('hex'),
-          name: `pvc-${fsType}`,
-          capacityBytes: from,
-          parameters: {},
-        };
-        return idOf((await pool.createVolume({ ...spec, fsType })).key);
-      });
-    }
+    const extra = { ...onNode(node.nodeId), volume_capabilities: [mountCapability(fsType)] };
+    const answer = await retryLikeCo(() => createVolume(controller, createRequest(`pvc-${fsType}`, from, extra)));
+    const volumeId = answer.volume!.volume_id;
     const paths = kubeletPaths(cluster, volumeId);
     await rpcs.stage(volumeId, paths.staging, mountCapability(fsType));
     await rpcs.publish(volumeId, paths, mountCapability(fsType));

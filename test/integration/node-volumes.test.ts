@@ -1,5 +1,4 @@
 import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { status, type ServiceError } from '@grpc/grpc-js';
@@ -10,7 +9,7 @@ import type { ManagedProcess } from '../support/cluster';
 import { TestCluster } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { blockdevSize, isMountPoint, loopDevicesOf, releaseMountsUnder } from '../unit/storage/mount-helpers';
-import { BLOCK_CAPABILITY, kubeletPaths, nodeRpcs, withPoolOffline } from './node-helpers';
+import { BLOCK_CAPABILITY, kubeletPaths, nodeRpcs } from './node-helpers';
 import type { Backend } from './node-helpers';
 
 /**
@@ -154,19 +153,7 @@ describe.each<Backend>(['dir', 'loop'])('the node side of the %s backend', (back
 
   if (backend === 'loop') {
     it('hands a block volume over as a device of its size', async () => {
-      // Made in this process for now: CreateVolume does not pass the access type to the node yet.
-      const offline = { process: agent, nodeId: 'node-1', backend, capacity: '2Gi' };
-      const { result: volumeId, process } = await withPoolOffline(cluster, offline, async (pool, idOf) => {
-        const spec = {
-          key: randomBytes(16).toString('hex'),
-          name: 'pvc-block',
-          capacityBytes: 64 * MiB,
-          parameters: {},
-        };
-        return idOf((await pool.createVolume({ ...spec, accessType: 'block' })).key);
-      });
-      agent = process;
-      rpcs = nodeRpcs(cluster.csi(agent.endpoint));
+      const volumeId = await newVolume('pvc-block', BLOCK_CAPABILITY);
       const paths = kubeletPaths(cluster, volumeId, 'pod-4');
       await rpcs.stage(volumeId, paths.staging, BLOCK_CAPABILITY);
       for (let twice = 0; twice < 2; twice++) await rpcs.publish(volumeId, paths, BLOCK_CAPABILITY);
