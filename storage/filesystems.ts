@@ -12,7 +12,7 @@ const MiB = 1024 ** 2;
 /** mkfs.xfs refuses anything under 300 MiB; ext4 and raw devices work from 1 MiB. */
 const MINIMUM_BYTES: Record<LoopFsType | 'block', number> = { ext4: MiB, xfs: 300 * MiB, block: MiB };
 
-export function isLoopFsType(value: string): value is LoopFsType {
+function isLoopFsType(value: string): value is LoopFsType {
   return (LOOP_FS_TYPES as readonly string[]).includes(value);
 }
 

@@ -5,7 +5,7 @@
 import { promises as fs } from 'node:fs';
 import { DriverError, FailureType } from '../common/failures';
 import type { AccessType } from './backend';
-import { LOOP_FS_TYPES, growExt4IfSmaller } from './filesystems';
+import { growExt4IfSmaller, loopFsType } from './filesystems';
 import { pathExists } from './fs-checks';
 import { attachDevice, attachedDevices, detachDevices, deviceBytes } from './loop-devices';
 import { bindMatcherOf, majorMinorOf, readMounts, showsVolume } from './mounts';
@@ -23,10 +23,10 @@ export class LoopAccess implements VolumeAccess {
         `volume ${volume.key} was created for ${own} access; it cannot be used for ${accessType} access`,
       );
     }
-    if (accessType === 'mount' && fsType !== '' && fsType !== fsTypeOf(volume)) {
+    if (accessType === 'mount' && fsType !== '' && fsType !== loopFsType(volume.fsType)) {
       throw new DriverError(
         FailureType.InvalidArgument,
-        `volume ${volume.key} holds ${fsTypeOf(volume)}, not the requested fs_type ${fsType}`,
+        `volume ${volume.key} holds ${loopFsType(volume.fsType)}, not the requested fs_type ${fsType}`,
       );
     }
   }
@@ -60,11 +60,6 @@ export class LoopAccess implements VolumeAccess {
     const filesystem = { majorMinor: majorMinorOf((await fs.stat(device, { bigint: true })).rdev) };
     const matchers = [filesystem, await bindMatcherOf(device, await readMounts())];
     if (volume.accessType === 'block') return { device, matchers, fresh };
-    return { mount: { kind: 'filesystem', device, fsType: fsTypeOf(volume) }, device, matchers, fresh };
+    return { mount: { kind: 'filesystem', device, fsType: loopFsType(volume.fsType) }, device, matchers, fresh };
   }
-}
-
-/** Loop mount volumes record their filesystem; the default stands in should one not. */
-export function fsTypeOf(volume: VolumeRef): string {
-  return volume.fsType ?? LOOP_FS_TYPES[0];
 }

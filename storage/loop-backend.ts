@@ -9,7 +9,7 @@ import { DriverError, FailureType } from '../common/failures';
 import type { CreateVolumeSpec, OpenReport } from './backend';
 import { LOOP_FS_TYPES, assertLoopSize, growFilesystem, loopFsType, makeFilesystem } from './filesystems';
 import { assertFreeSpace, preallocate } from './image-files';
-import { LoopAccess, fsTypeOf } from './loop-access';
+import { LoopAccess } from './loop-access';
 import { attachedDevices, detachDevices, loopAttachments, refreshDevice } from './loop-devices';
 import { isMountOf, realPathIfExists } from './mounts';
 import { PoolBackend } from './pool-backend';
@@ -91,19 +91,17 @@ export class LoopBackend extends PoolBackend {
       // The staging mount is read-write even when volumePath is a read-only publish (xfs_growfs needs that).
       const staging = await readStaging(this.layout, record.key);
       const mountPoint = staging?.accessType === 'mount' ? staging.stagingPath : volumePath;
-      await growFilesystem(loopFsType(fsTypeOf(record)), attachment.device, mountPoint);
+      await growFilesystem(loopFsType(record.fsType), attachment.device, mountPoint);
     }
     return record.capacityBytes;
   }
 
   /** Devices attached to images of volumes that are not staged (and not mounted anywhere) are detached. */
   protected override async sweep(): Promise<OpenReport['repaired']> {
-    const volumesDir = (await realPathIfExists(this.layout.volumesDir)) ?? this.layout.volumesDir;
     const repaired: OpenReport['repaired'] = [];
     for (const { device, file } of await loopAttachments()) {
       const key = path.basename(path.dirname(file));
-      if (path.dirname(path.dirname(file)) !== volumesDir || !isVolumeKey(key)) continue;
-      if (file !== path.join(volumesDir, key, path.basename(this.layout.volumeImage(key)))) continue;
+      if (!isVolumeKey(key) || (await realPathIfExists(this.layout.volumeImage(key))) !== file) continue;
       try {
         await assertNotInUse(this.access, { key });
       } catch {

@@ -27,34 +27,48 @@ type Repaired = OpenReport['repaired'][number];
 export async function stage(access: VolumeAccess, volume: VolumeRef, stagingPath: string, options: StageOptions) {
   assertCoPath(stagingPath, 'staging path');
   access.checkAccess(volume, options.accessType, options.fsType);
-  const { key } = volume;
-  let staging = await readStaging(access.layout, key);
-  if (staging && staging.stagingPath !== stagingPath) {
-    throw new DriverError(FailureType.FailedPrecondition, `volume ${key} is already staged at ${staging.stagingPath}`);
+  const recorded = await readStaging(access.layout, volume.key);
+  if (recorded) assertSameStaging(recorded, stagingPath, options);
+  else if (options.accessType === 'mount') {
+    // Checked before the record is written: a refused stage must leave the volume unstaged.
+    const top = await topMountAt(stagingPath);
+    if (top)
+      throw new DriverError(FailureType.FailedPrecondition, `${stagingPath} already has a mount (${top.source})`);
   }
-  if (staging && (staging.accessType !== options.accessType || !sameFlags(staging.mountFlags, options.mountFlags))) {
-    throw new DriverError(
-      FailureType.AlreadyExists,
-      `volume ${key} is already staged at ${stagingPath} for ${describe(staging)}, not ${describe(options)}`,
-    );
-  }
-  if (!staging) {
-    const createdDir =
-      options.accessType === 'mount' || !(await pathExists(stagingPath))
-        ? await ensureDirectory(stagingPath, 'staging path')
-        : false;
+  // Made when missing, even for a recorded staging: kubelet's directories may not survive a reboot.
+  const makeDir = options.accessType === 'mount' || !(await pathExists(stagingPath));
+  const createdDir = makeDir && (await ensureDirectory(stagingPath, 'staging path'));
+  let staging = recorded;
+  if (!staging || (createdDir && !staging.createdDir)) {
     staging = {
-      key,
+      key: volume.key,
       stagingPath,
       accessType: options.accessType,
       ...(volume.fsType === undefined ? {} : { fsType: volume.fsType }),
       mountFlags: [...options.mountFlags],
-      createdDir,
       stagedAt: new Date().toISOString(),
+      ...staging,
+      createdDir: staging?.createdDir || createdDir,
     };
     await writeStaging(access.layout, staging);
   }
   await establish(access, volume, staging);
+}
+
+/** The same stage again is a no-op; at another path FailedPrecondition, with another capability AlreadyExists. */
+function assertSameStaging(staging: StagingRecord, stagingPath: string, options: StageOptions): void {
+  if (staging.stagingPath !== stagingPath) {
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `volume ${staging.key} is already staged at ${staging.stagingPath}`,
+    );
+  }
+  if (staging.accessType !== options.accessType || !sameFlags(staging.mountFlags, options.mountFlags)) {
+    throw new DriverError(
+      FailureType.AlreadyExists,
+      `volume ${staging.key} is already staged at ${stagingPath} for ${describe(staging)}, not ${describe(options)}`,
+    );
+  }
 }
 
 /** Attaches and mounts as the staging record says; `changed` when anything was missing. Idempotent. */

@@ -6,7 +6,7 @@ import type { NodeExpandVolumeResponse__Output } from '../../csi/generated/csi/v
 import type { NodeGetCapabilitiesResponse__Output } from '../../csi/generated/csi/v1/NodeGetCapabilitiesResponse';
 import type { NodeGetVolumeStatsResponse__Output } from '../../csi/generated/csi/v1/NodeGetVolumeStatsResponse';
 import type { VolumeCapability } from '../../csi/generated/csi/v1/VolumeCapability';
-import { formatVolumeId, parseVolumeId, poolIdPrefix } from '../../common/volume-id';
+import { parseVolumeId } from '../../common/volume-id';
 import { parseQuantity } from '../../common/quantity';
 import type { StorageBackend } from '../../storage/backend';
 import { DirBackend } from '../../storage/dir-backend';
@@ -82,22 +82,20 @@ export function nodeRpcs(clients: CsiClients) {
 
 /**
  * Stops a node agent, hands its pool to `task` in this process, then starts the agent again: for what the
- * controller cannot ask for yet (an xfs volume, an expansion), done by the same backend code the agent runs.
+ * tests cannot ask the controller for yet (an expansion), done by the same backend code the agent runs.
  */
 export async function withPoolOffline<T>(
   cluster: TestCluster,
   node: { process: ManagedProcess; nodeId: string; backend: Backend; capacity: string },
-  task: (backend: StorageBackend, volumeId: (key: string) => string) => Promise<T>,
+  task: (backend: StorageBackend) => Promise<T>,
 ): Promise<{ result: T; process: ManagedProcess }> {
   await node.process.stop();
   const options = { pool: cluster.pool(node.nodeId), capacityBytes: parseQuantity(node.capacity) };
   const backend = node.backend === 'loop' ? new LoopBackend(options) : new DirBackend(options);
-  const { poolId } = await backend.open();
+  await backend.open();
   let result: T;
   try {
-    result = await task(backend, (key) =>
-      formatVolumeId({ nodeId: node.nodeId, poolIdPrefix: poolIdPrefix(poolId), key }),
-    );
+    result = await task(backend);
   } finally {
     await backend.close();
   }

@@ -1,10 +1,11 @@
-import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { temporal as temporal_api } from '@temporalio/proto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createWorkflowId, deleteWorkflowId, registryWorkflowId } from '../../common/names';
 import { startDevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
+
 import { TestCluster } from '../support/cluster';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { call, withDeadline } from '../../csi/client';
@@ -60,9 +61,11 @@ async function main(): Promise<void> {
     };
     fs.mkdirSync(FIXTURES, { recursive: true });
     for (const [name, workflowId] of Object.entries(recordings)) {
+      // Binary protobuf: the SDK's JSON helpers trip over its two protobufjs copies; the encoding does not.
       const history = await temporal.workflow.getHandle(workflowId).fetchHistory();
-      fs.writeFileSync(path.join(FIXTURES, `${name}.json`), historyToJSON(history));
-      process.stdout.write(`recorded ${name} (${history.events?.length ?? 0} events)\n`);
+      const events = history.events?.length ?? 0;
+      fs.writeFileSync(path.join(FIXTURES, `${name}.pb`), temporal_api.api.history.v1.History.encode(history).finish());
+      process.stdout.write(`recorded ${name} (${events} events)\n`);
     }
   } finally {
     await cluster.teardown();

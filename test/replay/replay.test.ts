@@ -1,5 +1,5 @@
-import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { temporal } from '@temporalio/proto';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -23,13 +23,13 @@ describe('recorded workflow histories replay against the current code', () => {
   });
 
   it('has every fixture', () => {
-    const present = fs.readdirSync(FIXTURES).map((file) => file.replace(/\.json$/, ''));
+    const present = fs.readdirSync(FIXTURES).map((file) => file.replace(/\.pb$/, ''));
     expect(present.sort()).toEqual([...EXPECTED].sort());
   });
 
   it.each(EXPECTED)('%s replays without non-determinism', async (name) => {
-    const history = historyFromJSON(JSON.parse(fs.readFileSync(path.join(FIXTURES, `${name}.json`), 'utf8')));
-    expect(history.events?.length).toBeGreaterThan(3);
+    const history = temporal.api.history.v1.History.decode(fs.readFileSync(path.join(FIXTURES, `${name}.pb`)));
+    expect(history.events.length).toBeGreaterThan(3);
     await Worker.runReplayHistory({ workflowBundle }, history, name);
   });
 });

@@ -106,3 +106,34 @@ it('mounts the staging again when the pool is reopened after a reboot', async ()
   expect(report.repaired).toEqual([{ key: volume.key, outcome: 'restaged', message: expect.any(String) }]);
   expect(isMountPoint(staging)).toBe(true);
 });
+
+it('after a reboot that took the staging directory too, reports it, and stages again when asked', async () => {
+  const volume = await createVolume();
+  const staging = coPath('staging');
+  await backend.stageVolume(volume.key, staging, MOUNT);
+  await backend.close();
+  execFileSync('umount', [staging]);
+  fs.rmdirSync(staging);
+
+  const reopened = fixture.backend();
+  const report = await reopened.open();
+  expect(report.repaired).toEqual([
+    { key: volume.key, outcome: 'failed', message: expect.stringMatching(/not exist/) },
+  ]);
+  await reopened.stageVolume(volume.key, staging, MOUNT);
+  expect(isMountPoint(staging)).toBe(true);
+  await reopened.unstageVolume(volume.key, staging);
+  expect(fs.existsSync(staging)).toBe(false); // made by the second stage, so removed by the unstage
+});
+
+it('refuses a staging path that already has a mount, recording nothing', async () => {
+  const first = await createVolume('pvc-1');
+  const second = await createVolume('pvc-2');
+  const staging = coPath('staging');
+  await backend.stageVolume(first.key, staging, MOUNT);
+
+  await expectDriverError(backend.stageVolume(second.key, staging, MOUNT), FailureType.FailedPrecondition, /mount/);
+  expect(fixture.list('staging')).toEqual([`${first.key}.json`]);
+  expect(await backend.deleteVolume(second.key)).toEqual({ existed: true });
+  await backend.unstageVolume(first.key, staging);
+});
