@@ -1,8 +1,9 @@
 import { DriverError, FailureType } from '../common/failures';
+import { LOOP_FS_TYPES } from '../storage/filesystems';
 import type { VolumeCapability__Output } from './generated/csi/v1/VolumeCapability';
 
 /** Filesystems a formatting backend (loop) creates; the dir backend ignores the choice. */
-export const FS_TYPES = ['ext4', 'xfs'] as const;
+const FS_TYPES = LOOP_FS_TYPES;
 export const FS_TYPE_PARAMETER = 'fsType';
 
 /**

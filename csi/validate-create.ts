@@ -4,6 +4,7 @@ import type { CreateVolumeRequest__Output } from './generated/csi/v1/CreateVolum
 import { checkCapabilities, type AccessType } from './validate-capabilities';
 import { checkParameters } from './validate-parameters';
 import { chooseFsType } from './fs-type';
+import { minimumLoopBytes } from '../storage/filesystems';
 import { nodesOfTopologies } from './topology';
 
 /** A CreateVolume request checked and reduced to what the workflow needs. Secrets are dropped here. */
@@ -39,7 +40,13 @@ export function validateCreate(request: CreateVolumeRequest__Output, limits: Cre
   if (Object.keys(request.mutable_parameters ?? {}).length > 0) {
     throw invalid('mutable_parameters: this driver does not support modifying volumes');
   }
-  const { requiredBytes, limitBytes, capacityBytes } = checkCapacity(request.capacity_range, limits);
+  const range = checkCapacity(request.capacity_range, limits);
+  const { requiredBytes, limitBytes } = range;
+  // Rounded up to what the filesystem can hold at all (xfs: 300 MiB) when the limit allows: CSI lets a volume
+  // be larger than required, and the node would otherwise refuse it.
+  const minimum = minimumLoopBytes(accessType, fsType);
+  const capacityBytes =
+    range.capacityBytes < minimum && (limitBytes === 0 || limitBytes >= minimum) ? minimum : range.capacityBytes;
   const topology = request.accessibility_requirements;
   const requisite = topology?.requisite.length ? nodesOfTopologies(topology.requisite, 'requisite') : undefined;
   const preferred = topology?.preferred.length ? nodesOfTopologies(topology.preferred, 'preferred') : [];

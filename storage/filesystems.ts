@@ -12,6 +12,11 @@ const MiB = 1024 ** 2;
 /** mkfs.xfs refuses anything under 300 MiB; ext4 and raw devices work from 1 MiB. */
 const MINIMUM_BYTES: Record<LoopFsType | 'block', number> = { ext4: MiB, xfs: 300 * MiB, block: MiB };
 
+/** The smallest volume a loop backend can make for this access type and filesystem. */
+export function minimumLoopBytes(accessType: AccessType, fsType: string | undefined): number {
+  return MINIMUM_BYTES[accessType === 'block' ? 'block' : isLoopFsType(fsType ?? '') ? (fsType as LoopFsType) : 'ext4'];
+}
+
 function isLoopFsType(value: string): value is LoopFsType {
   return (LOOP_FS_TYPES as readonly string[]).includes(value);
 }

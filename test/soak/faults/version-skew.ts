@@ -14,7 +14,7 @@ import { awaitOps, sleep, step } from './types';
  */
 export const versionSkew: Fault = {
   kind: 'version-skew',
-  plannedOps: () => 16,
+  plannedOps: () => 21,
   async run(context, record) {
     const { cluster, workload, prng, builds } = context;
     if (!builds.baseline) throw new Error('version-skew needs a baseline build');
@@ -33,13 +33,16 @@ export const versionSkew: Fault = {
       if (op) underOld.push(op.id);
     }
     underOld.push(workload.create(record.kind, { prefer: downNode.name }).id);
-    for (let index = 0; index < 3; index++) underOld.push(workload.create(record.kind).id);
+    // Unpreferred creates: placement (which may differ between the builds) decides; some land on the down node
+    // and wait for its schedule-to-start timeout while the controllers change version under them.
+    for (let index = 0; index < 6; index++) underOld.push(workload.create(record.kind).id);
     await sleep(2500);
 
     step(context, record, `b. roll ${first.name} forward: old and new controllers side by side`);
     await first.start(builds.current);
+    const mixedSince = Date.now();
     const mixed: number[] = [];
-    for (let index = 0; index < 4; index++) {
+    for (let index = 0; index < 6; index++) {
       const op = (prng.chance(0.5) ? workload.deleteOne(record.kind) : undefined) ?? workload.create(record.kind);
       mixed.push(op.id);
     }
@@ -56,7 +59,9 @@ export const versionSkew: Fault = {
       `c. mixed: ${lateNode.name} old, ${others.map((n) => n.name).join(', ')} new, ${downNode.name} down`,
     );
     for (let index = 0; index < 3; index++) mixed.push(workload.create(record.kind, { prefer: lateNode.name }).id);
-    await sleep(prng.int(2000, 4000));
+    // Old and new controllers side by side for longer than a first try's schedule-to-start timeout (20 s), so
+    // workflows started by one build see that timeout, or their node's answer, handled by the other.
+    await sleep(Math.max(prng.int(2000, 4000), mixedSince + 25_000 - Date.now()));
 
     step(context, record, `d. roll ${second.name} forward: the old build's workflows continue under the new one`);
     await second.start(builds.current);

@@ -255,9 +255,9 @@ describe('validateCreate', () => {
 
     it('refuses unknown parameters', () => {
       expectDriverError(
-        () => validateCreate(request({ parameters: { fsType: 'ext4' } }), LIMITS),
+        () => validateCreate(request({ parameters: { colour: 'blue' } }), LIMITS),
         FailureType.InvalidArgument,
-        /unknown parameter\(s\) fsType/,
+        /unknown parameter\(s\) colour/,
       );
     });
 
@@ -341,6 +341,34 @@ describe('validateCreate', () => {
     });
   });
 
+  describe('filesystem type', () => {
+    const mountWith = (fs_type: string) => [
+      {
+        mount: { fs_type, mount_flags: [], volume_mount_group: '' },
+        block: null,
+        access_mode: { mode: 'SINGLE_NODE_WRITER' as const },
+        access_type: 'mount' as const,
+      },
+    ];
+    it('comes from the capability or the fsType parameter', () => {
+      expect(validateCreate(request({ volume_capabilities: mountWith('xfs') }), LIMITS).fsType).toBe('xfs');
+      expect(validateCreate(request({ parameters: { fsType: 'xfs' } }), LIMITS).fsType).toBe('xfs');
+    });
+    it('refuses unknown and conflicting filesystems', () => {
+      expectDriverError(
+        () => validateCreate(request({ volume_capabilities: mountWith('btrfs') }), LIMITS),
+        FailureType.InvalidArgument,
+        /filesystem "btrfs" is not supported/,
+      );
+      expectDriverError(
+        () =>
+          validateCreate(request({ volume_capabilities: mountWith('ext4'), parameters: { fsType: 'xfs' } }), LIMITS),
+        FailureType.InvalidArgument,
+        /conflicting filesystem types/,
+      );
+    });
+  });
+
   describe('a request decoded from the wire', () => {
     it('validates to the expected result', () => {
       const decoded = overTheWire({
@@ -357,6 +385,7 @@ describe('validateCreate', () => {
         limitBytes: 0,
         parameters: {},
         accessType: 'mount',
+        fsType: 'ext4',
         requisite: ['n1', 'n2'],
         preferred: ['n2'],
       });
