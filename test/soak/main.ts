@@ -79,7 +79,7 @@ async function main(): Promise<number> {
   try {
     if (options.faults.includes('version-skew')) {
       baseline = prepareBaseline(options.baseline ?? defaultBaselineRev(), progress);
-      report.baseline = { rev: baseline.rev, sha: baseline.sha, adaptations: [] };
+      report.baseline = { rev: baseline.rev, sha: baseline.sha, typeErrors: baseline.typeErrors, adaptations: [] };
     }
     const dataDir = path.join(workDir, 'temporal');
     const port = await findFreePort();

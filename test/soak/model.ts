@@ -89,6 +89,13 @@ export class Model {
     );
   }
 
+  /** Bytes of the volumes the orchestrator believes a node holds. */
+  bytesOn(node: string): number {
+    return [...this.names.values()]
+      .filter((s) => s.volumeId !== undefined && parseVolumeId(s.volumeId)?.nodeId === node)
+      .reduce((sum, s) => sum + s.sizeBytes, 0);
+  }
+
   presentCount(): number {
     return [...this.names.values()].filter((s) => s.volumeId !== undefined).length;
   }

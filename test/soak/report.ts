@@ -36,7 +36,7 @@ export interface SoakReport {
   durationMs: number;
   workDir: string;
   driverName: string;
-  baseline?: { rev?: string; sha?: string; adaptations: string[] };
+  baseline?: { rev?: string; sha?: string; typeErrors?: boolean; adaptations: string[] };
   workload: {
     issued: number;
     creates: number;
@@ -173,7 +173,8 @@ export function formatReport(report: SoakReport): string {
     `  driver ${report.driverName}, ${report.options.nodes} nodes (${report.options.backend}), 2 controllers; work dir ${report.workDir}`,
   ];
   if (report.baseline) {
-    lines.push(`  baseline: ${report.baseline.rev} (${report.baseline.sha?.slice(0, 12)})`);
+    const note = report.baseline.typeErrors ? ', built despite type errors' : '';
+    lines.push(`  baseline: ${report.baseline.rev} (${report.baseline.sha?.slice(0, 12)}${note})`);
     for (const adaptation of report.baseline.adaptations) lines.push(`    adapted: ${adaptation}`);
   }
   lines.push(
