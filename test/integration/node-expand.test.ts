@@ -1,17 +1,17 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { parseVolumeId } from '../../common/volume-id';
 import type { CsiClients } from '../../csi/client';
+import { call, withDeadline } from '../../csi/client';
+import type { ControllerExpandVolumeResponse__Output } from '../../csi/generated/csi/v1/ControllerExpandVolumeResponse';
 import type { ManagedProcess } from '../support/cluster';
 import { TestCluster } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { dfBytes, hasSysResource, releaseMountsUnder } from '../unit/storage/mount-helpers';
-import { kubeletPaths, mountCapability, nodeRpcs, withPoolOffline } from './node-helpers';
+import { kubeletPaths, mountCapability, nodeRpcs } from './node-helpers';
 
 /**
- * NodeExpandVolume grows a mounted ext4 or xfs loop volume online, seen by df through the pod's mount. The
- * controller half (ControllerExpandVolume) is done here by the node backend's expandVolume, run on the pool in
- * this process while the agent is stopped.
+ * ControllerExpandVolume (a workflow on the volume's node) then NodeExpandVolume grow a mounted ext4 or xfs loop
+ * volume online, seen by df through the pod's mount.
  */
 describe('expanding mounted loop volumes', () => {
   const cluster = new TestCluster('node-expand');
@@ -30,12 +30,14 @@ describe('expanding mounted loop volumes', () => {
     await cluster.teardown();
   });
 
-  async function offline<T>(task: Parameters<typeof withPoolOffline<T>>[2]): Promise<T> {
-    const { result, process } = await withPoolOffline(cluster, { ...node, process: agent }, task);
-    agent = process;
-    rpcs = nodeRpcs(cluster.csi(agent.endpoint));
-    return result;
-  }
+  const controllerExpand = (volumeId: string, bytes: number) =>
+    call<ControllerExpandVolumeResponse__Output>((done) =>
+      controller.controller.ControllerExpandVolume(
+        { volume_id: volumeId, capacity_range: { required_bytes: String(bytes) } },
+        withDeadline(15_000),
+        done,
+      ),
+    );
 
   it.each([
     ['ext4', 64 * MiB, 160 * MiB],
@@ -52,8 +54,8 @@ describe('expanding mounted loop volumes', () => {
 
     // Too early: the volume has not been grown yet.
     expect(await codeOf(rpcs.expand(volumeId, paths.target, to))).toBe('OUT_OF_RANGE');
-    const grown = await offline((pool) => pool.expandVolume(parseVolumeId(volumeId)!.key, to));
-    expect(grown).toEqual({ capacityBytes: to, nodeExpansionRequired: true });
+    const grown = await retryLikeCo(() => controllerExpand(volumeId, to));
+    expect(grown).toMatchObject({ capacity_bytes: String(to), node_expansion_required: true });
 
     if (fsType === 'ext4' && !hasSysResource()) {
       // This sandbox's root lacks CAP_SYS_RESOURCE, which online ext4 growth needs: refused with the reason, and

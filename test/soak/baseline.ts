@@ -99,7 +99,11 @@ export function prepareBaseline(rev: string, progress: (message: string) => void
   } else {
     progress(`using the cached baseline ${rev} (${sha.slice(0, 12)}) in ${dir}`);
   }
-  const stamp = JSON.parse(fs.readFileSync(path.join(dir, 'soak-baseline.json'), 'utf8')) as { typeErrors?: boolean };
+  const stampFile = path.join(dir, 'soak-baseline.json');
+  const stamp = JSON.parse(fs.readFileSync(stampFile, 'utf8')) as { typeErrors?: boolean };
+  const now = new Date();
+  fs.utimesSync(stampFile, now, now);
+  pruneCache(progress);
   return {
     label: 'old',
     cliMain,
@@ -108,6 +112,20 @@ export function prepareBaseline(rev: string, progress: (message: string) => void
     typeErrors: stamp.typeErrors === true,
     help: { controller: help(cliMain, 'controller'), node: help(cliMain, 'node') },
   };
+}
+
+/** Each cached baseline holds its own node_modules (about 0.5 GB): keep the most recently used few. */
+function pruneCache(progress: (message: string) => void, keep = 3): void {
+  const built = fs
+    .readdirSync(CACHE)
+    .filter((name) => /^[0-9a-f]{40}$/.test(name) && fs.existsSync(path.join(CACHE, name, 'soak-baseline.json')))
+    .map((name) => ({ name, used: fs.statSync(path.join(CACHE, name, 'soak-baseline.json')).mtimeMs }))
+    .sort((a, b) => b.used - a.used);
+  for (const { name } of built.slice(keep)) {
+    progress(`removing the cached baseline ${name.slice(0, 12)} (least recently used)`);
+    fs.rmSync(path.join(CACHE, name), { recursive: true, force: true });
+    fs.rmSync(path.join(CACHE, `${name}.build.log`), { force: true });
+  }
 }
 
 /**
