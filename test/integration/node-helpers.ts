@@ -1,4 +1,4 @@
-/** Node RPCs over a node agent's socket, kubelet-style paths, and a pool opened in the test process. */
+/** Node RPCs over a node agent's socket, and kubelet-style paths. */
 import fs from 'node:fs';
 import path from 'node:path';
 import { call, withDeadline, type CsiClients } from '../../csi/client';
@@ -7,11 +7,7 @@ import type { NodeGetCapabilitiesResponse__Output } from '../../csi/generated/cs
 import type { NodeGetVolumeStatsResponse__Output } from '../../csi/generated/csi/v1/NodeGetVolumeStatsResponse';
 import type { VolumeCapability } from '../../csi/generated/csi/v1/VolumeCapability';
 import { parseVolumeId } from '../../common/volume-id';
-import { parseQuantity } from '../../common/quantity';
-import type { StorageBackend } from '../../storage/backend';
-import { DirBackend } from '../../storage/dir-backend';
-import { LoopBackend } from '../../storage/loop-backend';
-import type { ManagedProcess, TestCluster } from '../support/cluster';
+import type { TestCluster } from '../support/cluster';
 
 export type Backend = 'dir' | 'loop';
 
@@ -78,27 +74,4 @@ export function nodeRpcs(clients: CsiClients) {
         ),
       ),
   };
-}
-
-/**
- * Stops a node agent, hands its pool to `task` in this process, then starts the agent again: for what the
- * tests cannot ask the controller for yet (an expansion), done by the same backend code the agent runs.
- */
-export async function withPoolOffline<T>(
-  cluster: TestCluster,
-  node: { process: ManagedProcess; nodeId: string; backend: Backend; capacity: string },
-  task: (backend: StorageBackend) => Promise<T>,
-): Promise<{ result: T; process: ManagedProcess }> {
-  await node.process.stop();
-  const options = { pool: cluster.pool(node.nodeId), capacityBytes: parseQuantity(node.capacity) };
-  const backend = node.backend === 'loop' ? new LoopBackend(options) : new DirBackend(options);
-  await backend.open();
-  let result: T;
-  try {
-    result = await task(backend);
-  } finally {
-    await backend.close();
-  }
-  const process = await cluster.startNode(node.nodeId, { backend: node.backend, capacity: node.capacity });
-  return { result, process };
 }

@@ -223,9 +223,9 @@ export class Cluster {
     return found;
   }
 
-  async startAll(build: Build): Promise<void> {
-    await Promise.all(this.nodes.map((node) => node.start(build)));
-    await Promise.all(this.controllers.map((controller) => controller.start(build)));
+  async startAll(controllers: Build, nodes: Build = controllers): Promise<void> {
+    await Promise.all(this.nodes.map((node) => node.start(nodes)));
+    await Promise.all(this.controllers.map((controller) => controller.start(controllers)));
   }
 
   async stopAll(): Promise<void> {

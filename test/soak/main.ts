@@ -109,8 +109,12 @@ async function main(): Promise<number> {
     cluster = activeCluster;
     cleanups.push(() => activeCluster.stopAll());
     const first = baseline ?? current;
+    // A baseline without the chosen backend cannot run node agents: version skew then covers the controllers only.
+    const firstNodes = baseline && !new RegExp(`\\b${options.backend}\\b`).test(baseline.help.node) ? current : first;
+    if (firstNodes !== first)
+      activeCluster.adaptations.add(`old node agents: no ${options.backend} backend; new ones only`);
     progress(`starting ${options.nodes} node agents and 2 controllers (${first.label} build), driver ${driverName}`);
-    await activeCluster.startAll(first);
+    await activeCluster.startAll(first, firstNodes);
 
     const clients = activeCluster.controllers.map((controller) =>
       connectController(controller.name, controller.endpoint),
