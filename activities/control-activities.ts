@@ -15,8 +15,11 @@ export function createControlActivities(deps: { client: Client; driverName: stri
 
 export type ControlActivities = ReturnType<typeof createControlActivities>;
 
-/** Every registered node with its liveness; empty before the first node has reported. */
-export async function readNodeViews(client: Client, driverName: string): Promise<NodeView[]> {
+/**
+ * One table of the registry's memo, read through DescribeWorkflow (answered by the server, no worker needed);
+ * empty before the first node has reported.
+ */
+export async function readRegistryTable<T>(client: Client, driverName: string, memoKey: string): Promise<T[]> {
   let memo: Record<string, unknown> | undefined;
   try {
     memo = (await client.workflow.getHandle(registryWorkflowId(driverName)).describe()).memo;
@@ -24,7 +27,12 @@ export async function readNodeViews(client: Client, driverName: string): Promise
     if (error instanceof WorkflowNotFoundError) return [];
     throw error;
   }
-  const records = Object.values((memo?.[REGISTRY_MEMO_KEY] ?? {}) as Record<string, NodeRecord>);
+  return Object.values((memo?.[memoKey] ?? {}) as Record<string, T>);
+}
+
+/** Every registered node with its liveness; empty before the first node has reported. */
+export async function readNodeViews(client: Client, driverName: string): Promise<NodeView[]> {
+  const records = await readRegistryTable<NodeRecord>(client, driverName, REGISTRY_MEMO_KEY);
   const now = Date.now();
   return records
     .map((record) => ({ ...record, live: isLive(record, now) }))

@@ -1,7 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/client';
-import { readNodeViews } from '../activities/control-activities';
-import { registryWorkflowId } from '../common/names';
+import { readNodeViews, readRegistryTable } from '../activities/control-activities';
 import type { ForgottenNode, NodeView } from '../common/registry-types';
 import { FORGOTTEN_MEMO_KEY } from '../common/registry-types';
 import { listPendingOperations } from './pending-operations';
@@ -27,13 +25,6 @@ export async function readNodeOverview(client: Client, driverName: string): Prom
 
 /** The registry memo's forgotten nodes; empty before the first node has reported. */
 export async function readForgottenNodes(client: Client, driverName: string): Promise<ForgottenNode[]> {
-  let memo: Record<string, unknown> | undefined;
-  try {
-    memo = (await client.workflow.getHandle(registryWorkflowId(driverName)).describe()).memo;
-  } catch (error) {
-    if (error instanceof WorkflowNotFoundError) return [];
-    throw error;
-  }
-  const records = Object.values((memo?.[FORGOTTEN_MEMO_KEY] ?? {}) as Record<string, ForgottenNode>);
+  const records = await readRegistryTable<ForgottenNode>(client, driverName, FORGOTTEN_MEMO_KEY);
   return records.sort((a, b) => a.nodeId.localeCompare(b.nodeId));
 }
