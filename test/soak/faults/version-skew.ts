@@ -2,41 +2,46 @@ import type { DriverProcess } from '../cluster';
 import type { Fault } from './types';
 import { awaitOps, sleep, step } from './types';
 
+/** A create's first try on a node waits this long for the node before moving on (workflows/create-volume.ts). */
+const FIRST_TRY_SCHEDULE_TO_START_MS = 20_000;
+
 /**
  * An upgrade from the baseline build with work in flight. The run starts entirely on the old build; then:
- *   a. the old node with the most free space (where the old placement sends unpreferred creates) goes down;
- *      deletions of its volumes and creates are started by the old controllers and wait for it;
+ *   a. every node but the fullest goes down (say, a zone during the upgrade): deletions of their volumes and
+ *      creates, placed by the old build's placement, are started by the old controllers and wait for them;
  *   b. one controller is rolled forward: old and new controllers serve the same workflows side by side;
- *   c. the other controller is stopped, and started on the new build while the down node returns on the new
- *      build, within the creates' 20 s schedule-to-start timeout: the workflows the old build started (and
- *      placed) get their node's answer under the new code;
- *   d. the other old nodes are rolled forward one at a time, old and new agents side by side meanwhile.
- * Every operation started under the old build must then finish, and every volume ID must name its real node.
+ *   c. the other controller is stopped and started on the new build while the down nodes return on the new
+ *      build, within the creates' schedule-to-start timeout: workflows the old build started and placed get
+ *      their node's answer under the new code, which replays the old build's history;
+ *   d. old and new agents side by side, then the last old node is rolled forward.
+ * Every operation started under the old build must finish, and every volume ID must name its real node.
  */
 export const versionSkew: Fault = {
   kind: 'version-skew',
-  plannedOps: (options) => 20 + options.nodes,
+  plannedOps: (options) => 16 + options.nodes,
   async run(context, record) {
     const { cluster, workload, prng, builds } = context;
     if (!builds.baseline) throw new Error('version-skew needs a baseline build');
     const [first, second] = cluster.controllers;
     if (!first || !second) throw new Error('two controllers expected');
-    const byFreeSpace = [...cluster.nodes].sort(
-      (a, b) => workload.model.bytesOn(a.name) - workload.model.bytesOn(b.name) || a.name.localeCompare(b.name),
+    const fullest = [...cluster.nodes].sort(
+      (a, b) => workload.model.bytesOn(b.name) - workload.model.bytesOn(a.name) || a.name.localeCompare(b.name),
     );
-    const downNode = byFreeSpace[0] as DriverProcess;
+    const lateNode = fullest[0] as DriverProcess;
+    const downNodes = fullest.slice(1);
+    const names = downNodes.map((node) => node.name).join(', ');
     const underOld: number[] = [];
 
-    step(context, record, `a. all on ${builds.baseline.rev}: stop ${downNode.name} and start work that waits for it`);
-    await downNode.stop();
-    for (let index = 0; index < 3; index++) {
-      const op = workload.deleteOne(record.kind, { node: downNode.name });
+    step(context, record, `a. all on ${builds.baseline.rev}: stop ${names}; start work that waits for them`);
+    await Promise.all(downNodes.map((node) => node.stop()));
+    for (const node of downNodes) {
+      const op = workload.deleteOne(record.kind, { node: node.name });
       if (op) underOld.push(op.id);
     }
-    underOld.push(workload.create(record.kind, { prefer: downNode.name }).id);
+    underOld.push(workload.create(record.kind, { prefer: prng.pick(downNodes).name }).id);
     const createsAt = Date.now();
     for (let index = 0; index < 6; index++) underOld.push(workload.create(record.kind).id);
-    await sleep(1500);
+    await sleep(1000);
 
     step(context, record, `b. roll ${first.name} forward: old and new controllers side by side`);
     await first.start(builds.current);
@@ -45,22 +50,27 @@ export const versionSkew: Fault = {
       const op = (prng.chance(0.4) ? workload.deleteOne(record.kind) : undefined) ?? workload.create(record.kind);
       mixed.push(op.id);
     }
-    await sleep(prng.int(1000, 3000));
+    await sleep(prng.int(500, 1500));
 
-    step(context, record, `c. stop ${second.name}; start it and ${downNode.name} on the new build`);
+    step(context, record, `c. stop ${second.name}; start it and ${names} on the new build`);
     await second.stop();
-    await Promise.all([second.start(builds.current), downNode.start(builds.current)]);
+    await Promise.all([second, ...downNodes].map((process) => process.start(builds.current)));
     const returnedAfterMs = Date.now() - createsAt;
-    step(context, record, `c. ${downNode.name} back ${Math.round(returnedAfterMs / 1000)} s after the creates started`);
+    const inTime = returnedAfterMs < FIRST_TRY_SCHEDULE_TO_START_MS;
+    step(
+      context,
+      record,
+      `c. ${names} back ${Math.round(returnedAfterMs / 1000)} s after the creates started` +
+        (inTime ? '' : ' (too late: their first tries had timed out; the replay window was missed)'),
+    );
 
-    for (const node of cluster.nodes.filter((node) => node !== downNode)) {
-      mixed.push(workload.create(record.kind, { prefer: node.name }).id);
-      const op = workload.deleteOne(record.kind, { node: node.name });
-      if (op) mixed.push(op.id);
-      await sleep(prng.int(1000, 3000));
-      step(context, record, `d. roll ${node.name} forward`);
-      await node.start(builds.current);
-    }
+    step(context, record, `d. ${lateNode.name} old, the other nodes new`);
+    mixed.push(workload.create(record.kind, { prefer: lateNode.name }).id);
+    const onLate = workload.deleteOne(record.kind, { node: lateNode.name });
+    if (onLate) mixed.push(onLate.id);
+    await sleep(prng.int(1000, 3000));
+    step(context, record, `d. roll ${lateNode.name} forward`);
+    await lateNode.start(builds.current);
     record.issuedOps.push(...underOld, ...mixed);
 
     const stillRunning = await awaitOps(context, [...underOld, ...mixed], 120_000);
@@ -77,8 +87,10 @@ export const versionSkew: Fault = {
     step(context, record, `operations started under the old build: ${done}/${outcomes.length} done`);
     record.details = {
       baseline: { rev: builds.baseline.rev, sha: builds.baseline.sha },
-      downNode: downNode.name,
-      downNodeReturnedAfterMs: returnedAfterMs,
+      downNodes: downNodes.map((node) => node.name),
+      lateNode: lateNode.name,
+      downNodesReturnedAfterMs: returnedAfterMs,
+      returnedWithinFirstTryTimeout: inTime,
       startedUnderOldBuild: outcomes,
       mixedOps: mixed,
       stillRunningAfter120s: stillRunning,
