@@ -56,7 +56,27 @@ export function defaultBaselineRev(): string {
   } catch {
     // no main branch: fall through
   }
-  return 'HEAD~5';
+  return existingAncestor(5);
+}
+
+/**
+ * HEAD~n, or the oldest commit there is when the clone is shallower than that (CI may clone with little
+ * history). Said out loud: a baseline too close to HEAD tests the rollout mechanics more than real skew.
+ */
+function existingAncestor(generations: number): string {
+  for (let back = generations; back > 0; back--) {
+    try {
+      run('git', ['rev-parse', '--verify', `HEAD~${back}^{commit}`], ROOT);
+      if (back < generations) {
+        process.stderr.write(`soak: only ${back} earlier commits in this clone; the baseline is HEAD~${back}\n`);
+      }
+      return `HEAD~${back}`;
+    } catch {
+      // shallower than that: try a nearer ancestor
+    }
+  }
+  process.stderr.write('soak: WARNING: a single-commit clone; the version-skew baseline is HEAD itself\n');
+  return 'HEAD';
 }
 
 /**
