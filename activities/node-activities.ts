@@ -22,6 +22,8 @@ export interface NodeCreateInput {
 export interface NodeCreateResult {
   key: string;
   poolId: string;
+  /** The node that really allocated: the volume ID is built from this fact, not from the workflow's choice. */
+  nodeId?: string;
   capacityBytes: number;
   /** False when the pool already held this name: a retry found the earlier allocation. */
   fresh: boolean;
@@ -46,8 +48,8 @@ export interface NodeVolume {
   poolId: string;
 }
 
-export function createNodeActivities(deps: { backend: StorageBackend; poolId: string }) {
-  const { backend, poolId } = deps;
+export function createNodeActivities(deps: { backend: StorageBackend; poolId: string; nodeId: string }) {
+  const { backend, poolId, nodeId } = deps;
   return {
     async createVolumeOnNode(input: NodeCreateInput): Promise<NodeCreateResult> {
       return withFailureTypes(() =>
@@ -56,7 +58,7 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
           const record = await backend.createVolume(input);
           const fresh = before === undefined && record.key === input.key;
           log.info('volume allocated', { key: record.key, name: record.name, fresh });
-          return { key: record.key, poolId, capacityBytes: record.capacityBytes, fresh };
+          return { key: record.key, poolId, nodeId, capacityBytes: record.capacityBytes, fresh };
         }),
       );
     },

@@ -53,7 +53,7 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
     connection: await NativeConnection.connect(options),
     namespace: config.temporal.namespace,
     taskQueue: nodeTaskQueue(config.driverName, config.nodeId),
-    activities: createNodeActivities({ backend, poolId: report.poolId }),
+    activities: createNodeActivities({ backend, poolId: report.poolId, nodeId: config.nodeId }),
     shutdownGraceTime: '5s',
   });
   const workerDone = worker.run();

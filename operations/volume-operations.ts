@@ -43,14 +43,14 @@ export class VolumeOperations {
   async create(input: CreateVolumeInput, range: CapacityRange, waitMs: number): Promise<CreateVolumeResult> {
     const workflowId = createWorkflowId(this.driverName, input.name);
     let attached = await this.startCreate(input, false);
-    await this.checkCompatible(workflowId, input, range);
     if (attached.completedEarlier) {
       const earlier = await attached.handle.result();
       if (await this.deletionCompleted(earlier.volumeId)) {
-        // The name's earlier volume is gone: this is a new volume that reuses the name.
+        // The name's earlier volume is gone: this is a new volume that reuses the name, whatever its size.
         attached = await this.startCreate(input, true);
       }
     }
+    await this.checkCompatible(workflowId, input, range);
     const outcome = await boundedResult(this.client, attached.handle, waitMs);
     if (outcome.done) return outcome.value;
     throw new DriverError(FailureType.Aborted, `creation of volume "${input.name}" is still in progress; retry`);

@@ -125,17 +125,16 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
         throw completionError;
       }
     }
-    const volumeId = formatVolumeId({
-      nodeId: node.nodeId,
-      poolIdPrefix: poolIdPrefix(created.poolId),
-      key: created.key,
-    });
+    // The ID names the node that reported the allocation. Workflow code may choose differently on replay after an
+    // upgrade (placement changed once without patched()); the activity's result is what really happened.
+    const home = created.nodeId ?? node.nodeId;
+    const volumeId = formatVolumeId({ nodeId: home, poolIdPrefix: poolIdPrefix(created.poolId), key: created.key });
     upsertSearchAttributes([
       { key: VolumeIdKey, value: volumeId },
       { key: PhaseKey, value: 'done' },
     ]);
     setCurrentDetails(`done: ${volumeId}`);
-    return { volumeId, nodeId: node.nodeId, capacityBytes: created.capacityBytes };
+    return { volumeId, nodeId: home, capacityBytes: created.capacityBytes };
   }
 
   upsertSearchAttributes([{ key: PhaseKey, value: 'failed' }]);

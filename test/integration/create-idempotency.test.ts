@@ -28,5 +28,13 @@ describe('CreateVolume idempotency', () => {
 
     await retryLikeCo(() => deleteVolume(clients[0]!, [...ids][0]!));
     expect(nodes.flatMap((nodeId) => cluster.volumesOnDisk(nodeId))).toEqual([]);
+
+    // The name may be used again once its volume is gone, even with another size: a new volume.
+    const reused = await retryLikeCo(() =>
+      createVolume(clients[1]!, createRequest('pvc-same-name', 128 * 1024 * 1024)),
+    );
+    expect(reused.volume?.volume_id).not.toBe([...ids][0]);
+    expect(Number(reused.volume?.capacity_bytes)).toBe(128 * 1024 * 1024);
+    expect(nodes.flatMap((nodeId) => cluster.volumesOnDisk(nodeId))).toHaveLength(1);
   });
 });

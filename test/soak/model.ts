@@ -108,9 +108,9 @@ export class Model {
 
   created(op: OpRecord, volumeId: string): void {
     const state = this.state(op.name);
-    if (state.deletedIds.includes(volumeId)) {
-      this.anomaly(op, `create of ${op.name} answered ${volumeId}, a volume of that name already deleted`);
-    }
+    const key = (id: string) => id.split('_')[3];
+    const reused = state.deletedIds.find((id) => key(id) === key(volumeId));
+    if (reused) this.anomaly(op, `create of ${op.name} answered ${volumeId}: the volume ${reused}, already deleted`);
     if (state.volumeId !== undefined && state.volumeId !== volumeId) {
       this.anomaly(op, `create of ${op.name} answered ${volumeId} while ${state.volumeId} exists`);
     }

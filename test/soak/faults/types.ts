@@ -8,6 +8,8 @@ import type { Workload } from '../workload';
 export interface TemporalControl {
   address: string;
   restart(signal: 'SIGTERM' | 'SIGKILL', downMs: number): Promise<void>;
+  /** Free space per node as the registry (hence placement) sees it; for aiming faults, never for the audit. */
+  availableBytes(): Promise<Map<string, number>>;
 }
 
 export interface FaultContext {

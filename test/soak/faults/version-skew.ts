@@ -24,9 +24,10 @@ export const versionSkew: Fault = {
     if (!builds.baseline) throw new Error('version-skew needs a baseline build');
     const [first, second] = cluster.controllers;
     if (!first || !second) throw new Error('two controllers expected');
-    const fullest = [...cluster.nodes].sort(
-      (a, b) => workload.model.bytesOn(b.name) - workload.model.bytesOn(a.name) || a.name.localeCompare(b.name),
-    );
+    // The node placement likes least stays up: the old build's creates then wait for a node that is down.
+    const available = await context.temporal.availableBytes().catch(() => new Map<string, number>());
+    const free = (node: DriverProcess) => available.get(node.name) ?? -workload.model.bytesOn(node.name);
+    const fullest = [...cluster.nodes].sort((a, b) => free(a) - free(b) || b.name.localeCompare(a.name));
     const lateNode = fullest[0] as DriverProcess;
     const downNodes = fullest.slice(1);
     const names = downNodes.map((node) => node.name).join(', ');
