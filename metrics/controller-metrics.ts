@@ -4,6 +4,7 @@ import type { Registry } from 'prom-client';
 import { readNodeViews } from '../activities/control-activities';
 import type { Logger } from '../common/logger';
 import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
+import { registerPoolGauges } from './pool-gauges';
 
 const OPERATION_TYPES = ['createVolume', 'deleteVolume', 'expandVolume'];
 /** Bounds the work of one scrape on a cluster with very many pending operations. */
@@ -26,23 +27,8 @@ export function registerControllerMetrics(registry: Registry, client: Client, dr
       this.set({ state: 'live' }, nodes.filter((node) => node.live).length);
     },
   });
-  for (const [name, field, help] of [
-    ['durable_csi_pool_capacity_bytes', 'capacityBytes', 'Pool capacity as last reported by each node'],
-    ['durable_csi_pool_available_bytes', 'availableBytes', 'Unreserved pool space as last reported by each node'],
-    ['durable_csi_pool_volumes', 'volumeCount', 'Volumes in each pool as last reported'],
-  ] as const) {
-    new Gauge({
-      name,
-      help,
-      labelNames: ['node'],
-      registers: [registry],
-      async collect() {
-        const nodes = await readNodeViews(client, driverName);
-        this.reset();
-        for (const node of nodes) this.set({ node: node.nodeId }, node[field]);
-      },
-    });
-  }
+  // Every node's pool as last reported to the registry.
+  registerPoolGauges(registry, () => readNodeViews(client, driverName));
   // Both pending gauges come from one listing per scrape (prom-client collects metrics concurrently).
   let snapshot: { at: number; listing: Promise<PendingSnapshot> } | undefined;
   const pendingSnapshot = () => {
