@@ -10,7 +10,7 @@ import type { GetCapacityRequest__Output } from './generated/csi/v1/GetCapacityR
 import type { GetCapacityResponse } from './generated/csi/v1/GetCapacityResponse';
 import type { ListVolumesRequest__Output } from './generated/csi/v1/ListVolumesRequest';
 import type { ListVolumesResponse } from './generated/csi/v1/ListVolumesResponse';
-import { callWaitMs } from './call-wait';
+import { callAbandoned, callWaitMs } from './call-wait';
 import { controllerExpandVolume } from './controller-expand';
 import { validateVolumeCapabilities } from './controller-validate';
 import type { ControllerExpandVolumeRequest__Output } from './generated/csi/v1/ControllerExpandVolumeRequest';
@@ -39,6 +39,7 @@ export function createControllerService(operations: VolumeOperations, options: C
       request: CreateVolumeRequest__Output,
       call: ServerUnaryCall<unknown, unknown>,
     ): Promise<CreateVolumeResponse> {
+      const receivedAt = new Date();
       const valid = validateCreate(request, options);
       const result = await operations.create(
         {
@@ -53,6 +54,7 @@ export function createControllerService(operations: VolumeOperations, options: C
         },
         { requiredBytes: valid.requiredBytes, limitBytes: valid.limitBytes },
         callWaitMs(call, options.callWaitMs),
+        { receivedAt, abandoned: () => callAbandoned(call) },
       );
       return {
         volume: {

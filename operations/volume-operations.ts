@@ -24,6 +24,12 @@ interface CreateMemo {
   fsType?: string;
 }
 
+/** When a CreateVolume call arrived, and whether its caller has given up on it (cancelled, or past its deadline). */
+export interface CreateRequestTiming {
+  receivedAt: Date;
+  abandoned(): boolean;
+}
+
 export interface CapacityRange {
   requiredBytes: number;
   /** 0: no limit. */
@@ -40,20 +46,50 @@ export class VolumeOperations {
     private readonly driverName: string,
   ) {}
 
-  async create(input: CreateVolumeInput, range: CapacityRange, waitMs: number): Promise<CreateVolumeResult> {
+  /**
+   * Starts the name's create workflow or attaches to it. A completed run whose volume has since been deleted is
+   * started again (a new volume reusing the name), but only for a request sent after that deletion: a stale retry
+   * reaching the controller late must not leak a volume nobody asks for any more.
+   */
+  async create(
+    input: CreateVolumeInput,
+    range: CapacityRange,
+    waitMs: number,
+    request: CreateRequestTiming,
+  ): Promise<CreateVolumeResult> {
     const workflowId = createWorkflowId(this.driverName, input.name);
-    let attached = await this.startCreate(input, false);
-    if (attached.completedEarlier) {
-      const earlier = await attached.handle.result();
-      if (await this.deletionCompleted(earlier.volumeId)) {
-        // The name's earlier volume is gone: this is a new volume that reuses the name, whatever its size.
-        attached = await this.startCreate(input, true);
-      }
-    }
+    const handle = await this.attachCreate(input, request);
     await this.checkCompatible(workflowId, input, range);
-    const outcome = await boundedResult(this.client, attached.handle, waitMs);
+    const outcome = await boundedResult(this.client, handle, waitMs);
     if (outcome.done) return outcome.value;
     throw new DriverError(FailureType.Aborted, `creation of volume "${input.name}" is still in progress; retry`);
+  }
+
+  private async attachCreate(input: CreateVolumeInput, request: CreateRequestTiming) {
+    for (;;) {
+      const attached = await this.startCreate(input, false);
+      if (!attached.completedEarlier) return attached.handle;
+      const latest = await attached.handle.describe();
+      if (latest.status.name !== 'COMPLETED') return attached.handle; // a run started since: attach to it
+      const runId = latest.runId;
+      const earlier = await this.client.workflow
+        .getHandle<typeof workflows.createVolume>(attached.handle.workflowId, runId)
+        .result();
+      const deletionStarted = await this.completedDeletionStart(earlier.volumeId);
+      if (!deletionStarted) return attached.handle;
+      if (request.receivedAt < deletionStarted)
+        throw new DriverError(
+          FailureType.Aborted,
+          `volume "${input.name}" (${earlier.volumeId}) was deleted after this request arrived; ` +
+            'only a request sent after the deletion creates it again: retry',
+        );
+      // A call frozen before it was read (a paused process) arrives late but is already abandoned by its caller.
+      if (request.abandoned())
+        throw new DriverError(FailureType.Aborted, `the caller gave up on this request to create "${input.name}"`);
+      // Another request may have started the new run since we looked: judge that one instead of adding a second.
+      if ((await attached.handle.describe()).runId !== runId) continue;
+      return (await this.startCreate(input, true)).handle;
+    }
   }
 
   async delete(volumeId: string, waitMs: number): Promise<DeleteVolumeResult | 'never-issued'> {
@@ -183,12 +219,13 @@ export class VolumeOperations {
     }
   }
 
-  private async deletionCompleted(volumeId: string): Promise<boolean> {
+  /** When the deletion of `volumeId` started, if it has completed; undefined while it runs or was never asked. */
+  private async completedDeletionStart(volumeId: string): Promise<Date | undefined> {
     try {
       const description = await this.client.workflow.getHandle(deleteWorkflowId(this.driverName, volumeId)).describe();
-      return description.status.name === 'COMPLETED';
+      return description.status.name === 'COMPLETED' ? description.startTime : undefined;
     } catch (error) {
-      if (error instanceof WorkflowNotFoundError) return false;
+      if (error instanceof WorkflowNotFoundError) return undefined;
       throw error;
     }
   }

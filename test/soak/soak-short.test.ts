@@ -33,8 +33,21 @@ describe('soak (short run)', () => {
       const artifacts = path.join(root, 'test-artifacts');
       fs.mkdirSync(artifacts, { recursive: true });
       if (fs.existsSync(reportFile)) fs.copyFileSync(reportFile, path.join(artifacts, 'soak-short-report.json'));
-      if (result.status !== 0) throw new Error(`the soak exited with ${result.status ?? result.signal}:\n${output}`);
-      const report = JSON.parse(fs.readFileSync(reportFile, 'utf8')) as SoakReport;
+      const report = fs.existsSync(reportFile)
+        ? (JSON.parse(fs.readFileSync(reportFile, 'utf8')) as SoakReport)
+        : undefined;
+      if (result.status !== 0) {
+        // The problems come first: CI logs may keep only the head and tail of a long message.
+        const problems = report
+          ? report.problems.map((problem) => `  - ${problem}`).join('\n')
+          : '  (no report written)';
+        const auditAt = result.stdout.indexOf('  audit:');
+        const findings = auditAt >= 0 ? result.stdout.slice(auditAt, auditAt + 4000) : '';
+        throw new Error(
+          `the soak exited with ${result.status ?? result.signal}; problems:\n${problems}\n${findings}\n\n${output}`,
+        );
+      }
+      if (!report) throw new Error(`the soak wrote no report at ${reportFile}:\n${output}`);
       expect(report.problems).toEqual([]);
       expect(report.audit).toMatchObject({ leaked: [], lost: [], duplicated: [], torn: [], pending: [] });
       expect(new Set(report.faults.map((fault) => fault.kind))).toEqual(new Set(report.options.faults));
