@@ -2,7 +2,7 @@
  * The benchmark: CreateVolume/DeleteVolume through a real driver (controller + 3 node agents, real Temporal dev
  * server) against the same calls on a DirBackend directly. `npm run bench -- --ops 100 --concurrency 1,8`.
  */
-import { Command, InvalidArgumentError } from 'commander';
+import { Command } from 'commander';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -16,6 +16,7 @@ import { runDirectLevel, warmUpDirect } from './direct';
 import { runDurableLevel, warmUpDurable, type DurableTarget } from './durable';
 import { messageOf } from './measure';
 import { formatReport, machineInfo, priceOfDurability, writeJson, type BenchReport, type LevelResult } from './report';
+import { integer } from '../support/option-parsers';
 
 interface Options {
   ops: number;
@@ -29,14 +30,6 @@ interface Options {
   keep: boolean;
 }
 
-function integer(min: number) {
-  return (text: string): number => {
-    const value = Number(text);
-    if (!Number.isSafeInteger(value) || value < min)
-      throw new InvalidArgumentError(`"${text}" is not an integer >= ${min}`);
-    return value;
-  };
-}
 const positiveInt = integer(1);
 
 function parseOptions(argv: string[]): Options {

@@ -2,6 +2,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import path from 'node:path';
 import { parseDuration } from '../../common/duration';
 import { findProjectRoot } from '../../temporal-dev/project-root';
+import { integer } from '../support/option-parsers';
 
 /** Every kind of fault the schedule knows, in the order --faults lists them. */
 export const FAULT_KINDS = [
@@ -34,15 +35,6 @@ export interface SoakOptions {
   report: string;
   workDir?: string;
   keep: boolean;
-}
-
-function integer(min: number) {
-  return (text: string): number => {
-    const value = Number(text);
-    if (!Number.isSafeInteger(value) || value < min)
-      throw new InvalidArgumentError(`"${text}" is not an integer >= ${min}`);
-    return value;
-  };
 }
 
 function duration(text: string): number {
