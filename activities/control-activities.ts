@@ -1,40 +1,125 @@
 import type { Client } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/client';
-import { registryWorkflowId } from '../common/names';
-import type { NodeRecord, NodeView } from '../common/registry-types';
-import { isLive, REGISTRY_MEMO_KEY } from '../common/registry-types';
+import { supportsBlock } from '../common/backend-kinds';
+import type { NodeView } from '../common/registry-types';
+import type { LivenessNotice } from '../workflows/node-liveness';
+import { nodeLivenessSignal } from '../workflows/node-liveness';
+import { NodeIdKey } from '../workflows/search-attribute-keys';
+import { listNodeRecords, listNodeViews, readNodeRecord } from './node-record-reads';
 
-/** Activities that run in the controller: reading the node registry (a workflow cannot query another). */
+/** What a create asks of placement; only the nodes named (or a bounded sample) are read. */
+export interface CandidateRequest {
+  capacityBytes: number;
+  accessType: 'mount' | 'block';
+  requisite?: string[];
+  preferred: string[];
+}
+
+/** Bounded whatever the cluster size: this lands in the create's history. */
+export interface CandidateAnswer {
+  /** Live, capable nodes whose latest report has room. */
+  candidates: NodeView[];
+  /** Requisite nodes with no record (no agent ever registered them, or the record was lost). */
+  unknown: string[];
+  offline: number;
+  /** Live nodes whose own latest report has no room: the only basis for RESOURCE_EXHAUSTED. */
+  full: number;
+  /** Nodes whose backend cannot serve the access type (block needs loop). */
+  incapable: number;
+}
+
+/** Enough choice for placement; more would only make the history longer. */
+const MAX_CANDIDATES = 8;
+/** Node records read per create at most: a requisite of thousands (Immediate binding) costs the same as eight. */
+const MAX_READS = 64;
+const READ_BATCH = 8;
+
 export function createControlActivities(deps: { client: Client; driverName: string }) {
   return {
+    /** For list workflows and creates started by earlier releases: every reported node, from visibility. */
     async readRegistry(): Promise<NodeView[]> {
-      return readNodeViews(deps.client, deps.driverName);
+      return listNodeViews(deps.client, deps.driverName);
+    },
+
+    async findCandidates(request: CandidateRequest): Promise<CandidateAnswer> {
+      return request.requisite
+        ? readNamedNodes(deps, request, request.requisite)
+        : sampleLiveNodes(deps, request);
+    },
+
+    /** Tells every operation waiting on the node that its liveness changed (their phase follows it). */
+    async announceLiveness(input: { driverName: string; nodeId: string; live: boolean }): Promise<number> {
+      const notice: LivenessNotice = { nodeId: input.nodeId, live: input.live, at: new Date().toISOString() };
+      const query = [
+        `WorkflowId STARTS_WITH "${input.driverName}/"`,
+        'WorkflowType IN ("createVolume", "deleteVolume", "expandVolume")',
+        'ExecutionStatus = "Running"',
+        `${NodeIdKey.name} = "${input.nodeId}"`,
+      ].join(' AND ');
+      let told = 0;
+      for await (const workflow of deps.client.workflow.list({ query })) {
+        await deps.client.workflow
+          .getHandle(workflow.workflowId, workflow.runId)
+          .signal(nodeLivenessSignal, notice)
+          .then(() => told++)
+          .catch(() => undefined); // it finished meanwhile
+      }
+      return told;
     },
   };
 }
 
 export type ControlActivities = ReturnType<typeof createControlActivities>;
 
-/**
- * One table of the registry's memo, read through DescribeWorkflow (answered by the server, no worker needed);
- * empty before the first node has reported.
- */
-export async function readRegistryTable<T>(client: Client, driverName: string, memoKey: string): Promise<T[]> {
-  let memo: Record<string, unknown> | undefined;
-  try {
-    memo = (await client.workflow.getHandle(registryWorkflowId(driverName)).describe()).memo;
-  } catch (error) {
-    if (error instanceof WorkflowNotFoundError) return [];
-    throw error;
+type Deps = { client: Client; driverName: string };
+
+/** Reads the named nodes' records, preferred ones first, a batch at a time, until enough candidates are found. */
+async function readNamedNodes(deps: Deps, request: CandidateRequest, named: string[]): Promise<CandidateAnswer> {
+  const allowed = new Set(named);
+  const order = [...new Set([...request.preferred.filter((nodeId) => allowed.has(nodeId)), ...shuffle(named)])];
+  const answer = emptyAnswer();
+  for (let start = 0; start < Math.min(order.length, MAX_READS); start += READ_BATCH) {
+    const batch = order.slice(start, start + READ_BATCH);
+    const views = await Promise.all(batch.map((nodeId) => readNodeRecord(deps.client, deps.driverName, nodeId)));
+    batch.forEach((nodeId, index) => {
+      const node = views[index]?.node;
+      if (node) judge(answer, node, request);
+      else answer.unknown.push(nodeId);
+    });
+    if (answer.candidates.length >= MAX_CANDIDATES) break;
   }
-  return Object.values((memo?.[memoKey] ?? {}) as Record<string, T>);
+  return answer;
 }
 
-/** Every registered node with its liveness; empty before the first node has reported. */
-export async function readNodeViews(client: Client, driverName: string): Promise<NodeView[]> {
-  const records = await readRegistryTable<NodeRecord>(client, driverName, REGISTRY_MEMO_KEY);
-  const now = Date.now();
-  return records
-    .map((record) => ({ ...record, live: isLive(record, now) }))
-    .sort((a, b) => a.nodeId.localeCompare(b.nodeId));
+/** No topology: the preferred nodes' records, then a bounded sample of live records from visibility. */
+async function sampleLiveNodes(deps: Deps, request: CandidateRequest): Promise<CandidateAnswer> {
+  const answer = emptyAnswer();
+  const preferred = [...new Set(request.preferred)].slice(0, READ_BATCH);
+  const views = await Promise.all(preferred.map((nodeId) => readNodeRecord(deps.client, deps.driverName, nodeId)));
+  for (const view of views) if (view?.node) judge(answer, view.node, request);
+  const sample = await listNodeRecords(deps.client, deps.driverName, { phase: 'live', limit: MAX_READS });
+  for (const view of shuffle(sample)) {
+    if (answer.candidates.length >= MAX_CANDIDATES) break;
+    if (view.node && !preferred.includes(view.nodeId)) judge(answer, view.node, request);
+  }
+  return answer;
+}
+
+function judge(answer: CandidateAnswer, node: NodeView, request: CandidateRequest): void {
+  if (!node.live) answer.offline++;
+  else if (request.accessType === 'block' && !supportsBlock(node.backend)) answer.incapable++;
+  else if (node.availableBytes < request.capacityBytes) answer.full++;
+  else answer.candidates.push(node);
+}
+
+function emptyAnswer(): CandidateAnswer {
+  return { candidates: [], unknown: [], offline: 0, full: 0, incapable: 0 };
+}
+
+function shuffle<T>(items: T[]): T[] {
+  const copy = [...items];
+  for (let i = copy.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [copy[i], copy[j]] = [copy[j] as T, copy[i] as T];
+  }
+  return copy;
 }

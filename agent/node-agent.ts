@@ -1,6 +1,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { createNodeActivities } from '../activities/node-activities';
+import { createPresenceActivities } from '../activities/presence-activities';
 import { createLogger } from '../common/logger';
 import { nodeTaskQueue } from '../common/names';
 import type { TemporalConfig } from '../common/temporal-config';
@@ -11,7 +12,7 @@ import { createNodeService } from '../csi/node-service';
 import { serveCsi } from '../csi/server';
 import { createBackend, type BackendConfig } from './create-backend';
 import { armedFailpoints, withFailpoints } from './failpoints';
-import { startHeartbeats } from './heartbeats';
+import { startPresence } from './presence';
 import { installTemporalRuntime } from './runtime';
 import { onShutdownSignal } from './shutdown';
 import { registerNodeMetrics } from '../metrics/node-metrics';
@@ -49,27 +50,31 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
   const options = connectionOptions(config.temporal);
   const connection = await Connection.connect(options);
   const client = new Client({ connection, namespace: config.temporal.namespace });
+  const presence = startPresence({ client, driverName: config.driverName, nodeId: config.nodeId, logger });
   const worker = await Worker.create({
     connection: await NativeConnection.connect(options),
     namespace: config.temporal.namespace,
     taskQueue: nodeTaskQueue(config.driverName, config.nodeId),
-    activities: createNodeActivities({ backend, poolId: report.poolId, nodeId: config.nodeId }),
+    activities: {
+      ...createNodeActivities({ backend, poolId: report.poolId, nodeId: config.nodeId }),
+      ...createPresenceActivities({
+        nodeId: config.nodeId,
+        backend,
+        agentVersion: driverVersion(),
+        leaving: presence.leaving,
+        onRecordLost: () => presence.recordLost(),
+      }),
+    },
     shutdownGraceTime: '5s',
+    // The presence activity's heartbeats carry the pool's figures: send them every 10 s, not only every 24 s.
+    maxHeartbeatThrottleInterval: '10s',
   });
   const workerDone = worker.run();
-  const heartbeats = startHeartbeats({
-    client,
-    driverName: config.driverName,
-    nodeId: config.nodeId,
-    backend,
-    agentVersion: driverVersion(),
-    logger,
-  });
 
   const identity = createIdentityService({
     driverName: config.driverName,
     version: driverVersion(),
-    ready: async () => worker.getState() === 'RUNNING' && heartbeats.registered(),
+    ready: async () => worker.getState() === 'RUNNING' && presence.registered(),
   });
   const metrics = createProcessMetrics('node');
   registerNodeMetrics(metrics.registry, backend, config.nodeId);
@@ -87,7 +92,8 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
   let stopped: Promise<void> | undefined;
   const stop = () =>
     (stopped ??= (async () => {
-      heartbeats.stop();
+      // First: the held presence activity returns "leaving", so the record turns offline now, not in 30 s.
+      presence.stop();
       await server.close();
       await stopMetrics?.();
       worker.shutdown();

@@ -37,6 +37,8 @@ function overviewJson(overview: NodeOverview, now: number) {
       firstSeen: new Date(node.firstSeen),
       capacityBytes: node.capacityBytes,
       availableBytes: node.availableBytes,
+      figuresAsOf: new Date(node.asOf),
+      figuresAgeSeconds: secondsSince(node.asOf, now),
       volumeCount: node.volumeCount,
       pending: node.pending,
       backend: node.backend,
@@ -47,16 +49,19 @@ function overviewJson(overview: NodeOverview, now: number) {
       nodeId: node.nodeId,
       reason: node.reason,
       at: node.at,
-      lastHeartbeat: new Date(node.lastHeartbeat),
+      lastHeartbeat: node.lastHeartbeat === undefined ? null : new Date(node.lastHeartbeat),
     })),
+    unknown: overview.unknown,
   };
 }
 
 function printOverview(overview: NodeOverview, now: number): void {
   if (overview.nodes.length === 0) process.stdout.write('no registered nodes\n');
   else {
+    // CAPACITY, AVAILABLE and VOLUMES are the agent's own figures AS OF its latest heartbeat (live nodes) or
+    // its last report (offline nodes).
     printTable(
-      ['NODE', 'LIVE', 'LAST HEARTBEAT', 'CAPACITY', 'AVAILABLE', 'VOLUMES', 'PENDING', 'BACKEND'],
+      ['NODE', 'LIVE', 'LAST HEARTBEAT', 'CAPACITY', 'AVAILABLE', 'VOLUMES', 'AS OF', 'PENDING', 'BACKEND'],
       overview.nodes.map((node) => [
         node.nodeId,
         node.live ? 'yes' : 'no',
@@ -64,8 +69,20 @@ function printOverview(overview: NodeOverview, now: number): void {
         formatBytes(node.capacityBytes),
         formatBytes(node.availableBytes),
         String(node.volumeCount),
+        `${ageOf(node.asOf, now)} ago`,
         String(node.pending),
         node.backend,
+      ]),
+    );
+  }
+  if (overview.unknown.length > 0) {
+    process.stdout.write('\n');
+    printTable(
+      ['UNKNOWN NODE', 'PENDING', 'TO END THE WAIT'],
+      overview.unknown.map((node) => [
+        node.nodeId,
+        String(node.pending),
+        `durable-csi nodes forget ${node.nodeId} --reason TEXT`,
       ]),
     );
   }
@@ -77,7 +94,7 @@ function printOverview(overview: NodeOverview, now: number): void {
       node.nodeId,
       node.reason,
       `${node.at} (${ageOf(Date.parse(node.at), now)} ago)`,
-      `${ageOf(node.lastHeartbeat, now)} ago`,
+      node.lastHeartbeat === undefined ? 'never' : `${ageOf(node.lastHeartbeat, now)} ago`,
     ]),
   );
 }
@@ -85,8 +102,9 @@ function printOverview(overview: NodeOverview, now: number): void {
 function forgetCommand(): Command {
   const command = new Command('forget')
     .description(
-      'declare a node gone for good: it leaves the registry and every operation waiting for it ends ' +
-        '(deletions with the outcome node-forgotten). Refused for a live node. Its volumes are lost.',
+      'declare a node gone for good: the decision is recorded on its node record and every operation waiting ' +
+        'for it ends (deletions with the outcome node-forgotten), also for a node that never registered. ' +
+        'Refused for a live node. Its volumes are lost.',
     )
     .argument('<node-id>')
     .requiredOption('--reason <text>', 'why, kept in the registry and in every released operation');

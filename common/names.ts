@@ -19,11 +19,20 @@ export function deleteWorkflowId(driverName: string, volumeId: string): string {
   return `${driverName}/delete/${volumeId}`;
 }
 
+/** The single registry workflow of earlier releases (deprecated; see workflows/node-registry.ts). */
 export function registryWorkflowId(driverName: string): string {
   return `${driverName}/registry`;
+}
+
+/** One long-lived record per node (workflows/node-presence.ts): no workflow hears from every node. */
+export function nodeRecordWorkflowId(driverName: string, nodeId: string): string {
+  return `${driverName}/node-record/${nodeId}`;
 }
 
 export const TOPOLOGY_NODE_KEY = 'topology.durable-csi.io/node';
 
 /** The CSI driver name used when --driver-name is not given. */
 export const DEFAULT_DRIVER_NAME = 'durable-csi.io';
+
+/** Long-lived node records (and the single registry of earlier releases): running by design, never "pending". */
+export const NODE_RECORD_WORKFLOW_TYPES: readonly string[] = ['nodePresence', 'nodeRegistry'];

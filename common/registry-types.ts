@@ -1,6 +1,6 @@
-/** The durable node registry's records. No Node built-ins: workflow code imports this. */
+/** The node records' types. No Node built-ins: workflow code imports this. */
 
-/** What a node agent reports at start and with every heartbeat. */
+/** What a node agent reports when it (re)registers and with every presence heartbeat. */
 export interface NodeReport {
   nodeId: string;
   poolId: string;
@@ -11,36 +11,42 @@ export interface NodeReport {
   agentVersion: string;
 }
 
-/** A node as the registry remembers it: every node ever seen stays until an operator forgets it. */
+/** A node as its record remembers it. */
 export interface NodeRecord extends NodeReport {
-  /** Epoch milliseconds (workflow time) of the first report. */
+  /** Epoch milliseconds (workflow time) of the first report this record received. */
   firstSeen: number;
-  /** Epoch milliseconds (workflow time) of the latest report. */
+  /** Epoch milliseconds of the latest report or presence heartbeat. */
   lastHeartbeat: number;
 }
 
-/** A registry record with liveness judged by the reader's clock. */
+/** A node record with liveness as Temporal sees it now (the node agent holds its presence activity). */
 export interface NodeView extends NodeRecord {
   live: boolean;
 }
 
-/** The registry workflow's memo keys: Record<nodeId, NodeRecord> and Record<nodeId, ForgottenNode>. */
-export const REGISTRY_MEMO_KEY = 'nodes';
-export const FORGOTTEN_MEMO_KEY = 'forgotten';
-
-/** A node an operator declared gone for good, kept so the decision stays visible. */
+/** A node an operator (or a policy) declared gone for good: operations waiting for it end with this reason. */
 export interface ForgottenNode {
   nodeId: string;
   reason: string;
   /** ISO 8601. */
   at: string;
-  lastHeartbeat: number;
+  /** Epoch milliseconds of the last report before the decision; absent for a node that never reported. */
+  lastHeartbeat?: number;
 }
 
-export const HEARTBEAT_INTERVAL_MS = 10_000;
-/** Three missed heartbeats and a node is no longer offered new volumes. */
-export const LIVENESS_WINDOW_MS = 3 * HEARTBEAT_INTERVAL_MS;
-
-export function isLive(record: NodeRecord, nowMs: number): boolean {
-  return nowMs - record.lastHeartbeat < LIVENESS_WINDOW_MS;
+/** What the node record workflow keeps in its memo, under {@link NODE_MEMO_KEY}. */
+export interface NodeRecordMemo {
+  nodeId: string;
+  /** Absent until the node's agent first reports (a record can be made by `nodes forget` alone). */
+  record?: NodeRecord;
+  live: boolean;
+  forgotten?: ForgottenNode;
 }
+
+export const NODE_MEMO_KEY = 'node';
+
+/**
+ * A node agent that stops heartbeating its presence activity for this long is offline (the server times the
+ * activity out). The SDK sends heartbeats at 80% of it, so a live record is at most ~24 s old.
+ */
+export const PRESENCE_HEARTBEAT_TIMEOUT_MS = 30_000;

@@ -109,11 +109,11 @@ export function createControllerService(operations: VolumeOperations, options: C
     async GetCapacity(request: GetCapacityRequest__Output): Promise<GetCapacityResponse> {
       checkParameters(request.parameters);
       if (request.volume_capabilities.length > 0) checkCapabilities(request.volume_capabilities);
-      const nodes = await operations.nodes();
       const segment = request.accessible_topology
         ? nodesOfTopologies([request.accessible_topology], 'topology')
         : undefined;
-      const counted = segment ? nodes.filter((node) => segment.includes(node.nodeId)) : nodes;
+      // A segment (what external-provisioner asks, per node) reads only its nodes' records; no topology sums all.
+      const counted = segment ? await operations.nodesNamed(segment) : await operations.allNodes();
       const available = counted.map(availableOf);
       return {
         available_capacity: String(available.reduce((sum, bytes) => sum + bytes, 0)),

@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { Gauge } from 'prom-client';
 import type { Registry } from 'prom-client';
-import { readNodeViews } from '../activities/control-activities';
+import { listNodeViews, nodeRecordsQuery } from '../activities/node-record-reads';
 import type { Logger } from '../common/logger';
 import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
 import { registerPoolGauges } from './pool-gauges';
@@ -17,18 +17,23 @@ const MAX_LISTED = 10_000;
 export function registerControllerMetrics(registry: Registry, client: Client, driverName: string, logger: Logger) {
   new Gauge({
     name: 'durable_csi_nodes',
-    help: 'Registered nodes, by liveness',
+    help: 'Node records, by state (registered counts every record that is not forgotten)',
     labelNames: ['state'],
     registers: [registry],
     async collect() {
-      const nodes = await readNodeViews(client, driverName);
+      // Counts from visibility: the cost of a scrape does not grow with the number of nodes.
+      const count = async (phase?: 'live' | 'offline' | 'forgotten') =>
+        Number((await client.workflow.count(nodeRecordsQuery(driverName, phase))).count);
+      const [live, offline, forgotten] = await Promise.all([count('live'), count('offline'), count('forgotten')]);
       this.reset();
-      this.set({ state: 'registered' }, nodes.length);
-      this.set({ state: 'live' }, nodes.filter((node) => node.live).length);
+      this.set({ state: 'registered' }, live + offline);
+      this.set({ state: 'live' }, live);
+      this.set({ state: 'offline' }, offline);
+      this.set({ state: 'forgotten' }, forgotten);
     },
   });
-  // Every node's pool as last reported to the registry.
-  registerPoolGauges(registry, () => readNodeViews(client, driverName));
+  // Every node's pool as its record last showed it (one listing per scrape; each agent also serves its own).
+  registerPoolGauges(registry, () => listNodeViews(client, driverName));
   // Both pending gauges come from one listing per scrape (prom-client collects metrics concurrently).
   let snapshot: { at: number; listing: Promise<PendingSnapshot> } | undefined;
   const pendingSnapshot = () => {

@@ -1,10 +1,9 @@
 import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
 import { optionalTsToMs } from '@temporalio/common/lib/time';
-import { readNodeViews } from '../activities/control-activities';
+import { readNodeRecord } from '../activities/node-record-reads';
 import { DriverError, FailureType } from '../common/failures';
 import { parseVolumeId } from '../common/volume-id';
 import { VolumeIdKey } from '../workflows/search-attribute-keys';
-import { readForgottenNodes } from './node-overview';
 import type { TimelineEvent } from './operation-timeline';
 import { buildTimeline, failureText } from './operation-timeline';
 import type { OperationSummary } from './pending-operations';
@@ -48,18 +47,18 @@ export async function describeVolume(client: Client, driverName: string, volumeI
   if (!parts) throw new DriverError(FailureType.NotFound, `"${volumeId}" is not a volume ID this driver issued`);
   // parseVolumeId admits only [a-z0-9._-], so the ID is safe inside the quoted query string.
   const query = `${driverOperationsClause(driverName)} AND ${VolumeIdKey.name} = "${volumeId}"`;
-  const [found, views, forgotten] = await Promise.all([
+  const [found, record] = await Promise.all([
     listOperations(client, query),
-    readNodeViews(client, driverName),
-    readForgottenNodes(client, driverName),
+    readNodeRecord(client, driverName, parts.nodeId),
   ]);
   const operations = await Promise.all(found.map((operation) => operationHistory(client, driverName, operation)));
-  const view = views.find((candidate) => candidate.nodeId === parts.nodeId);
-  const gone = forgotten.find((candidate) => candidate.nodeId === parts.nodeId);
-  const node: VolumeDescription['node'] = view
-    ? { state: view.live ? 'live' : 'offline', lastHeartbeat: new Date(view.lastHeartbeat), reason: null }
-    : gone
-      ? { state: 'forgotten', lastHeartbeat: new Date(gone.lastHeartbeat), reason: gone.reason }
+  const view = record?.node;
+  const gone = record?.forgotten;
+  const heard = (ms: number | undefined) => (ms === undefined ? null : new Date(ms));
+  const node: VolumeDescription['node'] = gone
+    ? { state: 'forgotten', lastHeartbeat: heard(gone.lastHeartbeat), reason: gone.reason }
+    : view
+      ? { state: view.live ? 'live' : 'offline', lastHeartbeat: new Date(view.lastHeartbeat), reason: null }
       : { state: 'unknown', lastHeartbeat: null, reason: null };
   return { volumeId, nodeId: parts.nodeId, node, operations };
 }

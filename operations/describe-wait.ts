@@ -1,12 +1,30 @@
-import type { NodeView } from '../common/registry-types';
+import type { NodeRecordView } from '../activities/node-record-reads';
 
-/** The message an operator sees while a deletion waits: which node, for how long, and when it was last heard. */
-export function describeWait(operation: string, volumeId: string, node: NodeView, started: Date, now: Date): string {
+/**
+ * The message an operator (and the CO's events) sees while an operation waits: which node, for how long, when
+ * it was last heard from, and for a node with no record how to end the wait.
+ */
+export function describeWait(
+  operation: string,
+  volumeId: string,
+  nodeId: string,
+  record: NodeRecordView | undefined,
+  started: Date,
+  now: Date,
+): string {
   const waited = formatDuration(now.getTime() - started.getTime());
+  const node = record?.node;
+  if (!node) {
+    return (
+      `${operation} of ${volumeId} has waited ${waited} for node ${nodeId}, which is unknown to this driver (no ` +
+      'agent has registered it, or its record was lost); it completes when the node agent runs it. If the node ' +
+      `is gone for good: durable-csi nodes forget ${nodeId} --reason "..."`
+    );
+  }
   const heard = formatDuration(now.getTime() - node.lastHeartbeat);
   const state = node.live ? '' : ', considered offline';
   return (
-    `${operation} of ${volumeId} has waited ${waited} for node ${node.nodeId} (last heartbeat ${heard} ago${state}); ` +
+    `${operation} of ${volumeId} has waited ${waited} for node ${nodeId} (last heartbeat ${heard} ago${state}); ` +
     'it completes when the node agent runs it'
   );
 }

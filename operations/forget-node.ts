@@ -1,13 +1,15 @@
 import type { Client } from '@temporalio/client';
-import { readNodeViews } from '../activities/control-activities';
-import { readForgottenNodes } from './node-overview';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { readNodeRecord } from '../activities/node-record-reads';
 import { DriverError, FailureType } from '../common/failures';
-import { controlTaskQueue, registryWorkflowId } from '../common/names';
+import { controlTaskQueue, nodeRecordWorkflowId } from '../common/names';
 import { isValidNodeId } from '../common/node-id';
 import { formatDuration } from './describe-wait';
 import type { ForgetNotice } from '../workflows/node-forgotten';
 import { nodeForgottenSignal } from '../workflows/node-forgotten';
-import { forgetNodeSignal } from '../workflows/node-registry';
+import { forgetNodeRecordSignal, type nodePresence } from '../workflows/node-presence';
+import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
+import { listPendingOperations } from './pending-operations';
 
 export interface ForgetOutcome {
   notice: ForgetNotice;
@@ -16,39 +18,51 @@ export interface ForgetOutcome {
 }
 
 /**
- * The explicit decision that a node is gone for good: it leaves the registry (reason kept) and every
- * operation still waiting for it ends with the outcome "node-forgotten". Refused for a node that is live or
- * unknown, and without a reason. Safe to run again: it re-signals whatever is still pending.
+ * The explicit decision that a node is gone for good: it is recorded on the node's record (made if the node
+ * never registered, so deletions of its volumes that arrive later end with the same outcome) and every operation
+ * still waiting for it ends with the outcome "node-forgotten". Refused for a live node, for a node with neither
+ * a record nor pending operations, and without a reason. Safe to run again: it re-signals whatever is still
+ * pending, under the first decision.
  */
 export async function forgetNode(client: Client, driverName: string, nodeId: string, reason: string) {
   if (!isValidNodeId(nodeId)) throw new DriverError(FailureType.InvalidArgument, `"${nodeId}" is not a node ID`);
   if (!reason.trim()) throw new DriverError(FailureType.InvalidArgument, 'a reason is required (--reason TEXT)');
-  const node = (await readNodeViews(client, driverName)).find((candidate) => candidate.nodeId === nodeId);
-  const earlier = node ? undefined : (await readForgottenNodes(client, driverName)).find((f) => f.nodeId === nodeId);
-  if (!node && !earlier) throw new DriverError(FailureType.NotFound, `node ${nodeId} is not registered`);
-  if (node?.live) {
-    const heard = formatDuration(Date.now() - node.lastHeartbeat);
+  const [record, pending] = await Promise.all([
+    readNodeRecord(client, driverName, nodeId),
+    listPendingOperations(client, driverName, { nodeId }),
+  ]);
+  if (record?.node?.live) {
+    const heard = formatDuration(Date.now() - record.node.lastHeartbeat);
     throw new DriverError(
       FailureType.FailedPrecondition,
       `node ${nodeId} is live (last heartbeat ${heard} ago); stop its agent before forgetting it`,
     );
   }
+  if (!record && pending.length === 0)
+    throw new DriverError(FailureType.NotFound, `node ${nodeId} has no record and no pending operations`);
   // Forgotten before: release what visibility had not indexed then, under the original decision.
-  const notice: ForgetNotice = earlier ?? { nodeId, reason: reason.trim(), at: new Date().toISOString() };
-  if (!earlier)
-    await client.workflow.signalWithStart('nodeRegistry', {
-      workflowId: registryWorkflowId(driverName),
+  const notice: ForgetNotice = record?.forgotten ?? { nodeId, reason: reason.trim(), at: new Date().toISOString() };
+  if (!record?.forgotten)
+    await client.workflow.signalWithStart<typeof nodePresence, [ForgetNotice]>('nodePresence', {
+      workflowId: nodeRecordWorkflowId(driverName, nodeId),
       taskQueue: controlTaskQueue(driverName),
-      args: [{ nodes: {} }],
-      signal: forgetNodeSignal,
+      args: [{ driverName, nodeId }],
+      signal: forgetNodeRecordSignal,
       signalArgs: [notice],
+      typedSearchAttributes: [
+        { key: OperationKey, value: 'node' },
+        { key: NodeIdKey, value: nodeId },
+        { key: PhaseKey, value: 'forgotten' },
+      ],
     });
   const released: string[] = [];
-  const query = `DurableCsiNodeId = "${nodeId}" AND ExecutionStatus = "Running"`;
-  for await (const workflow of client.workflow.list({ query })) {
-    if (!workflow.workflowId.startsWith(`${driverName}/`) || workflow.type === 'nodeRegistry') continue;
-    await client.workflow.getHandle(workflow.workflowId, workflow.runId).signal(nodeForgottenSignal, notice);
-    released.push(workflow.workflowId);
+  for (const operation of pending) {
+    try {
+      await client.workflow.getHandle(operation.workflowId, operation.runId).signal(nodeForgottenSignal, notice);
+      released.push(operation.workflowId);
+    } catch (error) {
+      if (!(error instanceof WorkflowNotFoundError)) throw error; // it finished since it was listed
+    }
   }
   return { notice, released } satisfies ForgetOutcome;
 }

@@ -1,30 +1,36 @@
 import type { Client } from '@temporalio/client';
-import { readNodeViews, readRegistryTable } from '../activities/control-activities';
+import { readAllNodeRecords } from '../activities/node-record-reads';
 import type { ForgottenNode, NodeView } from '../common/registry-types';
-import { FORGOTTEN_MEMO_KEY } from '../common/registry-types';
 import { listPendingOperations } from './pending-operations';
 
 export interface NodeOverview {
-  nodes: (NodeView & { pending: number })[];
+  /** `asOf`: epoch ms of the capacity figures (the agent's latest presence heartbeat, or its last report). */
+  nodes: (NodeView & { pending: number; asOf: number })[];
   forgotten: ForgottenNode[];
+  /** Nodes with pending operations but no record (no agent ever registered them, or the record was lost). */
+  unknown: { nodeId: string; pending: number }[];
 }
 
-/** Every registered node with its count of running operations, then the nodes operators forgot. */
+/** Every node with a record and its count of running operations, the forgotten ones, and unknown ones. */
 export async function readNodeOverview(client: Client, driverName: string): Promise<NodeOverview> {
-  const [views, forgotten, pending] = await Promise.all([
-    readNodeViews(client, driverName),
-    readForgottenNodes(client, driverName),
+  const [fresh, pending] = await Promise.all([
+    readAllNodeRecords(client, driverName),
     listPendingOperations(client, driverName),
   ]);
   const counts = new Map<string, number>();
   for (const operation of pending) {
     if (operation.nodeId) counts.set(operation.nodeId, (counts.get(operation.nodeId) ?? 0) + 1);
   }
-  return { nodes: views.map((view) => ({ ...view, pending: counts.get(view.nodeId) ?? 0 })), forgotten };
-}
-
-/** The registry memo's forgotten nodes; empty before the first node has reported. */
-export async function readForgottenNodes(client: Client, driverName: string): Promise<ForgottenNode[]> {
-  const records = await readRegistryTable<ForgottenNode>(client, driverName, FORGOTTEN_MEMO_KEY);
-  return records.sort((a, b) => a.nodeId.localeCompare(b.nodeId));
+  const nodes = fresh.flatMap((view) =>
+    view.node && !view.forgotten
+      ? [{ ...view.node, pending: counts.get(view.nodeId) ?? 0, asOf: view.asOf ?? view.node.lastHeartbeat }]
+      : [],
+  );
+  const forgotten = fresh.flatMap((view) => (view.forgotten ? [view.forgotten] : []));
+  const recorded = new Set(fresh.map((view) => view.nodeId));
+  const unknown = [...counts.entries()]
+    .filter(([nodeId]) => !recorded.has(nodeId))
+    .map(([nodeId, count]) => ({ nodeId, pending: count }))
+    .sort((a, b) => a.nodeId.localeCompare(b.nodeId));
+  return { nodes, forgotten, unknown };
 }

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { readNodeViews } from '../activities/control-activities';
+import type { NodeRecordView } from '../activities/node-record-reads';
+import { readAllNodeRecords, readNodeRecord } from '../activities/node-record-reads';
 import { DriverError, FailureType } from '../common/failures';
 import { controlTaskQueue, createWorkflowId, deleteWorkflowId } from '../common/names';
 import type { NodeView } from '../common/registry-types';
@@ -92,57 +93,72 @@ export class VolumeOperations {
     }
   }
 
+  /**
+   * Starts or attaches to the volume's deletion. Only a malformed ID is answered without one: every well-formed
+   * ID, even one naming a node nobody knows, waits in that node's queue (no missing record is proof of absence).
+   */
   async delete(volumeId: string, waitMs: number): Promise<DeleteVolumeResult | 'never-issued'> {
     const parts = parseVolumeId(volumeId);
     if (!parts) return 'never-issued';
-    const nodes = await this.nodes();
-    const node = nodes.find((candidate) => candidate.nodeId === parts.nodeId);
-    if (!node) return 'never-issued';
+    const record = await readNodeRecord(this.client, this.driverName, parts.nodeId);
     const { handle } = await startOrAttach<typeof workflows.deleteVolume>(this.client, 'deleteVolume', {
       workflowId: deleteWorkflowId(this.driverName, volumeId),
       taskQueue: controlTaskQueue(this.driverName),
-      args: [{ driverName: this.driverName, volumeId, ...parts }],
+      args: [{ driverName: this.driverName, volumeId, ...parts, nodeLive: record?.node?.live, forgotten: record?.forgotten }],
       searchAttributes: [
         { key: OperationKey, value: 'delete' },
         { key: VolumeIdKey, value: volumeId },
         { key: NodeIdKey, value: parts.nodeId },
         { key: PhaseKey, value: 'running' },
       ],
-      staticSummary: `delete ${volumeId} on node ${parts.nodeId}${node.live ? '' : waitingSuffix()}`,
-      staticDetails: requestDetails(`delete volume \`${volumeId}\``, node),
+      staticSummary: `delete ${volumeId} on node ${parts.nodeId}${waitingSuffix(record)}`,
+      staticDetails: requestDetails(`delete volume \`${volumeId}\``, parts.nodeId, record),
     });
     const outcome = await boundedResult(this.client, handle, waitMs);
     if (outcome.done) return outcome.value;
     const started = (await handle.describe()).startTime;
-    throw new DriverError(FailureType.Aborted, describeWait('deletion', volumeId, node, started, new Date()));
+    const now = await readNodeRecord(this.client, this.driverName, parts.nodeId);
+    throw new DriverError(FailureType.Aborted, describeWait('deletion', volumeId, parts.nodeId, now, started, new Date()));
   }
 
-  /** Grows a volume on its node; waits for an offline node like a deletion does. */
+  /** Grows a volume on its node; waits for an offline or unknown node like a deletion does. */
   async expand(volumeId: string, capacityBytes: number, waitMs: number): Promise<ExpandVolumeResult> {
-    const { parts, node } = await this.homeOf(volumeId);
+    const parts = parseVolumeId(volumeId);
+    if (!parts) throw new DriverError(FailureType.NotFound, `volume ${volumeId} was not issued by this driver`);
+    const record = await readNodeRecord(this.client, this.driverName, parts.nodeId);
+    if (record?.forgotten)
+      throw new DriverError(
+        FailureType.NotFound,
+        `volume ${volumeId} was on node ${parts.nodeId}, forgotten for good (${record.forgotten.reason})`,
+      );
     const { handle } = await startOrAttach<typeof workflows.expandVolume>(this.client, 'expandVolume', {
       // One workflow per target size: a later, larger request is a new operation, a retry attaches.
       workflowId: `${this.driverName}/expand/${volumeId}/${capacityBytes}`,
       taskQueue: controlTaskQueue(this.driverName),
-      args: [{ driverName: this.driverName, volumeId, ...parts, capacityBytes, nodeLive: node.live }],
+      args: [{ driverName: this.driverName, volumeId, ...parts, capacityBytes, nodeLive: record?.node?.live }],
       searchAttributes: [
         { key: OperationKey, value: 'expand' },
         { key: VolumeIdKey, value: volumeId },
         { key: NodeIdKey, value: parts.nodeId },
         { key: PhaseKey, value: 'running' },
       ],
-      staticSummary: `expand ${volumeId} on node ${parts.nodeId} to ${capacityBytes} bytes${node.live ? '' : waitingSuffix()}`,
-      staticDetails: requestDetails(`grow \`${volumeId}\` to ${capacityBytes} bytes`, node),
+      staticSummary: `expand ${volumeId} on node ${parts.nodeId} to ${capacityBytes} bytes${waitingSuffix(record)}`,
+      staticDetails: requestDetails(`grow \`${volumeId}\` to ${capacityBytes} bytes`, parts.nodeId, record),
     });
     const outcome = await boundedResult(this.client, handle, waitMs);
     if (outcome.done) return outcome.value;
     const started = (await handle.describe()).startTime;
-    throw new DriverError(FailureType.Aborted, describeWait('expansion', volumeId, node, started, new Date()));
+    const now = await readNodeRecord(this.client, this.driverName, parts.nodeId);
+    throw new DriverError(FailureType.Aborted, describeWait('expansion', volumeId, parts.nodeId, now, started, new Date()));
   }
 
   /** The volume as its node holds it; NotFound when this driver never issued it or the node lacks it. */
   async inspect(volumeId: string): Promise<{ node: NodeView; volume: NodeVolume }> {
-    const { parts, node } = await this.homeOf(volumeId);
+    const parts = parseVolumeId(volumeId);
+    if (!parts) throw new DriverError(FailureType.NotFound, `volume ${volumeId} was not issued by this driver`);
+    const node = (await readNodeRecord(this.client, this.driverName, parts.nodeId))?.node;
+    if (!node)
+      throw new DriverError(FailureType.Unavailable, `volume ${volumeId} names node ${parts.nodeId}, which has no record`);
     const volume = await this.client.workflow.execute<typeof workflows.inspectVolume>('inspectVolume', {
       workflowId: `${this.driverName}/inspect/${volumeId}/${Date.now()}-${Math.random().toString(16).slice(2)}`,
       taskQueue: controlTaskQueue(this.driverName),
@@ -154,15 +170,6 @@ export class VolumeOperations {
     return { node, volume };
   }
 
-  private async homeOf(volumeId: string) {
-    const parts = parseVolumeId(volumeId);
-    if (!parts) throw new DriverError(FailureType.NotFound, `volume ${volumeId} was not issued by this driver`);
-    const node = (await this.nodes()).find((candidate) => candidate.nodeId === parts.nodeId);
-    if (!node)
-      throw new DriverError(FailureType.NotFound, `volume ${volumeId} names node ${parts.nodeId}, never registered`);
-    return { parts, node };
-  }
-
   async list(): Promise<ListVolumesResult> {
     return this.client.workflow.execute<typeof workflows.listVolumes>('listVolumes', {
       workflowId: `${this.driverName}/list/${Date.now()}-${Math.random().toString(16).slice(2)}`,
@@ -172,8 +179,16 @@ export class VolumeOperations {
     });
   }
 
-  async nodes(): Promise<NodeView[]> {
-    return readNodeViews(this.client, this.driverName);
+  /** The named nodes' records, read fresh; nodes without a record are left out. */
+  async nodesNamed(nodeIds: string[]): Promise<NodeView[]> {
+    const records = await Promise.all(nodeIds.map((nodeId) => readNodeRecord(this.client, this.driverName, nodeId)));
+    return records.flatMap((record) => (record?.node ? [record.node] : []));
+  }
+
+  /** Every node with a record, read fresh: O(nodes), for the topology-less GetCapacity only. */
+  async allNodes(): Promise<NodeView[]> {
+    const records = await readAllNodeRecords(this.client, this.driverName);
+    return records.flatMap((record) => (record.node && !record.forgotten ? [record.node] : []));
   }
 
   private startCreate(input: CreateVolumeInput, replaceCompleted: boolean) {
@@ -231,17 +246,24 @@ export class VolumeOperations {
   }
 }
 
-/** The one-line summary's tail for an operation that starts while its node is down. */
-function waitingSuffix(): string {
-  return `: waiting for the node since ${new Date().toISOString().slice(11, 19)} UTC`;
+/** The one-line summary's tail for an operation that starts while its node is down or unknown. */
+function waitingSuffix(record: NodeRecordView | undefined): string {
+  if (record?.node?.live) return '';
+  const since = new Date().toISOString().slice(11, 19);
+  return record?.node
+    ? `: waiting for the node since ${since} UTC`
+    : `: waiting for a node with no record (unknown) since ${since} UTC`;
 }
 
 /** Markdown shown under Details in the Temporal UI: the request (never its secrets) and the node as last seen. */
-function requestDetails(request: string, node: NodeView): string {
-  const heard = new Date(node.lastHeartbeat).toISOString();
+function requestDetails(request: string, nodeId: string, record: NodeRecordView | undefined): string {
+  const node = record?.node;
+  const state = node
+    ? `${node.live ? 'live' : 'offline'}, last heartbeat ${new Date(node.lastHeartbeat).toISOString()}`
+    : 'no record (no agent has registered it); if it is gone for good: `durable-csi nodes forget ' + nodeId + ' --reason ...`';
   return [
     `**Request**: ${request}`,
-    `**Node**: ${node.nodeId}, ${node.live ? 'live' : 'offline'}, last heartbeat ${heard} (when the operation started)`,
+    `**Node**: ${nodeId}, ${state} (when the operation started; the phase follows the node since)`,
     'Attempts and waits so far: see Pending Activities and the timeline.',
   ].join('\n\n');
 }

@@ -2,19 +2,21 @@ import {
   ActivityFailure,
   ApplicationFailure,
   TimeoutFailure,
+  patched,
   proxyActivities,
   setCurrentDetails,
   upsertSearchAttributes,
   uuid4,
 } from '@temporalio/workflow';
 import { TimeoutType } from '@temporalio/common';
-import type { ControlActivities } from '../activities/control-activities';
+import type { CandidateAnswer, ControlActivities } from '../activities/control-activities';
 import type { NodeActivities, NodeCreateResult } from '../activities/node-activities';
 import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
 import { nodeTaskQueue } from '../common/names';
 import { supportsBlock } from '../common/backend-kinds';
 import { formatVolumeId, poolIdPrefix } from '../common/volume-id';
 import { listenForForget } from './node-forgotten';
+import { followNodeLiveness } from './node-liveness';
 import { rankCandidates, unknownNodes } from './placement';
 import { NodeIdKey, PhaseKey, VolumeIdKey } from './search-attribute-keys';
 
@@ -72,24 +74,11 @@ function completion(queue: string) {
 
 export async function createVolume(input: CreateVolumeInput): Promise<CreateVolumeResult> {
   const untilForgotten = listenForForget();
-  const nodes = await control.readRegistry();
-  const unknown = unknownNodes(nodes, input.requisite);
-  if (input.requisite && unknown.length === input.requisite.length) {
-    throw ApplicationFailure.create({
-      type: FailureType.InvalidArgument,
-      message: `accessibility requirements name only nodes that never registered: ${unknown.join(', ')}`,
-      nonRetryable: true,
-    });
-  }
-  const capable = nodes.filter((node) => input.accessType !== 'block' || supportsBlock(node.backend));
-  if (capable.length === 0 && nodes.length > 0) {
-    throw ApplicationFailure.create({
-      type: FailureType.InvalidArgument,
-      message: 'block volumes need the loop backend, and no registered node has it',
-      nonRetryable: true,
-    });
-  }
-  const candidates = rankCandidates(capable, input, Math.random); // seeded per workflow: replays identically
+  // Earlier releases read one table of every node; this one reads only the nodes named, or a bounded sample.
+  const byRecords = patched('placement-reads-node-records');
+  const liveness = byRecords ? followNodeLiveness() : undefined;
+  const found = byRecords ? await control.findCandidates(candidateRequest(input)) : await legacyCandidates(input);
+  const candidates = rankCandidates(found.candidates, input, Math.random); // seeded per workflow: replays identically
   const key = uuid4().replace(/-/g, '');
   const nodeInput = {
     key,
@@ -100,6 +89,7 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
     fsType: input.fsType,
   };
 
+  let timedOut = 0;
   for (const node of candidates) {
     upsertSearchAttributes([
       { key: NodeIdKey, value: node.nodeId },
@@ -111,15 +101,19 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
     try {
       created = await firstTry(queue).createVolumeOnNode(nodeInput);
     } catch (error) {
+      if (neverStarted(error)) timedOut++;
       if (neverStarted(error) || refused(error, FailureType.ResourceExhausted)) continue;
       if (isNonRetryable(error)) throw error;
       setCurrentDetails(`node ${node.nodeId} may have allocated; finishing there before anything else`);
+      liveness?.waitOn({ nodeId: node.nodeId, doing: 'finishing the allocation' }, true, new Date());
       try {
         const finished = await untilForgotten(() => completion(queue).createVolumeOnNode(nodeInput));
+        liveness?.stop();
         // A node forgotten for good took any allocation with it: another node may now be tried.
         if (finished.forgotten) continue;
         created = finished.value;
       } catch (completionError) {
+        liveness?.stop();
         // The node answered definitively and its journal guarantees nothing was left behind.
         if (refused(completionError, FailureType.ResourceExhausted)) continue;
         throw completionError;
@@ -138,18 +132,59 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
   }
 
   upsertSearchAttributes([{ key: PhaseKey, value: 'failed' }]);
-  setCurrentDetails('failed: no node could take the volume');
-  throw ApplicationFailure.create({
-    type: FailureType.ResourceExhausted,
-    message: noRoomMessage(input, nodes.length, candidates.length),
-    nonRetryable: true,
-  });
+  const failure = noPlacement(input, found, candidates.length, timedOut);
+  setCurrentDetails(`failed: ${failure.message}`);
+  throw ApplicationFailure.create({ ...failure, nonRetryable: true });
 }
 
-function noRoomMessage(input: CreateVolumeInput, known: number, tried: number): string {
-  const where = input.requisite ? `on nodes ${input.requisite.join(', ')}` : `on any of ${known} registered nodes`;
-  const detail = tried === 0 ? 'no live node has room' : `${tried} candidate nodes refused or did not answer`;
-  return `cannot place ${input.capacityBytes} bytes ${where}: ${detail}`;
+function candidateRequest(input: CreateVolumeInput) {
+  const { capacityBytes, accessType, requisite, preferred } = input;
+  return { capacityBytes, accessType, requisite, preferred };
+}
+
+/** Placement as earlier releases did it, for their histories: one table of every node. */
+async function legacyCandidates(input: CreateVolumeInput): Promise<CandidateAnswer & { known: number }> {
+  const nodes = await control.readRegistry();
+  const unknown = unknownNodes(nodes, input.requisite);
+  if (input.requisite && unknown.length === input.requisite.length) {
+    throw ApplicationFailure.create({
+      type: FailureType.InvalidArgument,
+      message: `accessibility requirements name only nodes that never registered: ${unknown.join(', ')}`,
+      nonRetryable: true,
+    });
+  }
+  const capable = nodes.filter((node) => input.accessType !== 'block' || supportsBlock(node.backend));
+  if (capable.length === 0 && nodes.length > 0) {
+    throw ApplicationFailure.create({
+      type: FailureType.InvalidArgument,
+      message: 'block volumes need the loop backend, and no registered node has it',
+      nonRetryable: true,
+    });
+  }
+  return { candidates: capable, unknown, offline: 0, full: 0, incapable: 0, known: nodes.length };
+}
+
+/**
+ * Why nothing was placed. RESOURCE_EXHAUSTED (the CO reschedules the pod) only when nodes themselves said they
+ * have no room; "cannot tell right now" (offline or unknown nodes, nodes that did not pick the work up) is
+ * UNAVAILABLE, which the CO retries.
+ */
+function noPlacement(input: CreateVolumeInput, found: CandidateAnswer, tried: number, timedOut: number) {
+  const where = input.requisite ? `on nodes ${input.requisite.join(', ')}` : 'on any live node';
+  const what = `cannot place ${input.capacityBytes} bytes ${where}`;
+  const seen = [
+    found.full + tried - timedOut > 0 ? `${found.full + tried - timedOut} without room` : '',
+    found.offline + timedOut > 0 ? `${found.offline + timedOut} offline or not answering` : '',
+    found.unknown.length > 0 ? `no record of ${found.unknown.join(', ')} (no agent registered it)` : '',
+    found.incapable > 0 ? `${found.incapable} without block support (block volumes need the loop backend)` : '',
+  ].filter(Boolean);
+  const detail = seen.length > 0 ? seen.join('; ') : 'no live node has registered';
+  const undecided = found.offline + timedOut + found.unknown.length > 0 || seen.length === 0;
+  if (found.incapable > 0 && found.full + tried === 0 && !undecided)
+    return { type: FailureType.InvalidArgument, message: `${what}: ${detail}` };
+  return undecided
+    ? { type: FailureType.Unavailable, message: `${what} right now: ${detail}; retry` }
+    : { type: FailureType.ResourceExhausted, message: `${what}: ${detail}` };
 }
 
 function neverStarted(error: unknown): boolean {

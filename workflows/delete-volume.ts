@@ -1,9 +1,11 @@
-import { proxyActivities, setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
+import { patched, proxyActivities, setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities, NodeDeleteOutcome } from '../activities/node-activities';
 import { NON_RETRYABLE_TYPES } from '../common/failures';
 import { nodeTaskQueue } from '../common/names';
+import type { ForgetNotice } from './node-forgotten';
 import { listenForForget } from './node-forgotten';
+import { followNodeLiveness } from './node-liveness';
 import { NodeIdKey, PhaseKey, WaitingSinceKey } from './search-attribute-keys';
 
 export interface DeleteVolumeInput {
@@ -12,9 +14,17 @@ export interface DeleteVolumeInput {
   nodeId: string;
   key: string;
   poolIdPrefix: string;
+  /**
+   * The node's liveness as its record showed when the request arrived: only what operators see depends on it.
+   * Undefined when no record exists (the node is unknown) and in requests of earlier releases.
+   */
+  nodeLive?: boolean;
+  /** The node was already forgotten for good when the request arrived: the recorded decision ends the deletion. */
+  forgotten?: ForgetNotice;
 }
 
 export interface DeleteVolumeResult {
+  /** `node-never-registered` only in histories of earlier releases: an unknown node now waits like any other. */
   outcome: NodeDeleteOutcome | 'node-never-registered' | 'node-forgotten';
   nodeId: string;
   /** For node-forgotten: the operator's reason. */
@@ -28,29 +38,24 @@ const control = proxyActivities<ControlActivities>({
 
 /**
  * Deletes on the volume's home node and nowhere else. The node activity has no schedule-to-start timeout: when
- * the node is down the task simply waits in the node's queue until its agent returns (the whole point of this
- * driver). Retries never give up; only an operator's decision that the node is gone ends the wait.
+ * the node is down (or unknown: no record is proof that a volume does not exist) the task simply waits in the
+ * node's queue until its agent returns. Retries never give up; only the decision that the node is gone for good
+ * (`durable-csi nodes forget`, recorded as the outcome) ends the wait.
  */
 export async function deleteVolume(input: DeleteVolumeInput): Promise<DeleteVolumeResult> {
   const untilForgotten = listenForForget();
-  const nodes = await control.readRegistry();
-  const node = nodes.find((candidate) => candidate.nodeId === input.nodeId);
-  upsertSearchAttributes([{ key: NodeIdKey, value: input.nodeId }]);
-  if (!node) {
-    // Volumes are only ever placed on registered nodes, and the registry forgets a node only when told to.
-    return finish({ outcome: 'node-never-registered', nodeId: input.nodeId });
-  }
-  const now = new Date();
-  if (node.live) {
-    upsertSearchAttributes([{ key: PhaseKey, value: 'running' }]);
-    setCurrentDetails(`deleting on node ${input.nodeId}`);
+  // Earlier releases read the one registry table first and trusted a missing node as proof of absence.
+  const withoutRegistry = patched('delete-without-registry');
+  const liveness = withoutRegistry ? followNodeLiveness() : undefined;
+  if (withoutRegistry) {
+    upsertSearchAttributes([{ key: NodeIdKey, value: input.nodeId }]);
+    if (input.forgotten) {
+      return finish({ outcome: 'node-forgotten', nodeId: input.nodeId, reason: input.forgotten.reason });
+    }
+    liveness?.waitOn({ nodeId: input.nodeId, doing: 'deletion' }, input.nodeLive, new Date());
   } else {
-    upsertSearchAttributes([
-      { key: PhaseKey, value: 'waiting-for-node' },
-      { key: WaitingSinceKey, value: now },
-    ]);
-    const heard = new Date(node.lastHeartbeat).toISOString();
-    setCurrentDetails(`waiting for node ${input.nodeId} since ${now.toISOString()} (last heartbeat ${heard})`);
+    const legacy = await legacyStart(input);
+    if (legacy) return legacy;
   }
   const onNode = proxyActivities<NodeActivities>({
     taskQueue: nodeTaskQueue(input.driverName, input.nodeId),
@@ -62,10 +67,34 @@ export async function deleteVolume(input: DeleteVolumeInput): Promise<DeleteVolu
   const result = await untilForgotten(() =>
     onNode.deleteVolumeOnNode({ key: input.key, poolIdPrefix: input.poolIdPrefix }),
   );
+  liveness?.stop();
   if (result.forgotten) {
     return finish({ outcome: 'node-forgotten', nodeId: input.nodeId, reason: result.notice.reason });
   }
   return finish({ outcome: result.value, nodeId: input.nodeId });
+}
+
+/** The start of histories written by earlier releases: the registry read, then the phase as judged from it. */
+async function legacyStart(input: DeleteVolumeInput): Promise<DeleteVolumeResult | undefined> {
+  const nodes = await control.readRegistry();
+  const node = nodes.find((candidate) => candidate.nodeId === input.nodeId);
+  upsertSearchAttributes([{ key: NodeIdKey, value: input.nodeId }]);
+  // Completed histories answered "never registered" here; a run reaching this point now waits instead.
+  if (!node && !patched('unknown-node-waits')) {
+    return finish({ outcome: 'node-never-registered', nodeId: input.nodeId });
+  }
+  const now = new Date();
+  if (node?.live) {
+    upsertSearchAttributes([{ key: PhaseKey, value: 'running' }]);
+    setCurrentDetails(`deleting on node ${input.nodeId}`);
+  } else {
+    upsertSearchAttributes([
+      { key: PhaseKey, value: 'waiting-for-node' },
+      { key: WaitingSinceKey, value: now },
+    ]);
+    setCurrentDetails(`waiting for node ${input.nodeId} since ${now.toISOString()}`);
+  }
+  return undefined;
 }
 
 function finish(result: DeleteVolumeResult): DeleteVolumeResult {

@@ -1,8 +1,15 @@
-import { ApplicationFailure, proxyActivities, setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
+import {
+  ApplicationFailure,
+  patched,
+  proxyActivities,
+  setCurrentDetails,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
 import type { NodeActivities } from '../activities/node-activities';
 import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
 import { nodeTaskQueue } from '../common/names';
 import { listenForForget } from './node-forgotten';
+import { followNodeLiveness } from './node-liveness';
 import { PhaseKey, WaitingSinceKey } from './search-attribute-keys';
 
 export interface ExpandVolumeInput {
@@ -12,7 +19,7 @@ export interface ExpandVolumeInput {
   key: string;
   poolIdPrefix: string;
   capacityBytes: number;
-  /** The node's liveness in the registry when the request arrived; drives the phase operators see. */
+  /** The node's liveness as its record showed when the request arrived (undefined: no record); drives the phase. */
   nodeLive?: boolean;
 }
 
@@ -27,7 +34,11 @@ export interface ExpandVolumeResult {
  * never shrinks, so a retry or a second request for a smaller size is harmless.
  */
 export async function expandVolume(input: ExpandVolumeInput): Promise<ExpandVolumeResult> {
-  if (input.nodeLive === false) {
+  // Earlier releases judged the phase once, at the start.
+  const liveness = patched('expand-follows-liveness') ? followNodeLiveness() : undefined;
+  if (liveness) {
+    liveness.waitOn({ nodeId: input.nodeId, doing: 'expansion' }, input.nodeLive, new Date());
+  } else if (input.nodeLive === false) {
     const now = new Date();
     upsertSearchAttributes([
       { key: PhaseKey, value: 'waiting-for-node' },
@@ -46,6 +57,7 @@ export async function expandVolume(input: ExpandVolumeInput): Promise<ExpandVolu
   const result = await untilForgotten(() =>
     onNode.expandVolumeOnNode({ key: input.key, poolIdPrefix: input.poolIdPrefix, capacityBytes: input.capacityBytes }),
   );
+  liveness?.stop();
   upsertSearchAttributes([{ key: PhaseKey, value: 'done' }]);
   if (result.forgotten) {
     throw ApplicationFailure.create({

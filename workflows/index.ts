@@ -5,3 +5,4 @@ export { expandVolume } from './expand-volume';
 export { inspectVolume } from './inspect-volume';
 export { listVolumes } from './list-volumes';
 export { nodeRegistry } from './node-registry';
+export { nodePresence } from './node-presence';

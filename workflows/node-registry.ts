@@ -1,15 +1,16 @@
 import { condition, continueAsNew, defineSignal, setHandler, upsertMemo, workflowInfo } from '@temporalio/workflow';
-import type { NodeRecord, NodeReport } from '../common/registry-types';
-import type { ForgottenNode } from '../common/registry-types';
-import { FORGOTTEN_MEMO_KEY, REGISTRY_MEMO_KEY } from '../common/registry-types';
+import type { ForgottenNode, NodeRecord, NodeReport } from '../common/registry-types';
 import type { ForgetNotice } from './node-forgotten';
 
 /**
- * The durable registry of every node ever seen: one long-lived workflow per driver, fed by node heartbeats
- * (signalWithStart, so the first node creates it). Readers use the workflow's memo through DescribeWorkflow,
- * which the server answers itself: unlike a query it needs no worker, so a controller that just replaced a
- * killed one reads it at once. History stays short through continue-as-new, carrying the records over.
+ * DEPRECATED: the single registry workflow of releases up to 0.1 (one workflow every node signalled). Nothing
+ * reads it any more: node records live apart (./node-presence.ts). It stays in the bundle only so that a run
+ * started by an earlier release, still signalled by not-yet-upgraded agents during a rollout, keeps making
+ * progress instead of failing its workflow tasks. Remove it one release after every agent is upgraded.
  */
+const REGISTRY_MEMO_KEY = 'nodes';
+const FORGOTTEN_MEMO_KEY = 'forgotten';
+
 export const nodeReportSignal = defineSignal<[NodeReport]>('nodeReport');
 /** An operator's decision that a node is gone for good; it leaves the registry, with the reason kept. */
 export const forgetNodeSignal = defineSignal<[ForgetNotice]>('forgetNode');

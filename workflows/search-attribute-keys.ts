@@ -9,3 +9,5 @@ export const PhaseKey = defineSearchAttributeKey('DurableCsiPhase', 'KEYWORD');
 export const WaitingSinceKey = defineSearchAttributeKey('DurableCsiWaitingSince', 'DATETIME');
 
 export type Phase = 'placing' | 'waiting-for-node' | 'running' | 'done' | 'failed';
+/** The phase of a node record (workflows/node-presence.ts), whose DurableCsiOperation is "node". */
+export type NodePhase = 'live' | 'offline' | 'forgotten';

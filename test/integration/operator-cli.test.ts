@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { readNodeViews } from '../../activities/control-activities';
+import { listNodeViews } from '../../activities/node-record-reads';
 import { CLI_MAIN } from '../../agent/spawn-cli';
 import { TestCluster, temporalAddress } from '../support/cluster';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
@@ -68,7 +68,7 @@ describe('operator CLI: stuck operations, nodes, forget, describe', () => {
     await Promise.all([doomed!.kill('SIGKILL'), idle!.kill('SIGKILL')]);
     const client = await cluster.temporal();
     await eventually(async () => {
-      const views = await readNodeViews(client, cluster.driverName);
+      const views = await listNodeViews(client, cluster.driverName);
       return views.filter((view) => !view.live).length === 2;
     }, 90_000);
     for (const volumeId of lost) expect(await codeOf(deleteVolume(csi, volumeId, 4000))).toBe('ABORTED');
@@ -102,7 +102,7 @@ describe('operator CLI: stuck operations, nodes, forget, describe', () => {
       expect.objectContaining({ nodeId: 'node-3', live: false, pending: 0 }),
     ]);
     expect(nodes.forgotten).toEqual([]);
-    expect((await cli('nodes')).stdout).toMatch(/^NODE +LIVE +LAST HEARTBEAT +CAPACITY +AVAILABLE +VOLUMES +PENDING/);
+    expect((await cli('nodes')).stdout).toMatch(/^NODE +LIVE +LAST HEARTBEAT +CAPACITY +AVAILABLE +VOLUMES +AS OF +PENDING/);
 
     const waiting = await cli('volumes', 'describe', lost[0]!);
     expect(waiting.stdout).toContain('node-2: offline');

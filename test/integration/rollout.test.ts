@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { TestCluster } from '../support/cluster';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
+import { NODE_RECORD_WORKFLOW_TYPES } from '../../common/names';
 
 /**
  * The leak this driver exists to prevent: a rolling restart where DeleteVolume arrives while the volume's node
@@ -49,7 +50,7 @@ describe('rolling restart with deletions aimed at nodes that are down', () => {
 async function runningWorkflows(client: Client, driverName: string): Promise<string[]> {
   const ids: string[] = [];
   for await (const workflow of client.workflow.list({ query: 'ExecutionStatus = "Running"' })) {
-    if (workflow.workflowId.startsWith(`${driverName}/`) && workflow.type !== 'nodeRegistry')
+    if (workflow.workflowId.startsWith(`${driverName}/`) && !NODE_RECORD_WORKFLOW_TYPES.includes(workflow.type))
       ids.push(workflow.workflowId);
   }
   return ids;

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { parseVolumeId, poolIdPrefix } from '../../common/volume-id';
 import type { Cluster } from './cluster';
 import type { Model } from './model';
+import { NODE_RECORD_WORKFLOW_TYPES } from '../../common/names';
 
 /** One volume found on disk: a directory under volumes/, a record under records/, or both. */
 export interface DiskVolume {
@@ -80,7 +81,7 @@ function readPool(node: string, root: string): { summary: PoolSummary; volumes: 
 async function runningWorkflows(client: Client, driverName: string): Promise<AuditResult['pending']> {
   const pending: AuditResult['pending'] = [];
   for await (const workflow of client.workflow.list({ query: 'ExecutionStatus = "Running"' })) {
-    if (workflow.workflowId.startsWith(`${driverName}/`) && workflow.type !== 'nodeRegistry') {
+    if (workflow.workflowId.startsWith(`${driverName}/`) && !NODE_RECORD_WORKFLOW_TYPES.includes(workflow.type)) {
       pending.push({
         workflowId: workflow.workflowId,
         type: workflow.type,
@@ -91,7 +92,7 @@ async function runningWorkflows(client: Client, driverName: string): Promise<Aud
   return pending;
 }
 
-/** Waits (bounded) for visibility to show no running workflow of this driver besides the registry. */
+/** Waits (bounded) for visibility to show no running workflow of this driver besides the node records. */
 export async function pendingWorkflows(client: Client, driverName: string, timeoutMs: number) {
   const until = Date.now() + timeoutMs;
   for (;;) {

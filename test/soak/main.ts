@@ -8,7 +8,7 @@ import { Client, Connection } from '@temporalio/client';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { readNodeViews } from '../../activities/control-activities';
+import { listNodeViews } from '../../activities/node-record-reads';
 import { startDevServer, type DevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
 import { auditPools, pendingWorkflows } from './audit';
@@ -98,7 +98,7 @@ async function main(): Promise<number> {
       async availableBytes() {
         const connection = await Connection.connect({ address: server.address });
         try {
-          const views = await readNodeViews(new Client({ connection }), driverName);
+          const views = await listNodeViews(new Client({ connection }), driverName);
           return new Map(views.map((view) => [view.nodeId, view.availableBytes]));
         } finally {
           await connection.close();

@@ -1,4 +1,4 @@
-import type { NodeView } from '../../../common/registry-types';
+import type { NodeRecordView } from '../../../activities/node-record-reads';
 import { describeWait, formatDuration } from '../../../operations/describe-wait';
 
 describe('formatDuration', () => {
@@ -32,8 +32,8 @@ describe('describeWait', () => {
   const now = new Date('2025-01-01T12:00:00Z');
   const started = new Date('2025-01-01T10:30:00Z');
 
-  function node(live: boolean, lastHeartbeat: number): NodeView {
-    return {
+  function node(live: boolean, lastHeartbeat: number): NodeRecordView {
+    const view = {
       nodeId: 'node-a',
       poolId: 'c0ffee00-0000-4000-8000-000000000000',
       backend: 'dir',
@@ -45,10 +45,11 @@ describe('describeWait', () => {
       lastHeartbeat,
       live,
     };
+    return { nodeId: 'node-a', node: view, asOf: lastHeartbeat };
   }
 
   it('describes a wait on a live node', () => {
-    const message = describeWait('deletion', volumeId, node(true, now.getTime() - 5_000), started, now);
+    const message = describeWait('deletion', volumeId, 'node-a', node(true, now.getTime() - 5_000), started, now);
     expect(message).toBe(
       `deletion of ${volumeId} has waited 1h30m for node node-a (last heartbeat 5s ago); ` +
         'it completes when the node agent runs it',
@@ -56,7 +57,7 @@ describe('describeWait', () => {
   });
 
   it('says when the node is considered offline', () => {
-    const message = describeWait('deletion', volumeId, node(false, now.getTime() - 2 * 86_400_000), started, now);
+    const message = describeWait('deletion', volumeId, 'node-a', node(false, now.getTime() - 2 * 86_400_000), started, now);
     expect(message).toBe(
       `deletion of ${volumeId} has waited 1h30m for node node-a (last heartbeat 48h0m ago, considered offline); ` +
         'it completes when the node agent runs it',
@@ -64,14 +65,20 @@ describe('describeWait', () => {
   });
 
   it('does not call a live node offline', () => {
-    expect(describeWait('deletion', volumeId, node(true, now.getTime()), now, now)).not.toContain('offline');
-    expect(describeWait('deletion', volumeId, node(true, now.getTime()), now, now)).toContain('has waited 0s');
+    expect(describeWait('deletion', volumeId, 'node-a', node(true, now.getTime()), now, now)).not.toContain('offline');
+    expect(describeWait('deletion', volumeId, 'node-a', node(true, now.getTime()), now, now)).toContain('has waited 0s');
   });
 
   it('measures the wait from start to now, not from the last heartbeat', () => {
     const justStarted = new Date(now.getTime() - 90_000);
-    const message = describeWait('deletion', volumeId, node(true, now.getTime() - 12_000), justStarted, now);
+    const message = describeWait('deletion', volumeId, 'node-a', node(true, now.getTime() - 12_000), justStarted, now);
     expect(message).toContain('has waited 1m30s');
     expect(message).toContain('last heartbeat 12s ago');
+  });
+
+  it('says how to end the wait for a node with no record', () => {
+    const message = describeWait('deletion', volumeId, 'node-a', undefined, started, now);
+    expect(message).toContain('has waited 1h30m for node node-a, which is unknown to this driver');
+    expect(message).toContain('durable-csi nodes forget node-a --reason');
   });
 });

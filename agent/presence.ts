@@ -1,0 +1,76 @@
+import type { Client } from '@temporalio/client';
+import type { Logger } from '../common/logger';
+import { controlTaskQueue, nodeRecordWorkflowId } from '../common/names';
+import { NODE_MEMO_KEY } from '../common/registry-types';
+import type { nodePresence } from '../workflows/node-presence';
+import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
+
+/**
+ * Keeps this node's record running (workflows/node-presence.ts). The record drives itself through the presence
+ * activities this agent serves; the agent only makes sure one exists: at start, whenever its presence activity
+ * is cancelled because the server no longer knows it (record terminated or reset), and now and then in case a
+ * record was lost while no activity was held. Starting is idempotent (USE_EXISTING), so replicas of nothing race.
+ */
+const RECHECK_MS = 2 * 60_000;
+const RETRY_MS = 5_000;
+
+export interface Presence {
+  /** True once the record is known to run. */
+  registered(): boolean;
+  /** Ask for the record again now (after the presence activity was cancelled by the server). */
+  recordLost(): void;
+  /** Resolves when the agent starts stopping: the held presence activity returns "leaving". */
+  readonly leaving: Promise<void>;
+  stop(): void;
+}
+
+export function startPresence(deps: { client: Client; driverName: string; nodeId: string; logger: Logger }): Presence {
+  let registered = false;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let markLeaving: () => void = () => undefined;
+  const leaving = new Promise<void>((resolve) => (markLeaving = resolve));
+
+  const ensure = async () => {
+    await deps.client.workflow.start<typeof nodePresence>('nodePresence', {
+      workflowId: nodeRecordWorkflowId(deps.driverName, deps.nodeId),
+      taskQueue: controlTaskQueue(deps.driverName),
+      args: [{ driverName: deps.driverName, nodeId: deps.nodeId }],
+      memo: { [NODE_MEMO_KEY]: { nodeId: deps.nodeId, live: false } },
+      typedSearchAttributes: [
+        { key: OperationKey, value: 'node' },
+        { key: NodeIdKey, value: deps.nodeId },
+        { key: PhaseKey, value: 'offline' },
+      ],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    });
+  };
+  const schedule = (ms: number) => {
+    if (stopped) return;
+    clearTimeout(timer);
+    timer = setTimeout(tick, ms);
+  };
+  const tick = () => {
+    ensure()
+      .then(() => {
+        registered = true;
+        schedule(RECHECK_MS);
+      })
+      .catch((error: unknown) => {
+        deps.logger.warn({ err: error }, 'node record could not be started; will retry');
+        schedule(RETRY_MS);
+      });
+  };
+  tick();
+  return {
+    registered: () => registered,
+    recordLost: () => schedule(0),
+    leaving,
+    stop: () => {
+      stopped = true;
+      clearTimeout(timer);
+      markLeaving();
+    },
+  };
+}

@@ -1,0 +1,65 @@
+import { defineSignal, setCurrentDetails, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
+import { PhaseKey, WaitingSinceKey } from './search-attribute-keys';
+
+/**
+ * A node's record tells the operations waiting on that node when it goes offline or comes back
+ * (workflows/node-presence.ts, through the announceLiveness activity), so their phase, search attributes and
+ * UI details follow the node while they wait, not only as judged when they started.
+ */
+export interface LivenessNotice {
+  nodeId: string;
+  live: boolean;
+  /** ISO 8601: when the record saw the change. */
+  at: string;
+}
+
+export const nodeLivenessSignal = defineSignal<[LivenessNotice]>('nodeLiveness');
+
+/** What an operation is doing on a node, for the details line: "deleting", "allocating", ... */
+export interface NodeWork {
+  nodeId: string;
+  doing: string;
+}
+
+export interface LivenessFollower {
+  /** The operation now waits on this node; `live` is the best knowledge at this moment (unknown: undefined). */
+  waitOn(work: NodeWork, live: boolean | undefined, at: Date): void;
+  /** The operation no longer waits on any node. */
+  stop(): void;
+}
+
+/** Registers the liveness handler; phase changes only while the operation waits on the notice's node. */
+export function followNodeLiveness(): LivenessFollower {
+  let current: NodeWork | undefined;
+  let shownLive: boolean | undefined;
+  let latest = '';
+  const show = (work: NodeWork, live: boolean | undefined, at: Date) => {
+    shownLive = live;
+    if (live === false || live === undefined) {
+      upsertSearchAttributes([
+        { key: PhaseKey, value: 'waiting-for-node' },
+        { key: WaitingSinceKey, value: at },
+      ]);
+      const why = live === false ? 'offline' : 'unknown to this driver: no agent has registered it';
+      setCurrentDetails(`${work.doing} waits for node ${work.nodeId} (${why}) since ${at.toISOString()}`);
+    } else {
+      upsertSearchAttributes([{ key: PhaseKey, value: 'running' }]);
+      setCurrentDetails(`${work.doing} on node ${work.nodeId}`);
+    }
+  };
+  setHandler(nodeLivenessSignal, (notice) => {
+    if (notice.at < latest) return; // announcements may arrive out of order; ISO strings sort by time
+    latest = notice.at;
+    if (!current || notice.nodeId !== current.nodeId || notice.live === shownLive) return;
+    show(current, notice.live, new Date(notice.at));
+  });
+  return {
+    waitOn(work, live, at) {
+      current = work;
+      show(work, live, at);
+    },
+    stop() {
+      current = undefined;
+    },
+  };
+}
