@@ -12,7 +12,15 @@ import type { ExpandVolumeResult } from '../workflows/expand-volume';
 import type { NodeVolume } from '../activities/node-activities';
 import type { ListVolumesResult } from '../workflows/list-volumes';
 import type * as workflows from '../workflows';
-import { VolumeIdKey, VolumeNameKey, OperationKey, PhaseKey, NodeIdKey } from '../workflows/search-attribute-keys';
+import type { SearchAttributePair } from '@temporalio/common';
+import {
+  NodeIdKey,
+  OperationKey,
+  PhaseKey,
+  VolumeIdKey,
+  VolumeNameKey,
+  WaitingSinceKey,
+} from '../workflows/search-attribute-keys';
 import { boundedResult } from './bounded-result';
 import { describeWait } from './describe-wait';
 import { startOrAttach } from './start-or-attach';
@@ -109,7 +117,7 @@ export class VolumeOperations {
         { key: OperationKey, value: 'delete' },
         { key: VolumeIdKey, value: volumeId },
         { key: NodeIdKey, value: parts.nodeId },
-        { key: PhaseKey, value: 'running' },
+        ...phaseAttributes(record),
       ],
       staticSummary: `delete ${volumeId} on node ${parts.nodeId}${waitingSuffix(record)}`,
       staticDetails: requestDetails(`delete volume \`${volumeId}\``, parts.nodeId, record),
@@ -140,7 +148,7 @@ export class VolumeOperations {
         { key: OperationKey, value: 'expand' },
         { key: VolumeIdKey, value: volumeId },
         { key: NodeIdKey, value: parts.nodeId },
-        { key: PhaseKey, value: 'running' },
+        ...phaseAttributes(record),
       ],
       staticSummary: `expand ${volumeId} on node ${parts.nodeId} to ${capacityBytes} bytes${waitingSuffix(record)}`,
       staticDetails: requestDetails(`grow \`${volumeId}\` to ${capacityBytes} bytes`, parts.nodeId, record),
@@ -244,6 +252,15 @@ export class VolumeOperations {
       throw error;
     }
   }
+}
+
+/** The phase an operation on the node starts in (its workflow follows the node from there). */
+function phaseAttributes(record: NodeRecordView | undefined): SearchAttributePair[] {
+  if (record?.node?.live) return [{ key: PhaseKey, value: 'running' }];
+  return [
+    { key: PhaseKey, value: 'waiting-for-node' },
+    { key: WaitingSinceKey, value: new Date() },
+  ];
 }
 
 /** The one-line summary's tail for an operation that starts while its node is down or unknown. */

@@ -4,6 +4,7 @@ import {
   TimeoutFailure,
   patched,
   proxyActivities,
+  proxyLocalActivities,
   setCurrentDetails,
   upsertSearchAttributes,
   uuid4,
@@ -42,6 +43,14 @@ const control = proxyActivities<ControlActivities>({
   startToCloseTimeout: '30s',
   retry: { maximumInterval: '10s' },
 });
+/**
+ * Placement reads a few node records: a local activity in the controller's workflow worker, so it costs no
+ * activity task and no extra workflow task. It only reads, so running it again after a crash is harmless.
+ */
+const placement = proxyLocalActivities<ControlActivities>({
+  startToCloseTimeout: '30s',
+  retry: { maximumInterval: '10s' },
+});
 
 /**
  * The first attempt on a node may be abandoned only if it provably never ran (invariant 4). A node's queue has
@@ -77,7 +86,7 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
   // Earlier releases read one table of every node; this one reads only the nodes named, or a bounded sample.
   const byRecords = patched('placement-reads-node-records');
   const liveness = byRecords ? followNodeLiveness() : undefined;
-  const found = byRecords ? await control.findCandidates(candidateRequest(input)) : await legacyCandidates(input);
+  const found = byRecords ? await placement.findCandidates(candidateRequest(input)) : await legacyCandidates(input);
   const candidates = rankCandidates(found.candidates, input, Math.random); // seeded per workflow: replays identically
   const key = uuid4().replace(/-/g, '');
   const nodeInput = {

@@ -1,4 +1,4 @@
-import { patched, proxyActivities, setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
+import { patched, proxyActivities, setCurrentDetails, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities, NodeDeleteOutcome } from '../activities/node-activities';
 import { NON_RETRYABLE_TYPES } from '../common/failures';
@@ -16,7 +16,8 @@ export interface DeleteVolumeInput {
   poolIdPrefix: string;
   /**
    * The node's liveness as its record showed when the request arrived: only what operators see depends on it.
-   * Undefined when no record exists (the node is unknown) and in requests of earlier releases.
+   * Undefined when no record exists (the node is unknown) and in requests of earlier releases. The controller
+   * starts the workflow with the matching phase (search attributes set at start cost no extra write).
    */
   nodeLive?: boolean;
   /** The node was already forgotten for good when the request arrived: the recorded decision ends the deletion. */
@@ -48,11 +49,11 @@ export async function deleteVolume(input: DeleteVolumeInput): Promise<DeleteVolu
   const withoutRegistry = patched('delete-without-registry');
   const liveness = withoutRegistry ? followNodeLiveness() : undefined;
   if (withoutRegistry) {
-    upsertSearchAttributes([{ key: NodeIdKey, value: input.nodeId }]);
     if (input.forgotten) {
       return finish({ outcome: 'node-forgotten', nodeId: input.nodeId, reason: input.forgotten.reason });
     }
-    liveness?.waitOn({ nodeId: input.nodeId, doing: 'deletion' }, input.nodeLive, new Date());
+    // The controller started this workflow with the node ID and the phase matching `nodeLive`.
+    liveness?.waitOn({ nodeId: input.nodeId, doing: 'deletion' }, input.nodeLive, workflowInfo().startTime, true);
   } else {
     const legacy = await legacyStart(input);
     if (legacy) return legacy;

@@ -4,6 +4,7 @@ import {
   proxyActivities,
   setCurrentDetails,
   upsertSearchAttributes,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type { NodeActivities } from '../activities/node-activities';
 import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
@@ -37,7 +38,7 @@ export async function expandVolume(input: ExpandVolumeInput): Promise<ExpandVolu
   // Earlier releases judged the phase once, at the start.
   const liveness = patched('expand-follows-liveness') ? followNodeLiveness() : undefined;
   if (liveness) {
-    liveness.waitOn({ nodeId: input.nodeId, doing: 'expansion' }, input.nodeLive, new Date());
+    liveness.waitOn({ nodeId: input.nodeId, doing: 'expansion' }, input.nodeLive, workflowInfo().startTime, true);
   } else if (input.nodeLive === false) {
     const now = new Date();
     upsertSearchAttributes([

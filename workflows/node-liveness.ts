@@ -22,8 +22,11 @@ export interface NodeWork {
 }
 
 export interface LivenessFollower {
-  /** The operation now waits on this node; `live` is the best knowledge at this moment (unknown: undefined). */
-  waitOn(work: NodeWork, live: boolean | undefined, at: Date): void;
+  /**
+   * The operation now waits on this node; `live` is the best knowledge at this moment (unknown: undefined).
+   * `shown`: the workflow was started with the matching phase already (no upsert needed).
+   */
+  waitOn(work: NodeWork, live: boolean | undefined, at: Date, shown?: boolean): void;
   /** The operation no longer waits on any node. */
   stop(): void;
 }
@@ -33,17 +36,18 @@ export function followNodeLiveness(): LivenessFollower {
   let current: NodeWork | undefined;
   let shownLive: boolean | undefined;
   let latest = '';
-  const show = (work: NodeWork, live: boolean | undefined, at: Date) => {
+  const show = (work: NodeWork, live: boolean | undefined, at: Date, shown = false) => {
     shownLive = live;
     if (live === false || live === undefined) {
-      upsertSearchAttributes([
-        { key: PhaseKey, value: 'waiting-for-node' },
-        { key: WaitingSinceKey, value: at },
-      ]);
+      if (!shown)
+        upsertSearchAttributes([
+          { key: PhaseKey, value: 'waiting-for-node' },
+          { key: WaitingSinceKey, value: at },
+        ]);
       const why = live === false ? 'offline' : 'unknown to this driver: no agent has registered it';
       setCurrentDetails(`${work.doing} waits for node ${work.nodeId} (${why}) since ${at.toISOString()}`);
     } else {
-      upsertSearchAttributes([{ key: PhaseKey, value: 'running' }]);
+      if (!shown) upsertSearchAttributes([{ key: PhaseKey, value: 'running' }]);
       setCurrentDetails(`${work.doing} on node ${work.nodeId}`);
     }
   };
@@ -54,9 +58,9 @@ export function followNodeLiveness(): LivenessFollower {
     show(current, notice.live, new Date(notice.at));
   });
   return {
-    waitOn(work, live, at) {
+    waitOn(work, live, at, shown) {
       current = work;
-      show(work, live, at);
+      show(work, live, at, shown);
     },
     stop() {
       current = undefined;

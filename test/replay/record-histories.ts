@@ -1,8 +1,12 @@
+import type { Client } from '@temporalio/client';
 import { temporal as temporal_api } from '@temporalio/proto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createWorkflowId, deleteWorkflowId, registryWorkflowId } from '../../common/names';
+import { createWorkflowId, deleteWorkflowId, nodeRecordWorkflowId } from '../../common/names';
+import { readNodeRecord } from '../../activities/node-record-reads';
+import { forgetNode } from '../../operations/forget-node';
+import { renewRecordSignal } from '../../workflows/node-presence';
 import { startDevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
 
@@ -12,8 +16,10 @@ import { call, withDeadline } from '../../csi/client';
 
 /**
  * Records the workflow histories that replay.test.ts replays against the current workflow code: a create, a
- * delete, a delete that waited for its node, an expansion and the registry. Run it after a deliberate,
- * patched() change to workflow code (docs/workflow-changes.md): `node dist/test/replay/record-histories.js`.
+ * delete, a delete that waited for its node (its phase following the node), a delete for a node with no record
+ * ended by `nodes forget`, an expansion and a node record through offline, online and a renewal. Run it after a
+ * deliberate, patched() change to workflow code (docs/workflow-changes.md): `node dist/test/replay/record-histories.js`.
+ * Histories of earlier releases stay in their own folders (release-*), replayed too.
  */
 export const FIXTURES = path.join(__dirname, '..', '..', '..', 'test', 'fixtures', 'histories');
 
@@ -44,25 +50,37 @@ async function main(): Promise<void> {
       ),
     );
     await retryLikeCo(() => deleteVolume(clients, createdId));
+    const temporal = await cluster.temporal();
+    // Issued while node-2 still counts as live (SIGKILL: its record notices within the heartbeat timeout), so the
+    // deletion's phase follows the node: running, waiting-for-node, running.
     await node2.kill('SIGKILL');
-    await new Promise((resolve) => setTimeout(resolve, 32_000)); // judged offline: the delete records a wait
     if ((await codeOf(deleteVolume(clients, waitingId, 4000))) !== 'ABORTED') throw new Error('expected a wait');
+    await until(async () => (await readNodeRecord(temporal, cluster.driverName, 'node-2'))?.node?.live === false);
+    await new Promise((resolve) => setTimeout(resolve, 2000)); // the announcement reaches the deletion
     await cluster.startNode('node-2');
     await retryLikeCo(() => deleteVolume(clients, waitingId));
+    await temporal.workflow.getHandle(nodeRecordWorkflowId(cluster.driverName, 'node-2')).signal(renewRecordSignal);
 
-    const temporal = await cluster.temporal();
+    const unknownId = `v1_node-gone_0123456789abcdef_${'c'.repeat(32)}`;
+    if ((await codeOf(deleteVolume(clients, unknownId, 4000))) !== 'ABORTED') throw new Error('expected a wait');
+    await until(async () => (await forgetNode(temporal, cluster.driverName, 'node-gone', 'recorded')).released.length > 0);
+    await retryLikeCo(() => deleteVolume(clients, unknownId));
+
     const expandId = `${cluster.driverName}/expand/${createdId}/${128 * 1024 * 1024}`;
     const recordings: Record<string, string> = {
       'create-volume': createWorkflowId(cluster.driverName, 'pvc-recorded'),
       'delete-volume': deleteWorkflowId(cluster.driverName, createdId),
       'delete-volume-waiting-for-node': deleteWorkflowId(cluster.driverName, waitingId),
+      'delete-volume-unknown-node': deleteWorkflowId(cluster.driverName, unknownId),
       'expand-volume': expandId,
-      'node-registry': registryWorkflowId(cluster.driverName),
+      'node-presence': nodeRecordWorkflowId(cluster.driverName, 'node-2'),
     };
     fs.mkdirSync(FIXTURES, { recursive: true });
     for (const [name, workflowId] of Object.entries(recordings)) {
       // Binary protobuf: the SDK's JSON helpers trip over its two protobufjs copies; the encoding does not.
-      const history = await temporal.workflow.getHandle(workflowId).fetchHistory();
+      // The node record continued as new: its first run holds the offline/online history.
+      const runId = name === 'node-presence' ? await firstRun(temporal, workflowId) : undefined;
+      const history = await temporal.workflow.getHandle(workflowId, runId).fetchHistory();
       const events = history.events?.length ?? 0;
       fs.writeFileSync(path.join(FIXTURES, `${name}.pb`), temporal_api.api.history.v1.History.encode(history).finish());
       process.stdout.write(`recorded ${name} (${events} events)\n`);
@@ -72,6 +90,22 @@ async function main(): Promise<void> {
     await server.stop();
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
+}
+
+async function until(check: () => Promise<boolean>, timeoutMs = 90_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check().catch(() => false))) {
+    if (Date.now() > deadline) throw new Error('timed out waiting for a condition');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
+async function firstRun(temporal: Client, workflowId: string): Promise<string> {
+  const runs: { runId: string; startTime: Date }[] = [];
+  for await (const run of temporal.workflow.list({ query: `WorkflowId = "${workflowId}"` })) runs.push(run);
+  const first = runs.sort((a, b) => a.startTime.getTime() - b.startTime.getTime())[0];
+  if (!first) throw new Error(`no run of ${workflowId}`);
+  return first.runId;
 }
 
 if (require.main === module) {

@@ -9,7 +9,20 @@ import path from 'node:path';
  * docs/workflow-changes.md for patched() and for refreshing the fixtures.
  */
 const FIXTURES = path.join(__dirname, '..', 'fixtures', 'histories');
-const EXPECTED = ['create-volume', 'delete-volume', 'delete-volume-waiting-for-node', 'expand-volume', 'node-registry'];
+/** Histories written by the current code, and (under release-*) by earlier releases still running in clusters. */
+const EXPECTED = [
+  'create-volume',
+  'delete-volume',
+  'delete-volume-unknown-node',
+  'delete-volume-waiting-for-node',
+  'expand-volume',
+  'node-presence',
+  'release-0.1/create-volume',
+  'release-0.1/delete-volume',
+  'release-0.1/delete-volume-waiting-for-node',
+  'release-0.1/expand-volume',
+  'release-0.1/node-registry',
+];
 
 describe('recorded workflow histories replay against the current code', () => {
   let workflowBundle: { code: string };
@@ -23,7 +36,10 @@ describe('recorded workflow histories replay against the current code', () => {
   });
 
   it('has every fixture', () => {
-    const present = fs.readdirSync(FIXTURES).map((file) => file.replace(/\.pb$/, ''));
+    const present = fs
+      .readdirSync(FIXTURES, { recursive: true, encoding: 'utf8' })
+      .filter((file) => file.endsWith('.pb'))
+      .map((file) => file.replace(/\.pb$/, ''));
     expect(present.sort()).toEqual([...EXPECTED].sort());
   });
 
