@@ -1,0 +1,132 @@
+import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { readNodeRecord } from '../../activities/node-record-reads';
+import { deleteWorkflowId, nodeRecordWorkflowId } from '../../common/names';
+import { renewRecordSignal } from '../../workflows/node-presence';
+import { PhaseKey } from '../../workflows/search-attribute-keys';
+import { TestCluster } from '../support/cluster';
+import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
+
+/**
+ * Node records may be lost at any time (terminated or reset by an operator, continued as new, a namespace restored
+ * from backup). Nothing that depends on them may turn into a false "deleted": deletions of a node that is down
+ * wait whatever happens to the records, and complete when the node returns.
+ */
+describe('node records: loss never proves a volume gone', () => {
+  const cluster = new TestCluster('records');
+  afterAll(() => cluster.teardown());
+
+  it('keeps every deletion waiting through record renewals, terminations and resets, then deletes all', async () => {
+    await cluster.startNode('node-1');
+    const node2 = await cluster.startNode('node-2');
+    const csi = cluster.csi((await cluster.startController()).endpoint);
+    const client = await cluster.temporal();
+    const volumeIds: string[] = [];
+    for (let index = 0; index < 6; index++) {
+      const answer = await retryLikeCo(() =>
+        createVolume(csi, createRequest(`pvc-lost-${index}`, undefined, onNode('node-2'))),
+      );
+      volumeIds.push(answer.volume!.volume_id);
+    }
+    expect(cluster.volumesOnDisk('node-2')).toHaveLength(6);
+    await node2.stop(); // SIGTERM: the record turns offline at once
+
+    const answers: string[] = [];
+    const record2 = nodeRecordWorkflowId(cluster.driverName, 'node-2');
+    const record1 = nodeRecordWorkflowId(cluster.driverName, 'node-1');
+    const renew = (workflowId: string) =>
+      ifRunning(() => client.workflow.getHandle(workflowId).signal(renewRecordSignal));
+    const faults: Array<() => Promise<unknown>> = [
+      () => renew(record2),
+      () => renew(record1),
+      () => resetToStart(client, record2),
+      () => renew(record2),
+      () => ifRunning(() => client.workflow.getHandle(record2).terminate('test: the record is lost')),
+      () => ifRunning(() => client.workflow.getHandle(record1).terminate('test: the record is lost')),
+    ];
+    for (let round = 0; round < 3; round++) {
+      for (const [index, volumeId] of volumeIds.entries()) {
+        await faults[(round * volumeIds.length + index) % faults.length]!();
+        answers.push(await codeOf(deleteVolume(csi, volumeId, 2500)));
+      }
+    }
+    expect(answers).toEqual(answers.map(() => 'ABORTED'));
+    expect(cluster.volumesOnDisk('node-2')).toHaveLength(6);
+    // node-1's agent runs: it makes its record again within moments of losing it.
+    await eventually(async () => (await readNodeRecord(client, cluster.driverName, 'node-1'))?.node?.live === true);
+    // The deletions record that they wait, whatever the record of their node shows.
+    for (const volumeId of volumeIds) {
+      const description = await client.workflow.getHandle(deleteWorkflowId(cluster.driverName, volumeId)).describe();
+      expect(description.typedSearchAttributes.get(PhaseKey)).toBe('waiting-for-node');
+    }
+
+    await cluster.startNode('node-2');
+    for (const volumeId of volumeIds) await retryLikeCo(() => deleteVolume(csi, volumeId));
+    expect(cluster.volumesOnDisk('node-2')).toEqual([]);
+    for (const volumeId of volumeIds) {
+      const result = await client.workflow.getHandle(deleteWorkflowId(cluster.driverName, volumeId)).result();
+      expect(result).toMatchObject({ outcome: 'deleted', nodeId: 'node-2' });
+    }
+    expect((await readNodeRecord(client, cluster.driverName, 'node-2'))?.node?.live).toBe(true);
+  }, 240_000);
+
+  it("follows its node's liveness while it waits: running, then waiting-for-node, then done", async () => {
+    const node3 = await cluster.startNode('node-3');
+    const csi = cluster.csi((await cluster.startController('controller-2')).endpoint);
+    const client = await cluster.temporal();
+    const answer = await retryLikeCo(() => createVolume(csi, createRequest('pvc-follow', undefined, onNode('node-3'))));
+    const volumeId = answer.volume!.volume_id;
+    await node3.kill('SIGKILL'); // its record still shows it live until the presence heartbeat times out
+    expect(await codeOf(deleteVolume(csi, volumeId, 2500))).toBe('ABORTED');
+    const handle = client.workflow.getHandle(deleteWorkflowId(cluster.driverName, volumeId));
+    expect((await handle.describe()).typedSearchAttributes.get(PhaseKey)).toBe('running');
+    await eventually(
+      async () => (await handle.describe()).typedSearchAttributes.get(PhaseKey) === 'waiting-for-node',
+      60_000,
+    );
+    expect(cluster.volumesOnDisk('node-3')).toHaveLength(1);
+    await cluster.startNode('node-3');
+    await retryLikeCo(() => deleteVolume(csi, volumeId));
+    expect((await handle.describe()).typedSearchAttributes.get(PhaseKey)).toBe('done');
+    expect(cluster.volumesOnDisk('node-3')).toEqual([]);
+  }, 180_000);
+});
+
+/** A fault aimed at a record that an earlier fault already ended does nothing. */
+async function ifRunning(fault: () => Promise<unknown>): Promise<void> {
+  try {
+    await fault();
+  } catch (error) {
+    if (!(error instanceof WorkflowNotFoundError)) throw error;
+  }
+}
+
+/** What an operator's "reset to the first workflow task" in the UI does. */
+async function resetToStart(client: Client, workflowId: string): Promise<void> {
+  let description;
+  try {
+    description = await client.workflow.getHandle(workflowId).describe();
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return;
+    throw error;
+  }
+  if (description.status.name !== 'RUNNING') return;
+  const history = await client.workflow.getHandle(workflowId, description.runId).fetchHistory();
+  const firstTask = history.events?.find((event) => event.workflowTaskCompletedEventAttributes);
+  if (!firstTask?.eventId) return;
+  await client.workflowService.resetWorkflowExecution({
+    namespace: client.options.namespace,
+    workflowExecution: { workflowId, runId: description.runId },
+    reason: 'test: reset to the first workflow task',
+    workflowTaskFinishEventId: firstTask.eventId,
+    requestId: `${workflowId}-${Date.now()}`,
+  });
+}
+
+async function eventually(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
