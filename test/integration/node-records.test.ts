@@ -1,10 +1,10 @@
-import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { readNodeRecord } from '../../activities/node-record-reads';
 import { deleteWorkflowId, nodeRecordWorkflowId } from '../../common/names';
 import { renewRecordSignal } from '../../workflows/node-presence';
 import { PhaseKey } from '../../workflows/search-attribute-keys';
 import { TestCluster } from '../support/cluster';
+import { resetToFirstTask } from '../support/reset-workflow';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 
 /**
@@ -39,7 +39,7 @@ describe('node records: loss never proves a volume gone', () => {
     const faults: Array<() => Promise<unknown>> = [
       () => renew(record2),
       () => renew(record1),
-      () => resetToStart(client, record2),
+      () => resetToFirstTask(client, record2, 'test: reset to the first workflow task'),
       () => renew(record2),
       () => ifRunning(() => client.workflow.getHandle(record2).terminate('test: the record is lost')),
       () => ifRunning(() => client.workflow.getHandle(record1).terminate('test: the record is lost')),
@@ -99,28 +99,6 @@ async function ifRunning(fault: () => Promise<unknown>): Promise<void> {
   } catch (error) {
     if (!(error instanceof WorkflowNotFoundError)) throw error;
   }
-}
-
-/** What an operator's "reset to the first workflow task" in the UI does. */
-async function resetToStart(client: Client, workflowId: string): Promise<void> {
-  let description;
-  try {
-    description = await client.workflow.getHandle(workflowId).describe();
-  } catch (error) {
-    if (error instanceof WorkflowNotFoundError) return;
-    throw error;
-  }
-  if (description.status.name !== 'RUNNING') return;
-  const history = await client.workflow.getHandle(workflowId, description.runId).fetchHistory();
-  const firstTask = history.events?.find((event) => event.workflowTaskCompletedEventAttributes);
-  if (!firstTask?.eventId) return;
-  await client.workflowService.resetWorkflowExecution({
-    namespace: client.options.namespace,
-    workflowExecution: { workflowId, runId: description.runId },
-    reason: 'test: reset to the first workflow task',
-    workflowTaskFinishEventId: firstTask.eventId,
-    requestId: `${workflowId}-${Date.now()}`,
-  });
 }
 
 async function eventually(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {

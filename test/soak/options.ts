@@ -13,6 +13,7 @@ export const FAULT_KINDS = [
   'node-failpoints',
   'node-long-down',
   'temporal-restart',
+  'registry-loss',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 

@@ -4,6 +4,7 @@ import { controllerKill, controllerRollout } from './controllers';
 import { nodeFailpoints } from './node-failpoints';
 import { nodeLongDown } from './node-long-down';
 import { nodeRollout } from './node-rollout';
+import { registryLoss } from './registry-loss';
 import { temporalRestart } from './temporal-restart';
 import type { Fault, FaultContext, FaultRecord } from './types';
 import { sleep } from './types';
@@ -17,6 +18,7 @@ const FAULTS: Record<FaultKind, Fault> = {
   'node-failpoints': nodeFailpoints,
   'node-long-down': nodeLongDown,
   'temporal-restart': temporalRestart,
+  'registry-loss': registryLoss,
 };
 
 export interface PlannedFault {
