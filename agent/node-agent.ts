@@ -68,6 +68,8 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
     shutdownGraceTime: '5s',
     // The presence activity's heartbeats carry the pool's figures: send them every 10 s, not only every 24 s.
     maxHeartbeatThrottleInterval: '10s',
+    // A node runs a handful of activities at once; fewer idle long polls per node lighten matching at scale.
+    maxConcurrentActivityTaskPolls: 2,
   });
   const workerDone = worker.run();
 

@@ -20,6 +20,8 @@ export interface DevServerOptions {
   logFile?: string;
   /** Path to the Temporal CLI; located (and installed if needed) when omitted. */
   cli?: string;
+  /** More `temporal server start-dev` flags (benchmarks: --metrics-port). */
+  extraArgs?: string[];
 }
 
 export interface DevServer {
@@ -52,7 +54,10 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     }
   }
   const cli = options.cli ?? (await locateTemporalCli());
-  const args = devServerArgs({ dataDir: options.dataDir, port, uiPort, headless, namespace });
+  const args = [
+    ...devServerArgs({ dataDir: options.dataDir, port, uiPort, headless, namespace }),
+    ...(options.extraArgs ?? []),
+  ];
 
   fs.mkdirSync(options.dataDir, { recursive: true });
   const logFile = options.logFile ?? path.join(options.dataDir, 'temporal.log');
