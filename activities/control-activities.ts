@@ -41,9 +41,7 @@ export function createControlActivities(deps: { client: Client; driverName: stri
     },
 
     async findCandidates(request: CandidateRequest): Promise<CandidateAnswer> {
-      return request.requisite
-        ? readNamedNodes(deps, request, request.requisite)
-        : sampleLiveNodes(deps, request);
+      return request.requisite ? readNamedNodes(deps, request, request.requisite) : sampleLiveNodes(deps, request);
     },
 
     /** Tells every operation waiting on the node that its liveness changed (their phase follows it). */

@@ -112,7 +112,9 @@ export class VolumeOperations {
     const { handle } = await startOrAttach<typeof workflows.deleteVolume>(this.client, 'deleteVolume', {
       workflowId: deleteWorkflowId(this.driverName, volumeId),
       taskQueue: controlTaskQueue(this.driverName),
-      args: [{ driverName: this.driverName, volumeId, ...parts, nodeLive: record?.node?.live, forgotten: record?.forgotten }],
+      args: [
+        { driverName: this.driverName, volumeId, ...parts, nodeLive: record?.node?.live, forgotten: record?.forgotten },
+      ],
       searchAttributes: [
         { key: OperationKey, value: 'delete' },
         { key: VolumeIdKey, value: volumeId },
@@ -126,7 +128,10 @@ export class VolumeOperations {
     if (outcome.done) return outcome.value;
     const started = (await handle.describe()).startTime;
     const now = await readNodeRecord(this.client, this.driverName, parts.nodeId);
-    throw new DriverError(FailureType.Aborted, describeWait('deletion', volumeId, parts.nodeId, now, started, new Date()));
+    throw new DriverError(
+      FailureType.Aborted,
+      describeWait('deletion', volumeId, parts.nodeId, now, started, new Date()),
+    );
   }
 
   /** Grows a volume on its node; waits for an offline or unknown node like a deletion does. */
@@ -157,7 +162,10 @@ export class VolumeOperations {
     if (outcome.done) return outcome.value;
     const started = (await handle.describe()).startTime;
     const now = await readNodeRecord(this.client, this.driverName, parts.nodeId);
-    throw new DriverError(FailureType.Aborted, describeWait('expansion', volumeId, parts.nodeId, now, started, new Date()));
+    throw new DriverError(
+      FailureType.Aborted,
+      describeWait('expansion', volumeId, parts.nodeId, now, started, new Date()),
+    );
   }
 
   /** The volume as its node holds it; NotFound when this driver never issued it or the node lacks it. */
@@ -166,7 +174,10 @@ export class VolumeOperations {
     if (!parts) throw new DriverError(FailureType.NotFound, `volume ${volumeId} was not issued by this driver`);
     const node = (await readNodeRecord(this.client, this.driverName, parts.nodeId))?.node;
     if (!node)
-      throw new DriverError(FailureType.Unavailable, `volume ${volumeId} names node ${parts.nodeId}, which has no record`);
+      throw new DriverError(
+        FailureType.Unavailable,
+        `volume ${volumeId} names node ${parts.nodeId}, which has no record`,
+      );
     const volume = await this.client.workflow.execute<typeof workflows.inspectVolume>('inspectVolume', {
       workflowId: `${this.driverName}/inspect/${volumeId}/${Date.now()}-${Math.random().toString(16).slice(2)}`,
       taskQueue: controlTaskQueue(this.driverName),
@@ -277,7 +288,9 @@ function requestDetails(request: string, nodeId: string, record: NodeRecordView 
   const node = record?.node;
   const state = node
     ? `${node.live ? 'live' : 'offline'}, last heartbeat ${new Date(node.lastHeartbeat).toISOString()}`
-    : 'no record (no agent has registered it); if it is gone for good: `durable-csi nodes forget ' + nodeId + ' --reason ...`';
+    : 'no record (no agent has registered it); if it is gone for good: `durable-csi nodes forget ' +
+      nodeId +
+      ' --reason ...`';
   return [
     `**Request**: ${request}`,
     `**Node**: ${nodeId}, ${state} (when the operation started; the phase follows the node since)`,

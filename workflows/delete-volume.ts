@@ -1,4 +1,10 @@
-import { patched, proxyActivities, setCurrentDetails, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  patched,
+  proxyActivities,
+  setCurrentDetails,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities, NodeDeleteOutcome } from '../activities/node-activities';
 import { NON_RETRYABLE_TYPES } from '../common/failures';

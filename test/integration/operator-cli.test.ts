@@ -102,7 +102,9 @@ describe('operator CLI: stuck operations, nodes, forget, describe', () => {
       expect.objectContaining({ nodeId: 'node-3', live: false, pending: 0 }),
     ]);
     expect(nodes.forgotten).toEqual([]);
-    expect((await cli('nodes')).stdout).toMatch(/^NODE +LIVE +LAST HEARTBEAT +CAPACITY +AVAILABLE +VOLUMES +AS OF +PENDING/);
+    expect((await cli('nodes')).stdout).toMatch(
+      /^NODE +LIVE +LAST HEARTBEAT +CAPACITY +AVAILABLE +VOLUMES +AS OF +PENDING/,
+    );
 
     const waiting = await cli('volumes', 'describe', lost[0]!);
     expect(waiting.stdout).toContain('node-2: offline');

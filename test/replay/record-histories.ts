@@ -63,7 +63,9 @@ async function main(): Promise<void> {
 
     const unknownId = `v1_node-gone_0123456789abcdef_${'c'.repeat(32)}`;
     if ((await codeOf(deleteVolume(clients, unknownId, 4000))) !== 'ABORTED') throw new Error('expected a wait');
-    await until(async () => (await forgetNode(temporal, cluster.driverName, 'node-gone', 'recorded')).released.length > 0);
+    await until(
+      async () => (await forgetNode(temporal, cluster.driverName, 'node-gone', 'recorded')).released.length > 0,
+    );
     await retryLikeCo(() => deleteVolume(clients, unknownId));
 
     const expandId = `${cluster.driverName}/expand/${createdId}/${128 * 1024 * 1024}`;

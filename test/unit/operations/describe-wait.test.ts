@@ -57,7 +57,14 @@ describe('describeWait', () => {
   });
 
   it('says when the node is considered offline', () => {
-    const message = describeWait('deletion', volumeId, 'node-a', node(false, now.getTime() - 2 * 86_400_000), started, now);
+    const message = describeWait(
+      'deletion',
+      volumeId,
+      'node-a',
+      node(false, now.getTime() - 2 * 86_400_000),
+      started,
+      now,
+    );
     expect(message).toBe(
       `deletion of ${volumeId} has waited 1h30m for node node-a (last heartbeat 48h0m ago, considered offline); ` +
         'it completes when the node agent runs it',
@@ -66,7 +73,9 @@ describe('describeWait', () => {
 
   it('does not call a live node offline', () => {
     expect(describeWait('deletion', volumeId, 'node-a', node(true, now.getTime()), now, now)).not.toContain('offline');
-    expect(describeWait('deletion', volumeId, 'node-a', node(true, now.getTime()), now, now)).toContain('has waited 0s');
+    expect(describeWait('deletion', volumeId, 'node-a', node(true, now.getTime()), now, now)).toContain(
+      'has waited 0s',
+    );
   });
 
   it('measures the wait from start to now, not from the last heartbeat', () => {
