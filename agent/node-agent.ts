@@ -76,6 +76,7 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
   const identity = createIdentityService({
     driverName: config.driverName,
     version: driverVersion(),
+    // Ready once its record runs; the record turns the node live as soon as a controller runs the record.
     ready: async () => worker.getState() === 'RUNNING' && presence.registered(),
   });
   const metrics = createProcessMetrics('node');

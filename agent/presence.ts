@@ -15,7 +15,7 @@ const RECHECK_MS = 2 * 60_000;
 const RETRY_MS = 5_000;
 
 export interface Presence {
-  /** True once the record is known to run. */
+  /** True once the record is known to run (it turns the node live as soon as a controller runs it). */
   registered(): boolean;
   /** Ask for the record again now (after the presence activity was cancelled by the server). */
   recordLost(): void;

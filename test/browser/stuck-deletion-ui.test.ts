@@ -86,7 +86,7 @@ describe('a deletion waiting for a dead node, seen by an operator', () => {
       page,
       new RegExp(`delete ${volumeId} on node node-3: waiting for the node since \\d\\d:\\d\\d`),
     );
-    await waitForTextInFrames(page, /waiting for node node-3 since [\d-]+T[\d:.]+Z \(last heartbeat/);
+    await waitForTextInFrames(page, /deletion waits for node node-3 \(offline\) since [\d-]+T[\d:.]+Z/);
     await waitForTextInFrames(page, /Node: node-3, offline, last heartbeat [\d-]+T/);
     await page.screenshot({ path: path.join(ARTIFACTS, 'ui-stuck-deletion-detail.png'), fullPage: true });
   });

@@ -69,8 +69,9 @@ describe('CreateVolume with bad input', () => {
       },
     ],
     [
-      'requisite topology naming an unknown node',
-      'INVALID_ARGUMENT',
+      // No record: the node's agent may not have registered yet, or its record was lost. Retriable, never final.
+      'requisite topology naming a node with no record',
+      'UNAVAILABLE',
       {
         ...createRequest('bad-node', undefined, onNode('node-unknown')),
       },
@@ -109,7 +110,7 @@ describe('CreateVolume with bad input', () => {
     expect(cluster.volumesOnDisk('node-1')).toEqual([]);
     expect(cluster.volumesOnDisk('node-2')).toEqual([]);
     const name = String(request.name);
-    // Block and topology need the registry, so the workflow refuses them; everything else the handler refuses.
+    // Block and topology need node records, so the workflow refuses them; everything else the handler refuses.
     const refusedInHandler = !['bad-block', 'bad-node'].includes(name);
     if (refusedInHandler && /^[a-z-]+$/.test(name)) {
       // No workflow was started for it either.

@@ -85,6 +85,12 @@ describe('node records: loss never proves a volume gone', () => {
       60_000,
     );
     expect(cluster.volumesOnDisk('node-3')).toHaveLength(1);
+    // A create that can only go to the offline node: "cannot tell right now", never RESOURCE_EXHAUSTED.
+    const stranded = await createVolume(csi, createRequest('pvc-stranded', undefined, onNode('node-3'))).catch(
+      (error: Error & { code?: number }) => error,
+    );
+    expect(stranded).toMatchObject({ code: 14 }); // UNAVAILABLE
+    expect((stranded as Error).message).toContain('1 offline or not answering');
     await cluster.startNode('node-3');
     await retryLikeCo(() => deleteVolume(csi, volumeId));
     expect((await handle.describe()).typedSearchAttributes.get(PhaseKey)).toBe('done');

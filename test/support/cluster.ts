@@ -6,6 +6,7 @@ import path from 'node:path';
 import { spawnCli, stopChild } from '../../agent/spawn-cli';
 import { waitUntilReady } from '../../agent/wait-ready';
 import { connectCsi, type CsiClients } from '../../csi/client';
+import { readNodeRecord } from '../../activities/node-record-reads';
 
 /** The Temporal dev server started by global-setup. */
 export function temporalAddress(): string {
@@ -23,6 +24,10 @@ export interface ManagedProcess {
   stop(): Promise<void>;
 }
 
+function isRunning(process: ManagedProcess): boolean {
+  return process.child.exitCode === null && process.child.signalCode === null;
+}
+
 /**
  * A driver instance made of real OS processes (controllers and node agents from dist/), real unix sockets and
  * real pool directories, sharing the test run's Temporal server under a unique driver name.
@@ -33,6 +38,8 @@ export class TestCluster {
   private readonly processes: ManagedProcess[] = [];
   private readonly clients: CsiClients[] = [];
   private temporalClient?: { client: Client; connection: Connection };
+  private readonly nodes = new Map<string, ManagedProcess>();
+  private controllerStarted = false;
 
   constructor(label: string) {
     const suffix = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
@@ -52,7 +59,26 @@ export class TestCluster {
   async startController(name = 'controller', extra: string[] = []): Promise<ManagedProcess> {
     const endpoint = `unix://${path.join(this.root, `${name}.sock`)}`;
     const args = ['controller', '--endpoint', endpoint, '--driver-name', this.driverName, '--call-wait', '3s'];
-    return this.start(name, endpoint, [...args, '--temporal-address', temporalAddress(), ...extra]);
+    const controller = await this.start(name, endpoint, [...args, '--temporal-address', temporalAddress(), ...extra]);
+    this.controllerStarted = true;
+    await this.untilLive([...this.nodes.entries()].filter(([, node]) => isRunning(node)).map(([nodeId]) => nodeId));
+    return controller;
+  }
+
+  /**
+   * A node's record (run by the controllers' workers) turns it live moments after its agent is ready; tests that
+   * aim work at a node right away wait for that, as a CO's scheduler only picks nodes it sees ready.
+   */
+  private async untilLive(nodeIds: string[]): Promise<void> {
+    if (nodeIds.length === 0) return;
+    const client = await this.temporal();
+    const until = Date.now() + 30_000;
+    for (;;) {
+      const records = await Promise.all(nodeIds.map((nodeId) => readNodeRecord(client, this.driverName, nodeId)));
+      if (records.every((record) => record?.node?.live)) return;
+      if (Date.now() > until) throw new Error(`nodes ${nodeIds.join(', ')} did not turn live within 30 s`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
   }
 
   async startNode(
@@ -64,7 +90,11 @@ export class TestCluster {
     const backend = options.backend ?? 'dir';
     args.push('--backend', backend, '--pool', this.pool(nodeId), '--capacity', options.capacity ?? '10Gi');
     args.push('--temporal-address', temporalAddress());
-    return this.start(nodeId, endpoint, args, { ...process.env, ...options.env }, options.waitReady ?? true);
+    const waitReady = options.waitReady ?? true;
+    const node = await this.start(nodeId, endpoint, args, { ...process.env, ...options.env }, waitReady);
+    this.nodes.set(nodeId, node);
+    if (waitReady && this.controllerStarted) await this.untilLive([nodeId]);
+    return node;
   }
 
   csi(endpoint: string): CsiClients {
