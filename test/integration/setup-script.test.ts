@@ -37,6 +37,11 @@ describe('scripts/setup.js', () => {
       filter: (source) => !skipped.has(path.relative(root, source).split(path.sep)[0]!),
     });
     fs.symlinkSync(fs.realpathSync(path.join(root, 'node_modules')), path.join(copy, 'node_modules'));
+    // setup.js would run `npm ci` in the copy, through the link, on the project's own dependencies: refuse.
+    const installed = fs.statSync(path.join(copy, 'node_modules', '.package-lock.json')).mtimeMs;
+    if (fs.statSync(path.join(copy, 'package-lock.json')).mtimeMs > installed) {
+      throw new Error('node_modules is older than package-lock.json: run `npm ci` (or `npm test`) first');
+    }
     buildInputs.recordBuild(copy, buildInputs.inputsFingerprint(copy)); // as after a build
     const bundle = path.join(copy, 'dist', 'workflow-bundle.js');
     const bundleTime = fs.statSync(bundle).mtimeMs;
@@ -44,6 +49,7 @@ describe('scripts/setup.js', () => {
     const unchanged = await setup();
     expect(unchanged).toContain('setup: build is up to date');
     expect(unchanged).not.toContain('setup: build:');
+    expect(unchanged).not.toContain('install dependencies');
     expect(fs.statSync(bundle).mtimeMs).toBe(bundleTime);
 
     fs.appendFileSync(path.join(copy, 'cli', 'table.ts'), '\nexport const SETUP_TEST_MARKER = 1;\n');
