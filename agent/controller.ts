@@ -48,7 +48,7 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
 
   const missing = await missingSearchAttributes(connection, config.temporal.namespace);
   if (missing.length > 0) {
-    const commands = searchAttributeCreateCommands(config.temporal.namespace, missing).join('\n  ');
+    const commands = searchAttributeCreateCommands(config.temporal, missing).join('\n  ');
     throw new Error(
       `namespace "${config.temporal.namespace}" lacks the search attributes ${missing.join(', ')}; register them:\n  ${commands}`,
     );

@@ -1,5 +1,5 @@
+import path from 'node:path';
 import { Command } from 'commander';
-import { runDevStack } from '../agent/dev-stack';
 import { devDataDir } from './dev-layout';
 
 export function devCommand(): Command {
@@ -20,14 +20,17 @@ export function devCommand(): Command {
         uiPort: string;
         metricsPort: string;
       }) => {
-        await runDevStack({
-          dataDir: flags.dataDir,
+        const { runDevStack } = await import('../agent/dev-stack');
+        const code = await runDevStack({
+          dataDir: path.resolve(flags.dataDir),
           nodeCount: Number(flags.nodes),
           capacity: flags.capacity,
           port: Number(flags.port),
           uiPort: Number(flags.uiPort),
           metricsPort: Number(flags.metricsPort),
         });
+        // Whatever is still pending (a readiness probe of a start that was interrupted) must not hold us.
+        process.exit(code);
       },
     );
 }

@@ -1,4 +1,4 @@
-import { Client, Connection, ServiceError } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import { Option } from 'commander';
 import type { Command } from 'commander';
 import { DEFAULT_DRIVER_NAME } from '../common/names';
@@ -26,6 +26,8 @@ export function addOperatorOptions(command: Command): Command {
 
 /** Lazy: bad input is refused before any connection attempt, which can take seconds to fail. */
 export async function withTemporalClient<T>(flags: OperatorFlags, body: (client: Client) => Promise<T>): Promise<T> {
+  // Loaded here, not at the top: the CLI's other commands should not pay for the client (cli/main.ts).
+  const { Client, Connection, ServiceError } = await import('@temporalio/client');
   const connection = Connection.lazy(connectionOptions(temporalConfig(flags)));
   try {
     return await body(new Client({ connection, namespace: flags.temporalNamespace }));

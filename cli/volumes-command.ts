@@ -1,10 +1,12 @@
-import { status } from '@grpc/grpc-js';
+import { Metadata, status } from '@grpc/grpc-js';
 import { Command } from 'commander';
 import { call, connectCsi, withDeadline } from '../csi/client';
+import { readDeleteOutcome } from '../csi/delete-outcome';
 import type { CreateVolumeResponse__Output } from '../csi/generated/csi/v1/CreateVolumeResponse';
 import type { ListVolumesResponse__Output } from '../csi/generated/csi/v1/ListVolumesResponse';
 import { TOPOLOGY_NODE_KEY } from '../common/names';
 import { formatBytes, parseQuantity } from '../common/quantity';
+import { describeDeleteOutcome } from './delete-outcome-text';
 import { defaultControllerEndpoint } from './dev-layout';
 import { printTable } from './table';
 import { addVolumeInspectCommands } from './volumes-inspect-commands';
@@ -23,9 +25,10 @@ export function volumesCommand(): Command {
     .option('--node <node>', 'require this node (a requisite topology)')
     .action(async (name: string, flags: { size: string; node?: string }) => {
       const topology = flags.node ? { segments: { [TOPOLOGY_NODE_KEY]: flags.node } } : undefined;
+      const requiredBytes = parseQuantity(flags.size);
       const request = {
         name,
-        capacity_range: { required_bytes: String(parseQuantity(flags.size)) },
+        capacity_range: { required_bytes: String(requiredBytes) },
         volume_capabilities: [{ mount: {}, access_mode: { mode: 'SINGLE_NODE_WRITER' as const } }],
         accessibility_requirements: topology ? { requisite: [topology], preferred: [topology] } : undefined,
       };
@@ -38,6 +41,10 @@ export function volumesCommand(): Command {
       );
       const volume = response.volume;
       const node = volume?.accessible_topology[0]?.segments[TOPOLOGY_NODE_KEY] ?? '?';
+      if (requiredBytes === 0) {
+        const size = formatBytes(Number(volume?.capacity_bytes));
+        process.stderr.write(`--size 0 requests no particular size: the driver's default size, ${size}, was used\n`);
+      }
       process.stdout.write(`${volume?.volume_id}\t${formatBytes(Number(volume?.capacity_bytes))}\t${node}\n`);
     });
 
@@ -45,10 +52,17 @@ export function volumesCommand(): Command {
     .command('delete <volume-id>')
     .description('DeleteVolume once; a deletion waiting for its node is reported, and keeps going durably')
     .action(async (volumeId: string) => {
-      await withClients(volumes, (clients, timeoutMs) =>
-        call((done) => clients.controller.DeleteVolume({ volume_id: volumeId }, withDeadline(timeoutMs), done)),
-      );
-      process.stdout.write(`deleted ${volumeId}\n`);
+      const headers = await withClients(volumes, async (clients, timeoutMs) => {
+        let received = new Metadata();
+        await call((done) =>
+          clients.controller
+            .DeleteVolume({ volume_id: volumeId }, withDeadline(timeoutMs), done)
+            .on('metadata', (metadata: Metadata) => (received = metadata)),
+        );
+        return received;
+      });
+      const { outcome, reason } = readDeleteOutcome(headers);
+      process.stdout.write(`${describeDeleteOutcome(volumeId, outcome, reason)}\n`);
     });
 
   volumes

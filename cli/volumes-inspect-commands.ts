@@ -1,15 +1,16 @@
 import { Command } from 'commander';
 import { parseDuration } from '../common/duration';
-import { describeVolume } from '../operations/describe-volume';
 import type { OperationHistory, VolumeDescription } from '../operations/describe-volume';
 import { formatDuration } from '../operations/describe-wait';
-import { listPendingOperations } from '../operations/pending-operations';
 import type { OperationSummary } from '../operations/pending-operations';
 import { addOperatorOptions, ageOf, printJson, secondsSince, withTemporalClient } from './operator-options';
 import type { OperatorFlags } from './operator-options';
 import { printTable } from './table';
 
-/** `volumes stuck` and `volumes describe`: read from Temporal's visibility API and histories, not the CSI socket. */
+/**
+ * `volumes stuck` and `volumes describe`: read from Temporal's visibility API and histories, not the CSI socket.
+ * Their modules load when they run, so that `volumes list` stays quick (cli/main.ts).
+ */
 export function addVolumeInspectCommands(volumes: Command): void {
   volumes.addCommand(stuckCommand());
   volumes.addCommand(describeCommand());
@@ -23,6 +24,7 @@ function stuckCommand(): Command {
   return addOperatorOptions(command).action(async (flags: OperatorFlags & { node?: string; olderThan?: string }) => {
     const now = Date.now();
     const startedBefore = flags.olderThan ? new Date(now - parseDuration(flags.olderThan)) : undefined;
+    const { listPendingOperations } = await import('../operations/pending-operations');
     const pending = await withTemporalClient(flags, (client) =>
       listPendingOperations(client, flags.driverName, { nodeId: flags.node, startedBefore }),
     );
@@ -68,6 +70,7 @@ function describeCommand(): Command {
     .description("a volume's operations (create, deletions, expansions) and their timelines; reads Temporal directly")
     .argument('<volume-id>');
   return addOperatorOptions(command).action(async (volumeId: string, flags: OperatorFlags) => {
+    const { describeVolume } = await import('../operations/describe-volume');
     const description = await withTemporalClient(flags, (client) => describeVolume(client, flags.driverName, volumeId));
     if (flags.output === 'json') printJson(description);
     else printDescription(description, Date.now());

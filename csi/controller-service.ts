@@ -12,6 +12,7 @@ import type { ListVolumesRequest__Output } from './generated/csi/v1/ListVolumesR
 import type { ListVolumesResponse } from './generated/csi/v1/ListVolumesResponse';
 import { callAbandoned, callWaitMs } from './call-wait';
 import { controllerExpandVolume } from './controller-expand';
+import { deleteOutcomeHeaders } from './delete-outcome';
 import { validateVolumeCapabilities } from './controller-validate';
 import type { ControllerExpandVolumeRequest__Output } from './generated/csi/v1/ControllerExpandVolumeRequest';
 import type { ControllerExpandVolumeResponse } from './generated/csi/v1/ControllerExpandVolumeResponse';
@@ -68,7 +69,8 @@ export function createControllerService(operations: VolumeOperations, options: C
 
     async DeleteVolume(request: DeleteVolumeRequest__Output, call: ServerUnaryCall<unknown, unknown>) {
       if (!request.volume_id) throw new DriverError(FailureType.InvalidArgument, 'volume_id is required');
-      await operations.delete(request.volume_id, callWaitMs(call, options.callWaitMs));
+      const result = await operations.delete(request.volume_id, callWaitMs(call, options.callWaitMs));
+      call.sendMetadata(deleteOutcomeHeaders(result));
       return {};
     },
 

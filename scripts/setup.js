@@ -1,10 +1,11 @@
 'use strict';
-// Runs before `npm test` / `npm run dev`: installs deps if stale, builds, and makes sure a
-// Temporal CLI and the test tools (csi-sanity, scripts/install-tools.js) exist. Node built-ins
-// only, because node_modules may not exist yet.
+// Runs before `npm test` / `npm run dev`: installs deps if stale, builds only if an input of the build changed
+// since the last one (scripts/build-inputs.js), and makes sure a Temporal CLI and the test tools (csi-sanity,
+// scripts/install-tools.js) exist. Node built-ins only, because node_modules may not exist yet.
 const { spawnSync } = require('child_process');
 const fs = require('fs');
 const path = require('path');
+const { forgetBuild, inputsFingerprint, isBuildFresh, recordBuild } = require('./build-inputs');
 
 const root = path.resolve(__dirname, '..');
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
@@ -39,7 +40,14 @@ function depsAreStale() {
 }
 
 if (depsAreStale()) run('install dependencies', npm, ['ci']);
-run('build', npm, ['run', 'build', '--silent']);
+const inputs = inputsFingerprint(root);
+if (isBuildFresh(root, inputs)) {
+  console.error('setup: build is up to date (no source, proto or asset changed since the last build)');
+} else {
+  forgetBuild(root);
+  run('build', npm, ['run', 'build', '--silent']);
+  recordBuild(root, inputs);
+}
 run('ensure Temporal CLI', process.execPath, [path.join('dist', 'temporal-dev', 'ensure-cli.js')]);
 // The test tools need Go; `npm run dev` and `npm run bench` do not use them, so only the test scripts (or a
 // direct `node scripts/setup.js`) install them.

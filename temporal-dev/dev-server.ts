@@ -4,6 +4,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { Connection } from '@temporalio/client';
 import { missingSearchAttributes } from './check-search-attributes';
+import { dieWithParent } from './die-with-parent';
 import { isPortFree } from './free-port';
 import { locateTemporalCli } from './locate-cli';
 import { SEARCH_ATTRIBUTES } from './search-attributes';
@@ -22,6 +23,12 @@ export interface DevServerOptions {
   cli?: string;
   /** More `temporal server start-dev` flags (benchmarks: --metrics-port). */
   extraArgs?: string[];
+  /**
+   * For a caller that stops the server itself, in order (durable-csi dev): where the kernel can stop the server
+   * if the caller dies (Linux, die-with-parent.ts), the server gets its own process group, so that a terminal's
+   * Ctrl-C reaches only the caller.
+   */
+  supervised?: boolean;
 }
 
 export interface DevServer {
@@ -30,6 +37,8 @@ export interface DevServer {
   uiUrl: string | undefined;
   namespace: string;
   pid: number;
+  /** Resolves with how the process ended, whenever it does (stopped, or on its own). */
+  exited: Promise<string>;
   /** SIGTERM, then SIGKILL after 15 s. Safe to call more than once. */
   stop(): Promise<void>;
 }
@@ -67,8 +76,10 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   let child: ChildProcess;
   try {
     fs.writeSync(logFd, `--- ${new Date().toISOString()} ${cli} ${args.join(' ')}\n`);
-    // Same process group on purpose: a terminal Ctrl-C reaches the server too, so it never outlives us.
-    child = spawn(cli, args, { stdio: ['ignore', logFd, logFd] });
+    // Same process group unless supervised: a terminal Ctrl-C reaches the server too, so it never outlives us.
+    const guarded = options.supervised ? dieWithParent(cli, args) : undefined;
+    const [command, commandArgs] = guarded ?? [cli, args];
+    child = spawn(command, commandArgs, { stdio: ['ignore', logFd, logFd], detached: guarded !== undefined });
   } finally {
     fs.closeSync(logFd);
   }
@@ -94,6 +105,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     uiUrl: headless ? undefined : `http://127.0.0.1:${uiPort}`,
     namespace,
     pid: child.pid,
+    exited,
     stop,
   };
 }

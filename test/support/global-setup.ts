@@ -13,7 +13,8 @@ export default async function globalSetup(): Promise<void> {
   const cli = path.join(__dirname, '..', '..', 'dist', 'cli', 'main.js');
   if (!fs.existsSync(cli)) throw new Error(`${cli} is missing: run "npm run build" (npm test does it) before jest`);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'durable-csi-temporal-'));
-  const server = await startDevServer({ dataDir, port: await findFreePort(), headless: true });
+  // Supervised: should jest die without its teardown, the kernel stops the server (temporal-dev/die-with-parent.ts).
+  const server = await startDevServer({ dataDir, port: await findFreePort(), headless: true, supervised: true });
   process.env.DURABLE_CSI_TEST_TEMPORAL = server.address;
   (globalThis as Record<string, unknown>).__durableCsiTemporal = { server, dataDir };
 }

