@@ -7,9 +7,10 @@ describe('controller killed with SIGKILL mid-create', () => {
   afterAll(() => cluster.teardown());
 
   it('the retry through a fresh controller yields exactly one volume', async () => {
-    // The node is down when the create starts, so the workflow is certainly in flight when the kill lands.
+    // The node has just died (its record still shows it live) when the create starts, so the workflow is certainly
+    // in flight, its first try waiting for the node, when the kill lands.
     const node = await cluster.startNode('node-1');
-    await node.kill('SIGTERM');
+    await node.kill('SIGKILL');
     const first = await cluster.startController('first');
     const request = createRequest('pvc-crash-mid-create');
     const inFlight = codeOf(createVolume(cluster.csi(first.endpoint), request, 10_000));

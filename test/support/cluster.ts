@@ -39,7 +39,7 @@ export class TestCluster {
   private readonly clients: CsiClients[] = [];
   private temporalClient?: { client: Client; connection: Connection };
   private readonly nodes = new Map<string, ManagedProcess>();
-  private controllerStarted = false;
+  private readonly controllers: ManagedProcess[] = [];
 
   constructor(label: string) {
     const suffix = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
@@ -60,7 +60,7 @@ export class TestCluster {
     const endpoint = `unix://${path.join(this.root, `${name}.sock`)}`;
     const args = ['controller', '--endpoint', endpoint, '--driver-name', this.driverName, '--call-wait', '3s'];
     const controller = await this.start(name, endpoint, [...args, '--temporal-address', temporalAddress(), ...extra]);
-    this.controllerStarted = true;
+    this.controllers.push(controller);
     await this.untilLive([...this.nodes.entries()].filter(([, node]) => isRunning(node)).map(([nodeId]) => nodeId));
     return controller;
   }
@@ -93,7 +93,8 @@ export class TestCluster {
     const waitReady = options.waitReady ?? true;
     const node = await this.start(nodeId, endpoint, args, { ...process.env, ...options.env }, waitReady);
     this.nodes.set(nodeId, node);
-    if (waitReady && this.controllerStarted) await this.untilLive([nodeId]);
+    // Records turn live only while a controller runs them.
+    if (waitReady && this.controllers.some(isRunning)) await this.untilLive([nodeId]);
     return node;
   }
 
