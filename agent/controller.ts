@@ -18,6 +18,8 @@ import { installTemporalRuntime } from './runtime';
 import { onShutdownSignal } from './shutdown';
 import { registerControllerMetrics } from '../metrics/controller-metrics';
 import { createProcessMetrics, serveMetrics } from '../metrics/registry';
+import { startControllerKubernetes } from '../kubernetes/controller-integration';
+import type { NodeDeletedPolicy } from '../kubernetes/node-deleted-policy';
 
 export interface ControllerConfig {
   endpoint: string;
@@ -29,6 +31,9 @@ export interface ControllerConfig {
   metricsAddress?: string;
   /** host:port for the Temporal SDK's own Prometheus metrics; off when empty. */
   sdkMetricsAddress?: string;
+  /** Watch Kubernetes (KUBECONFIG or the in-cluster ServiceAccount): Node-deleted policy, orphan metric. */
+  kubernetes?: boolean;
+  nodeDeleted?: NodeDeletedPolicy;
 }
 
 export interface RunningController {
@@ -70,13 +75,25 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
   const identity = createIdentityService({
     driverName: config.driverName,
     version: driverVersion(),
-    ready: async () => worker.getState() === 'RUNNING' && (await temporalAnswers(client)),
+    // Liveness only (csi/identity-service.ts): Temporal reachability is readiness, served as /readyz below.
+    live: async () => worker.getState() === 'RUNNING',
   });
+  const readiness = async () =>
+    (await temporalAnswers(client)) ? undefined : `Temporal at ${config.temporal.address} does not answer`;
   const controller = createControllerService(operations, config);
   const metrics = createProcessMetrics('controller');
   registerControllerMetrics(metrics.registry, client, config.driverName, logger);
+  const kubernetes = config.kubernetes
+    ? await startControllerKubernetes({
+        client,
+        driverName: config.driverName,
+        nodeDeleted: config.nodeDeleted ?? { kind: 'wait' },
+        registry: metrics.registry,
+        logger,
+      })
+    : undefined;
   const stopMetrics = config.metricsAddress
-    ? await serveMetrics(config.metricsAddress, metrics.registry, logger)
+    ? await serveMetrics(config.metricsAddress, metrics.registry, logger, readiness)
     : undefined;
   const server = await serveCsi(config.endpoint, { identity, controller }, logger, metrics);
   logger.info({ driver: config.driverName, temporal: config.temporal.address }, 'controller ready');
@@ -86,6 +103,7 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
     (stopped ??= (async () => {
       await server.close();
       await stopMetrics?.();
+      await kubernetes?.stop();
       worker.shutdown();
       await workerDone;
       await connection.close();

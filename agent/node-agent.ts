@@ -76,8 +76,8 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
   const identity = createIdentityService({
     driverName: config.driverName,
     version: driverVersion(),
-    // Ready once its record runs; the record turns the node live as soon as a controller runs the record.
-    ready: async () => worker.getState() === 'RUNNING' && presence.registered(),
+    // Liveness (csi/identity-service.ts): the worker runs and the record was started once; never Temporal's health.
+    live: async () => worker.getState() === 'RUNNING' && presence.registered(),
   });
   const metrics = createProcessMetrics('node');
   registerNodeMetrics(metrics.registry, backend, config.nodeId);

@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { runController } from '../agent/controller';
 import { parseDuration } from '../common/duration';
 import { parseQuantity } from '../common/quantity';
+import { parseNodeDeletedPolicy } from '../kubernetes/node-deleted-policy';
 import { addMetricsOptions, addTemporalOptions, temporalConfig, type TemporalFlags } from './temporal-options';
 
 export function controllerCommand(defaultDriverName: string): Command {
@@ -10,11 +11,27 @@ export function controllerCommand(defaultDriverName: string): Command {
     .requiredOption('--endpoint <endpoint>', 'CSI endpoint, unix:///path/controller.sock or tcp://host:port')
     .option('--driver-name <name>', 'CSI driver name', defaultDriverName)
     .option('--call-wait <duration>', 'longest a CSI call waits for its workflow before answering ABORTED', '8s')
-    .option('--max-volume-size <size>', 'largest volume accepted; larger requests are OUT_OF_RANGE', '16Ti');
+    .option('--max-volume-size <size>', 'largest volume accepted; larger requests are OUT_OF_RANGE', '16Ti')
+    .option('--kubernetes', 'watch Kubernetes (KUBECONFIG, else the in-cluster ServiceAccount): Node-deleted policy')
+    .option(
+      '--node-deleted <policy>',
+      'when a Node holding volumes is deleted: wait, or forget-after:DURATION (needs --kubernetes)',
+      'wait',
+    );
   return addMetricsOptions(addTemporalOptions(command)).action(
     async (
-      flags: TemporalFlags & { endpoint: string; driverName: string; callWait: string; maxVolumeSize: string },
+      flags: TemporalFlags & {
+        endpoint: string;
+        driverName: string;
+        callWait: string;
+        maxVolumeSize: string;
+        kubernetes?: boolean;
+        nodeDeleted: string;
+      },
     ) => {
+      const nodeDeleted = parseNodeDeletedPolicy(flags.nodeDeleted);
+      if (nodeDeleted.kind !== 'wait' && !flags.kubernetes)
+        throw new Error(`--node-deleted=${flags.nodeDeleted} acts on Kubernetes Nodes: add --kubernetes`);
       await runController({
         endpoint: flags.endpoint,
         driverName: flags.driverName,
@@ -23,6 +40,8 @@ export function controllerCommand(defaultDriverName: string): Command {
         sdkMetricsAddress: flags.sdkMetricsAddress,
         callWaitMs: parseDuration(flags.callWait),
         maxVolumeBytes: parseQuantity(flags.maxVolumeSize),
+        kubernetes: flags.kubernetes,
+        nodeDeleted,
       });
     },
   );

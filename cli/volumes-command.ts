@@ -10,6 +10,7 @@ import { describeDeleteOutcome } from './delete-outcome-text';
 import { defaultControllerEndpoint } from './dev-layout';
 import { printTable } from './table';
 import { addVolumeInspectCommands } from './volumes-inspect-commands';
+import { orphansCommand } from './volumes-orphans-command';
 
 /** A small human client over the controller's CSI socket: what external-provisioner would send. */
 export function volumesCommand(): Command {
@@ -91,6 +92,7 @@ export function volumesCommand(): Command {
       printTable(['VOLUME ID', 'SIZE', 'NODE'], rows);
     });
   addVolumeInspectCommands(volumes);
+  volumes.addCommand(orphansCommand());
   return volumes;
 }
 

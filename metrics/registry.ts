@@ -29,11 +29,26 @@ export function createProcessMetrics(component: string): ProcessMetrics {
   return { registry, csiCalls, csiCallSeconds };
 }
 
-/** Serves GET /metrics on host:port (an empty address turns it off). */
-export async function serveMetrics(address: string, registry: Registry, logger: Logger): Promise<() => Promise<void>> {
+/** Readiness for GET /readyz: undefined when ready, else why not (the 503's body). */
+export type ReadinessCheck = () => Promise<string | undefined>;
+
+/** Serves GET /metrics on host:port (an empty address turns it off), and GET /readyz when given a check. */
+export async function serveMetrics(
+  address: string,
+  registry: Registry,
+  logger: Logger,
+  readiness?: ReadinessCheck,
+): Promise<() => Promise<void>> {
   const match = /^(.*):(\d+)$/.exec(address);
   if (!match) throw new Error(`metrics address "${address}" is not host:port`);
   const server = http.createServer((request, response) => {
+    if (request.url === '/readyz' && readiness) {
+      readiness().then(
+        (notReady) => response.writeHead(notReady ? 503 : 200).end(notReady ?? 'ok'),
+        (error: unknown) => response.writeHead(503).end(String(error)),
+      );
+      return;
+    }
     if (request.url !== '/metrics') {
       response.writeHead(404).end();
       return;

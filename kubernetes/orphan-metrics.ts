@@ -1,0 +1,45 @@
+import type { CoreV1Api } from '@kubernetes/client-node';
+import type { Client } from '@temporalio/client';
+import { Gauge } from 'prom-client';
+import type { Registry } from 'prom-client';
+import type { Logger } from '../common/logger';
+import { buildOrphanReport, type OrphanReport } from './orphan-report';
+
+/** A report asks every live node for its volumes: at most one per this interval, whatever the scrape rate. */
+const REPORT_MAX_AGE_MS = 60_000;
+
+/**
+ * durable_csi_orphans{kind}: the orphan report's counts (unclaimed, lost, deletion-without-pv), from a report at
+ * most a minute old, built on the first scrape that needs it.
+ */
+export function registerOrphanMetrics(
+  registry: Registry,
+  deps: { client: Client; core: CoreV1Api; driverName: string; logger: Logger },
+): void {
+  let latest: { at: number; report: Promise<OrphanReport> } | undefined;
+  const report = () => {
+    if (!latest || Date.now() - latest.at > REPORT_MAX_AGE_MS) {
+      const building = buildOrphanReport(deps.client, deps.core, deps.driverName);
+      latest = { at: Date.now(), report: building };
+      building.catch(() => (latest = undefined)); // a failed report is tried again at the next scrape
+    }
+    return latest.report;
+  };
+  new Gauge({
+    name: 'durable_csi_orphans',
+    help: 'Volumes on a pool with no PV (unclaimed), PVs whose volume no pool reports (lost), pending deletions whose PV is gone (deletion-without-pv)',
+    labelNames: ['kind'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      try {
+        const current = await report();
+        this.set({ kind: 'unclaimed' }, current.unclaimedVolumes.length);
+        this.set({ kind: 'lost' }, current.lostVolumes.length);
+        this.set({ kind: 'deletion-without-pv' }, current.deletionsWithoutPv.length);
+      } catch (error) {
+        deps.logger.warn({ err: error }, 'could not build the orphan report for metrics');
+      }
+    },
+  });
+}

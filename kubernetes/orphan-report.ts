@@ -1,0 +1,113 @@
+import type { CoreV1Api } from '@kubernetes/client-node';
+import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { deleteWorkflowId } from '../common/names';
+import { listPendingOperations } from '../operations/pending-operations';
+import type { OperationSummary } from '../operations/pending-operations';
+import { VolumeOperations } from '../operations/volume-operations';
+import type { ListedVolume } from '../workflows/list-volumes';
+import { listDriverPvs, type DriverPv } from './driver-pvs';
+
+/**
+ * Where the pools and Kubernetes disagree. Read-only: nothing here deletes anything; an operator decides.
+ * - unclaimedVolumes: on a pool, with no PV of this driver, no pending operation and no claim being provisioned.
+ * - lostVolumes: PVs of this driver whose volume no pool reports (nodes that did not answer are not judged).
+ * - deletionsWithoutPv: deletions still pending whose PV is gone (someone removed the PV by hand).
+ */
+export interface OrphanReport {
+  generatedAt: Date;
+  unclaimedVolumes: ListedVolume[];
+  lostVolumes: LostVolume[];
+  deletionsWithoutPv: PendingDeletion[];
+  /** Registered nodes that did not answer: their volumes and PVs were not judged. */
+  uncheckedNodes: string[];
+}
+
+export interface LostVolume {
+  pv: string;
+  volumeHandle: string;
+  nodeId: string | null;
+  phase: string;
+  claim: string | null;
+}
+
+export interface PendingDeletion {
+  workflowId: string;
+  volumeId: string;
+  nodeId: string | null;
+  startTime: Date;
+}
+
+/** Visibility (pending operations) lags by a second or so: an operation that just started may be missed once. */
+export async function buildOrphanReport(client: Client, core: CoreV1Api, driverName: string): Promise<OrphanReport> {
+  const [listing, pending, pvs, provisioning] = await Promise.all([
+    new VolumeOperations(client, driverName).list(),
+    listPendingOperations(client, driverName),
+    listDriverPvs(core, driverName),
+    claimsBeingProvisioned(core),
+  ]);
+  const handles = new Set(pvs.map((pv) => pv.volumeHandle));
+  const pendingNames = new Set(pending.map((operation) => operation.volumeName).filter(isString));
+  const pendingIds = new Set(pending.map((operation) => operation.volumeId).filter(isString));
+  const unchecked = new Set(listing.unreachableNodes);
+  const onPools = new Set(listing.volumes.map((volume) => volume.volumeId));
+
+  const unclaimedVolumes = listing.volumes.filter(
+    (volume) =>
+      !handles.has(volume.volumeId) &&
+      !pendingNames.has(volume.name) &&
+      !pendingIds.has(volume.volumeId) &&
+      !provisioning.has(volume.name),
+  );
+  const lostVolumes: LostVolume[] = [];
+  for (const pv of pvs) {
+    if (onPools.has(pv.volumeHandle) || pendingIds.has(pv.volumeHandle)) continue;
+    if (pv.nodeId && unchecked.has(pv.nodeId)) continue;
+    if (await deletedAwaitingPvRemoval(client, driverName, pv)) continue;
+    lostVolumes.push({
+      pv: pv.name,
+      volumeHandle: pv.volumeHandle,
+      nodeId: pv.nodeId ?? null,
+      phase: pv.phase,
+      claim: pv.claim ?? null,
+    });
+  }
+  const deletionsWithoutPv = pending
+    .filter((operation) => operation.type === 'deleteVolume' && operation.volumeId && !handles.has(operation.volumeId))
+    .map((operation: OperationSummary) => ({
+      workflowId: operation.workflowId,
+      volumeId: operation.volumeId ?? '',
+      nodeId: operation.nodeId,
+      startTime: operation.startTime,
+    }));
+  return { generatedAt: new Date(), unclaimedVolumes, lostVolumes, deletionsWithoutPv, uncheckedNodes: [...unchecked] };
+}
+
+/**
+ * The CSI names external-provisioner uses for claims it is provisioning right now (`pvc-<claim UID>`): their
+ * volume may exist a moment before the PV does.
+ */
+async function claimsBeingProvisioned(core: CoreV1Api): Promise<Set<string>> {
+  const claims = await core.listPersistentVolumeClaimForAllNamespaces();
+  return new Set(
+    claims.items
+      .filter((claim) => !claim.spec?.volumeName && claim.status?.phase === 'Pending')
+      .map((claim) => `pvc-${claim.metadata?.uid}`),
+  );
+}
+
+/** A Released PV whose deletion completed: the volume is gone and external-provisioner removes the PV next. */
+async function deletedAwaitingPvRemoval(client: Client, driverName: string, pv: DriverPv): Promise<boolean> {
+  if (pv.phase !== 'Released' && pv.phase !== 'Failed') return false;
+  try {
+    const description = await client.workflow.getHandle(deleteWorkflowId(driverName, pv.volumeHandle)).describe();
+    return description.status.name === 'COMPLETED';
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return false;
+    throw error;
+  }
+}
+
+function isString(value: string | null): value is string {
+  return typeof value === 'string';
+}

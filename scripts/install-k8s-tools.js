@@ -1,0 +1,230 @@
+'use strict';
+// Builds the Kubernetes control plane and CSI sidecars that the Kubernetes end-to-end test runs
+// (test/e2e-k8s), from the Go module proxy, and caches them under the user's cache directory keyed
+// by version: a machine builds each version once (~20 min cold on 2 cores; seconds afterwards).
+// Node built-ins only: runs from scripts/setup.js, possibly before node_modules exists.
+//
+// A binary that cannot be built is a failure, never a skip: the e2e is part of `npm test`.
+//
+//   node scripts/install-k8s-tools.js          build what is missing, print the directory
+//   node scripts/install-k8s-tools.js --print  print the directory without building
+//
+// k8s.io/kubernetes and external-provisioner carry replace directives, which `go install pkg@version`
+// refuses; each set is built in a small wrapper module that requires the module and copies its
+// replace lines (kubernetes' ./staging/... paths become the published k8s.io/<name> v0.<minor>.<patch>).
+const { spawnSync } = require('child_process');
+const crypto = require('crypto');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+
+const KUBERNETES_VERSION = 'v1.36.3';
+const STAGING_VERSION = `v0.${KUBERNETES_VERSION.slice(3)}`; // v1.36.3 -> v0.36.3
+
+/** Version ldflags as Kubernetes' own build sets them; without them the binaries report v0.0.0-master. */
+function versionLdflags(version) {
+  const [major, minor] = version.slice(1).split('.');
+  const flags = [];
+  for (const pkg of ['k8s.io/component-base/version', 'k8s.io/client-go/pkg/version']) {
+    flags.push(`-X ${pkg}.gitVersion=${version}`, `-X ${pkg}.gitMajor=${major}`, `-X ${pkg}.gitMinor=${minor}`);
+    flags.push(`-X ${pkg}.gitTreeState=clean`);
+  }
+  return flags;
+}
+
+/**
+ * One build = one wrapper module, all its binaries linked in one `go build` (shared packages compile once).
+ * `go list -m -versions <module>` lists what the proxy serves; livenessprobe and node-driver-registrar are
+ * refused by the proxy (403), and the e2e does not need them (no kubelet).
+ */
+const BUILDS = [
+  {
+    name: 'kubernetes',
+    module: 'k8s.io/kubernetes',
+    version: KUBERNETES_VERSION,
+    // etcd: the version kubernetes v1.36.3 pins, resolved from the same module graph.
+    packages: {
+      etcd: 'go.etcd.io/etcd/server/v3',
+      'kube-apiserver': 'k8s.io/kubernetes/cmd/kube-apiserver',
+      'kube-controller-manager': 'k8s.io/kubernetes/cmd/kube-controller-manager',
+      // Applies deploy/ exactly as an admin would: `kubectl apply --server-side -k`.
+      kubectl: 'k8s.io/kubernetes/cmd/kubectl',
+    },
+    ldflags: versionLdflags(KUBERNETES_VERSION),
+  },
+  {
+    name: 'external-provisioner',
+    module: 'github.com/kubernetes-csi/external-provisioner/v6',
+    version: 'v6.4.0',
+    packages: { 'csi-provisioner': 'github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner' },
+    ldflags: ['-X main.version=v6.4.0'],
+  },
+  {
+    name: 'external-resizer',
+    module: 'github.com/kubernetes-csi/external-resizer/v2',
+    version: 'v2.3.0',
+    packages: { 'csi-resizer': 'github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer' },
+    ldflags: ['-X main.version=v2.3.0'],
+  },
+];
+
+function cacheRoot() {
+  if (process.env.DURABLE_CSI_K8S_TOOLS) return path.resolve(process.env.DURABLE_CSI_K8S_TOOLS);
+  const base = process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache');
+  return path.join(base, 'durable-csi', 'k8s-tools');
+}
+
+/** The directory holding one build's binaries; the version is part of the name. */
+function buildDir(build) {
+  return path.join(cacheRoot(), `${build.name}-${build.version}`);
+}
+
+function fail(message) {
+  console.error(`install-k8s-tools: ${message}`);
+  process.exit(1);
+}
+
+function sha256(file) {
+  return crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex');
+}
+
+function readJson(file) {
+  try {
+    return JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+/** The binaries of a build that exist and are the very files its stamp describes for this version. */
+function installedBinaries(build) {
+  const dir = buildDir(build);
+  const stamp = readJson(path.join(dir, 'stamp.json'));
+  if (!stamp || stamp.module !== build.module || stamp.version !== build.version) return [];
+  return Object.keys(build.packages).filter((name) => {
+    const binary = path.join(dir, 'bin', name);
+    return fs.existsSync(binary) && stamp.sha256 && stamp.sha256[name] === sha256(binary);
+  });
+}
+
+function run(go, args, cwd, env) {
+  console.error(`install-k8s-tools: (${path.basename(cwd)}) ${go} ${args.join(' ')}`);
+  const result = spawnSync(go, args, { cwd, stdio: ['ignore', 'inherit', 'inherit'], env });
+  if (result.error) fail(`could not run ${go}: ${result.error.message}`);
+  if (result.status !== 0) fail(`\`${go} ${args.join(' ')}\` exited with ${result.signal || `code ${result.status}`}`);
+}
+
+function goCommand() {
+  const go = process.env.GO || 'go';
+  const probe = spawnSync(go, ['version'], { encoding: 'utf8' });
+  if (probe.error || probe.status !== 0) {
+    const why = probe.error ? probe.error.message : (probe.stderr || '').trim() || `exit ${probe.status}`;
+    fail(
+      `the Go toolchain (1.26 or later) is required to build the Kubernetes control plane for the e2e test (${why}).\n` +
+        '  Install Go (https://go.dev/dl/) and put `go` on PATH, or set GO=/path/to/go. The e2e is never skipped.',
+    );
+  }
+  return { go, version: probe.stdout.trim() };
+}
+
+/** The module's own go.mod, from the module proxy (through the go command, so GOPROXY/GOFLAGS apply). */
+function upstreamGoMod(go, build, env) {
+  const result = spawnSync(go, ['mod', 'download', '-json', `${build.module}@${build.version}`], {
+    encoding: 'utf8',
+    env,
+    cwd: os.tmpdir(),
+  });
+  const info = (() => {
+    try {
+      return JSON.parse(result.stdout);
+    } catch {
+      return undefined;
+    }
+  })();
+  if (result.status !== 0 || !info || !info.GoMod)
+    fail(`cannot download ${build.module}@${build.version}: ${(info && info.Error) || result.stderr.trim()}`);
+  return fs.readFileSync(info.GoMod, 'utf8');
+}
+
+/** The replace lines of a go.mod (single and block form), with local staging paths made published versions. */
+function wrapperReplaces(goMod) {
+  const lines = [];
+  let inBlock = false;
+  for (const raw of goMod.split('\n')) {
+    const line = raw.replace(/\/\/.*$/, '').trim();
+    if (inBlock) {
+      if (line === ')') inBlock = false;
+      else if (line) lines.push(line);
+    } else if (line === 'replace (') inBlock = true;
+    else if (line.startsWith('replace ')) lines.push(line.slice('replace '.length).trim());
+  }
+  return lines.map((line) => {
+    const [from, to] = line.split('=>').map((side) => side.trim());
+    const local = /^\.\/staging\/src\/(k8s\.io\/[^ ]+)$/.exec(to);
+    if (local) return `${from} => ${local[1]} ${STAGING_VERSION}`;
+    if (to.startsWith('.') || to.startsWith('/')) fail(`cannot map the local replace "${line}" to a published module`);
+    return `${from} => ${to}`;
+  });
+}
+
+function install(build) {
+  const dir = buildDir(build);
+  const present = installedBinaries(build);
+  const missing = Object.keys(build.packages).filter((name) => !present.includes(name));
+  if (missing.length === 0) {
+    console.error(`install-k8s-tools: ${build.name} ${build.version} is cached (${dir})`);
+    return;
+  }
+  const { go, version } = goCommand();
+  const started = Date.now();
+  // GOFLAGS from the caller could change what gets built (-mod=vendor, a different -tags): use ours only.
+  const env = { ...process.env, GOFLAGS: '-mod=mod', GOWORK: 'off', CGO_ENABLED: '0' };
+  const wrapper = path.join(dir, 'module');
+  if (present.length === 0) fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(wrapper, { recursive: true });
+  const replaces = wrapperReplaces(upstreamGoMod(go, build, env));
+  const goMod = [
+    `module durable-csi.local/k8s-tools/${build.name}`,
+    '',
+    'go 1.26.0',
+    '',
+    `require ${build.module} ${build.version}`,
+    '',
+    ...(replaces.length ? ['replace (', ...replaces.map((line) => `\t${line}`), ')', ''] : []),
+  ].join('\n');
+  if (!fs.existsSync(path.join(wrapper, 'go.mod'))) fs.writeFileSync(path.join(wrapper, 'go.mod'), goMod);
+  // -mod=mod: the first build records go.sum for what it resolves; versions stay those the required module's
+  // graph selects (no `go get`, which would upgrade etcd to the latest).
+  const outDir = path.join(dir, 'bin');
+  fs.mkdirSync(outDir, { recursive: true });
+  const ldflags = ['-s', '-w', ...build.ldflags].join(' ');
+  const stamp = readJson(path.join(dir, 'stamp.json')) || {};
+  const hashes = present.length ? stamp.sha256 : {};
+  for (const name of missing) {
+    const pkg = build.packages[name];
+    run(go, ['build', '-trimpath', `-ldflags=${ldflags}`, '-o', path.join(outDir, name), pkg], wrapper, env);
+    if (!fs.existsSync(path.join(outDir, name))) fail(`\`go build ${pkg}\` succeeded but left no ${name}`);
+    hashes[name] = sha256(path.join(outDir, name));
+    // Stamped after each binary: an interrupted cold build keeps what it finished.
+    const next = { module: build.module, version: build.version, go: version, sha256: hashes };
+    fs.writeFileSync(path.join(dir, 'stamp.json'), `${JSON.stringify(next, null, 2)}\n`);
+    console.error(`install-k8s-tools: ${name} (${build.name} ${build.version}) built`);
+  }
+  const seconds = Math.round((Date.now() - started) / 1000);
+  console.error(`install-k8s-tools: ${build.name} ${build.version} built in ${seconds} s (${outDir})`);
+}
+
+/** name -> absolute path of every binary, for the e2e (which fails loudly if one is missing). */
+function binaries() {
+  const out = {};
+  for (const build of BUILDS)
+    for (const name of Object.keys(build.packages)) out[name] = path.join(buildDir(build), 'bin', name);
+  return out;
+}
+
+module.exports = { binaries, cacheRoot, BUILDS };
+
+if (require.main === module) {
+  if (!process.argv.includes('--print')) for (const build of BUILDS) install(build);
+  process.stdout.write(`${JSON.stringify(binaries(), null, 2)}\n`);
+}
