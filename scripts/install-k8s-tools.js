@@ -6,8 +6,9 @@
 //
 // A binary that cannot be built is a failure, never a skip: the e2e is part of `npm test`.
 //
-//   node scripts/install-k8s-tools.js          build what is missing, print the directory
-//   node scripts/install-k8s-tools.js --print  print the directory without building
+//   node scripts/install-k8s-tools.js          build what is missing
+//   node scripts/install-k8s-tools.js --print  print where each binary is (JSON), without building
+// DURABLE_CSI_K8S_TOOLS=<dir> caches elsewhere than ~/.cache/durable-csi/k8s-tools (or $XDG_CACHE_HOME).
 //
 // k8s.io/kubernetes and external-provisioner carry replace directives, which `go install pkg@version`
 // refuses; each set is built in a small wrapper module that requires the module and copies its
@@ -225,6 +226,6 @@ function binaries() {
 module.exports = { binaries, cacheRoot, BUILDS };
 
 if (require.main === module) {
-  if (!process.argv.includes('--print')) for (const build of BUILDS) install(build);
-  process.stdout.write(`${JSON.stringify(binaries(), null, 2)}\n`);
+  if (process.argv.includes('--print')) process.stdout.write(`${JSON.stringify(binaries(), null, 2)}\n`);
+  else for (const build of BUILDS) install(build);
 }

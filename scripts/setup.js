@@ -54,3 +54,6 @@ run('ensure Temporal CLI', process.execPath, [path.join('dist', 'temporal-dev', 
 const lifecycle = process.env.npm_lifecycle_event;
 if (lifecycle === undefined || lifecycle === 'test' || lifecycle === 'sanity')
   run('install test tools', process.execPath, [path.join('scripts', 'install-tools.js')]);
+// The Kubernetes e2e's control plane and sidecars: ~20 min to build cold, cached by version in the user's cache.
+if (lifecycle === undefined || lifecycle === 'test')
+  run('build Kubernetes test binaries', process.execPath, [path.join('scripts', 'install-k8s-tools.js')]);

@@ -1,0 +1,260 @@
+import type { KubernetesObject, V1DaemonSet, V1Deployment } from '@kubernetes/client-node';
+import {
+  AppsV1Api,
+  CoreV1Api,
+  loadAllYaml,
+  PatchStrategy,
+  setHeaderOptions,
+  StorageV1Api,
+} from '@kubernetes/client-node';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { call, connectCsi, withDeadline } from '../../csi/client';
+import type { NodeGetInfoResponse__Output } from '../../csi/generated/csi/v1/NodeGetInfoResponse';
+import { waitUntilReady } from '../../agent/wait-ready';
+import { findProjectRoot } from '../../temporal-dev/project-root';
+import { temporalAddress } from '../support/cluster';
+import { ControlPlane, serviceAccount } from './control-plane';
+import { configMapsOf, preparePod, startLaunch, type PodRun } from './pod-runner';
+import { eventually, type Proc } from './processes';
+import { k8sTools, type K8sTools } from './tools';
+
+export const NAMESPACE = 'durable-csi';
+export const DRIVER = 'durable-csi.io';
+const CONTROLLER_SA = 'durable-csi-controller';
+const KUBE_CONTROLLERS = [
+  'persistentvolume-binder-controller',
+  'persistentvolumeclaim-protection-controller',
+  'persistentvolume-protection-controller',
+  // The controller Deployment's ReplicaSet and Pods exist (never scheduled): csi-provisioner owns its
+  // CSIStorageCapacity objects through them (--capacity-ownerref-level=2).
+  'deployment-controller',
+  'replicaset-controller',
+];
+
+export interface RunningPod {
+  name: string;
+  run: PodRun;
+  procs: Map<string, Proc>;
+}
+
+/**
+ * deploy/ on a real control plane: applied server-side by kubectl as an admin would, the controller Pods' and
+ * the node DaemonSet's containers started from the rendered manifests (pod-runner.ts), one node agent per fake
+ * node with the Node and CSINode objects kubelet and node-driver-registrar would have made.
+ */
+export class K8sCluster {
+  readonly root = fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-k8s-'));
+  readonly tools: K8sTools = k8sTools();
+  readonly plane = new ControlPlane(this.tools, this.root, [serviceAccount(NAMESPACE, CONTROLLER_SA)]);
+  objects: KubernetesObject[] = [];
+  core!: CoreV1Api;
+  storage!: StorageV1Api;
+  apps!: AppsV1Api;
+  controllers: RunningPod[] = [];
+  nodes = new Map<string, RunningPod>();
+  private controllerArgsOverride: ((args: string[]) => string[]) | undefined;
+
+  get logDir(): string {
+    return this.plane.logDir;
+  }
+
+  async start(nodeNames: string[]): Promise<void> {
+    await this.plane.start(KUBE_CONTROLLERS);
+    const admin = this.plane.adminConfig();
+    this.core = admin.makeApiClient(CoreV1Api);
+    this.storage = admin.makeApiClient(StorageV1Api);
+    this.apps = admin.makeApiClient(AppsV1Api);
+    this.objects = loadAllYaml(this.kubectl(['kustomize', path.join(findProjectRoot(), 'deploy', 'base')]));
+    this.kubectl(['apply', '--server-side', '--field-manager=e2e-admin', '-k', this.deployDir('base')]);
+    for (const name of nodeNames) await this.startNode(name);
+    await this.startControllers();
+  }
+
+  deployDir(sub: string): string {
+    return path.join(findProjectRoot(), 'deploy', sub);
+  }
+
+  kubectl(args: string[]): string {
+    try {
+      return execFileSync(this.tools.kubectl, [`--kubeconfig=${this.plane.adminKubeconfig()}`, ...args], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+    } catch (error) {
+      const stderr = (error as { stderr?: string }).stderr ?? '';
+      throw new Error(`kubectl ${args.join(' ')} failed: ${stderr || String(error)}`);
+    }
+  }
+
+  controllerKubeconfig(): string {
+    return this.plane.writeKubeconfig(serviceAccount(NAMESPACE, CONTROLLER_SA).user, CONTROLLER_SA);
+  }
+
+  rendered<T extends KubernetesObject>(kind: string, name: string): T {
+    const found = this.objects.find((object) => object.kind === kind && object.metadata?.name === name);
+    if (!found) throw new Error(`deploy/base renders no ${kind} ${name}`);
+    return found as T;
+  }
+
+  /** The controller Deployment's Pods, made by the ReplicaSet controller from the applied manifest. */
+  private async controllerPodNames(): Promise<string[]> {
+    const replicas = this.rendered<V1Deployment>('Deployment', 'durable-csi-controller').spec?.replicas ?? 1;
+    return eventually(
+      'controller Deployment Pods',
+      async () => {
+        const pods = await this.core.listNamespacedPod({
+          namespace: NAMESPACE,
+          labelSelector: 'app.kubernetes.io/component=controller',
+        });
+        const names = pods.items.map((pod) => pod.metadata?.name ?? '').sort();
+        return names.length === replicas ? names : undefined;
+      },
+      30_000,
+    );
+  }
+
+  async startControllers(override?: (args: string[]) => string[]): Promise<void> {
+    this.controllerArgsOverride = override;
+    const deployment = this.rendered<V1Deployment>('Deployment', 'durable-csi-controller');
+    const names = await this.controllerPodNames();
+    for (const podName of names) {
+      const spec = deployment.spec?.template.spec;
+      if (!spec) throw new Error('controller Deployment without a Pod spec');
+      const run = await preparePod(spec, this.podContext(podName));
+      const pod: RunningPod = { name: podName, run, procs: new Map() };
+      this.controllers.push(pod);
+      await this.startController(pod);
+      for (const sidecar of ['csi-provisioner', 'csi-resizer']) this.startContainer(pod, sidecar);
+    }
+  }
+
+  /** Starts (again) the durable-csi container of a controller Pod and waits until its socket answers Probe. */
+  async startController(pod: RunningPod): Promise<void> {
+    const proc = this.startContainer(pod, 'durable-csi', this.controllerArgsOverride);
+    await this.waitProbe(proc, this.endpointOf(pod));
+  }
+
+  async stopControllers(): Promise<void> {
+    for (const pod of this.controllers) for (const proc of pod.procs.values()) await proc.stop();
+    this.controllers = [];
+  }
+
+  endpointOf(pod: RunningPod): string {
+    const launch = pod.run.launches.get('durable-csi');
+    const endpoint = launch?.args.find((arg) => arg.startsWith('--endpoint='))?.slice('--endpoint='.length);
+    if (!endpoint) throw new Error(`${pod.name}: durable-csi has no --endpoint`);
+    return endpoint;
+  }
+
+  metricsUrl(pod: RunningPod): string {
+    const port = pod.run.ports.get(9464);
+    if (!port) throw new Error('the controller declares no metrics port 9464');
+    return `http://127.0.0.1:${port}`;
+  }
+
+  /** One node: the Node object (as kubelet registers it), the agent, then CSINode and the topology label. */
+  async startNode(nodeName: string): Promise<RunningPod> {
+    await this.core.createNode({
+      body: { metadata: { name: nodeName, labels: { 'kubernetes.io/hostname': nodeName } } },
+    });
+    const daemonSet = this.rendered<V1DaemonSet>('DaemonSet', 'durable-csi-node');
+    const spec = daemonSet.spec?.template.spec;
+    if (!spec) throw new Error('node DaemonSet without a Pod spec');
+    const run = await preparePod(spec, {
+      ...this.podContext(`durable-csi-node-${nodeName}`),
+      nodeName,
+      kubeconfig: undefined,
+    });
+    const pod: RunningPod = { name: nodeName, run, procs: new Map() };
+    this.nodes.set(nodeName, pod);
+    await this.startAgent(nodeName);
+    await this.registerPlugin(nodeName);
+    return pod;
+  }
+
+  async startAgent(nodeName: string): Promise<Proc> {
+    const pod = this.node(nodeName);
+    const proc = this.startContainer(pod, 'durable-csi');
+    await this.waitProbe(proc, this.endpointOf(pod));
+    return proc;
+  }
+
+  node(nodeName: string): RunningPod {
+    const pod = this.nodes.get(nodeName);
+    if (!pod) throw new Error(`no node ${nodeName}`);
+    return pod;
+  }
+
+  /** What kubelet does with node-driver-registrar's registration: NodeGetInfo -> CSINode and Node labels. */
+  async registerPlugin(nodeName: string): Promise<void> {
+    const clients = connectCsi(this.endpointOf(this.node(nodeName)));
+    try {
+      const info = await call<NodeGetInfoResponse__Output>((done) =>
+        clients.node.NodeGetInfo({}, withDeadline(5000), done),
+      );
+      const segments = info.accessible_topology?.segments ?? {};
+      await this.core.patchNode(
+        { name: nodeName, body: { metadata: { labels: segments } } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      await this.storage.createCSINode({
+        body: {
+          metadata: { name: nodeName },
+          spec: { drivers: [{ name: DRIVER, nodeID: info.node_id, topologyKeys: Object.keys(segments) }] },
+        },
+      });
+    } finally {
+      clients.close();
+    }
+  }
+
+  /** The node's pool volumes, read from disk (the driver's own answers are not trusted). */
+  volumesOnDisk(nodeName: string): string[] {
+    const pool = this.node(nodeName).run.volumes.get('pool');
+    const dir = pool ? path.join(pool, 'volumes') : '';
+    return dir && fs.existsSync(dir) ? fs.readdirSync(dir).sort() : [];
+  }
+
+  async stop(): Promise<void> {
+    for (const pod of [...this.controllers, ...this.nodes.values()])
+      for (const proc of pod.procs.values()) await proc.stop(5000);
+    await this.plane.stop();
+    if (!process.env.DURABLE_CSI_KEEP_TEST_DATA) fs.rmSync(this.root, { recursive: true, force: true });
+  }
+
+  private podContext(podName: string) {
+    return {
+      podName,
+      namespace: NAMESPACE,
+      root: this.root,
+      tools: this.tools,
+      configMaps: configMapsOf(this.objects),
+      envOverrides: { TEMPORAL_ADDRESS: temporalAddress(), TEMPORAL_NAMESPACE: 'default' },
+      kubeconfig: this.controllerKubeconfig(),
+    };
+  }
+
+  private startContainer(pod: RunningPod, container: string, override?: (args: string[]) => string[]): Proc {
+    const launch = pod.run.launches.get(container);
+    if (!launch) throw new Error(`${pod.name} has no container ${container}`);
+    const args = override ? override(launch.args) : launch.args;
+    const proc = startLaunch(`${pod.name}-${container}`, { ...launch, args }, this.logDir);
+    pod.procs.set(container, proc);
+    return proc;
+  }
+
+  private async waitProbe(proc: Proc, endpoint: string): Promise<void> {
+    const died = proc.exited.then(() => {
+      throw new Error(`${proc.name} exited with ${proc.child.signalCode ?? proc.child.exitCode}`);
+    });
+    died.catch(() => undefined);
+    try {
+      await Promise.race([waitUntilReady(endpoint, 60_000), died]);
+    } catch (error) {
+      throw new Error(`${proc.name} did not start: ${String(error)}\n${proc.tail()}`);
+    }
+  }
+}

@@ -1,0 +1,31 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { findProjectRoot } from '../../temporal-dev/project-root';
+
+export interface K8sTools {
+  etcd: string;
+  'kube-apiserver': string;
+  'kube-controller-manager': string;
+  kubectl: string;
+  'csi-provisioner': string;
+  'csi-resizer': string;
+}
+
+/**
+ * The binaries scripts/install-k8s-tools.js built (npm test runs it through scripts/setup.js). A missing one
+ * fails the e2e with the command that builds it: the test is never skipped.
+ */
+export function k8sTools(): K8sTools {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const installer = require(path.join(findProjectRoot(), 'scripts', 'install-k8s-tools.js')) as {
+    binaries(): Record<string, string>;
+  };
+  const binaries = installer.binaries();
+  const missing = Object.entries(binaries).filter(([, file]) => !fs.existsSync(file));
+  if (missing.length > 0)
+    throw new Error(
+      `Kubernetes binaries missing: ${missing.map(([name, file]) => `${name} (${file})`).join(', ')}.\n` +
+        'Build them (about 20 minutes cold, cached by version afterwards): node scripts/install-k8s-tools.js',
+    );
+  return binaries as unknown as K8sTools;
+}
