@@ -18,7 +18,6 @@ import { installTemporalRuntime } from './runtime';
 import { onShutdownSignal } from './shutdown';
 import { registerControllerMetrics } from '../metrics/controller-metrics';
 import { createProcessMetrics, serveMetrics } from '../metrics/registry';
-import { startControllerKubernetes } from '../kubernetes/controller-integration';
 import type { NodeDeletedPolicy } from '../kubernetes/node-deleted-policy';
 
 export interface ControllerConfig {
@@ -83,8 +82,11 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
   const controller = createControllerService(operations, config);
   const metrics = createProcessMetrics('controller');
   registerControllerMetrics(metrics.registry, client, config.driverName, logger);
+  // Loaded only when asked for: @kubernetes/client-node is large (and ESM, which only Node >= 20.19 requires).
   const kubernetes = config.kubernetes
-    ? await startControllerKubernetes({
+    ? await (
+        await import('../kubernetes/controller-integration')
+      ).startControllerKubernetes({
         client,
         driverName: config.driverName,
         nodeDeleted: config.nodeDeleted ?? { kind: 'wait' },

@@ -1,7 +1,6 @@
 import { Command } from 'commander';
 import { formatBytes } from '../common/quantity';
-import { coreApi, loadKubeConfig } from '../kubernetes/kube-config';
-import { buildOrphanReport, type OrphanReport } from '../kubernetes/orphan-report';
+import type { OrphanReport } from '../kubernetes/orphan-report';
 import { addOperatorOptions, ageOf, printJson, withTemporalClient } from './operator-options';
 import type { OperatorFlags } from './operator-options';
 import { printTable } from './table';
@@ -15,6 +14,9 @@ export function orphansCommand(): Command {
     )
     .option('--kubeconfig <file>', 'Kubernetes configuration (default: $KUBECONFIG, ~/.kube/config, in-cluster)');
   return addOperatorOptions(command).action(async (flags: OperatorFlags & { kubeconfig?: string }) => {
+    // Loaded here, not at CLI start: @kubernetes/client-node is large.
+    const { coreApi, loadKubeConfig } = await import('../kubernetes/kube-config');
+    const { buildOrphanReport } = await import('../kubernetes/orphan-report');
     const core = coreApi(loadKubeConfig(flags.kubeconfig));
     const report = await withTemporalClient(flags, (client) => buildOrphanReport(client, core, flags.driverName));
     if (flags.output === 'json') printJson(report);

@@ -1,8 +1,9 @@
-import type { CoreV1Api, KubeConfig, V1PersistentVolume, V1PersistentVolumeClaim } from '@kubernetes/client-node';
-import { makeInformer } from '@kubernetes/client-node';
+import type { V1PersistentVolume, V1PersistentVolumeClaim } from '@kubernetes/client-node';
+import type { KubeRest } from './kube-rest';
 import { eventually } from './processes';
 
 export const E2E_NAMESPACE = 'e2e';
+const CLAIMS = `/api/v1/namespaces/${E2E_NAMESPACE}/persistentvolumeclaims`;
 
 /**
  * PVCs of the test namespace and PVs, watched (not polled) so that "Bound at" and "PV gone at" are the API
@@ -11,51 +12,34 @@ export const E2E_NAMESPACE = 'e2e';
 export class ClaimWatch {
   readonly boundAt = new Map<string, number>();
   readonly pvGoneAt = new Map<string, number>();
-  private readonly pvcInformer;
-  private readonly pvInformer;
+  private readonly watches: { ready: Promise<void>; stop(): void }[] = [];
 
-  constructor(
-    config: KubeConfig,
-    private readonly core: CoreV1Api,
-  ) {
-    this.pvcInformer = makeInformer<V1PersistentVolumeClaim>(
-      config,
-      `/api/v1/namespaces/${E2E_NAMESPACE}/persistentvolumeclaims`,
-      () => core.listNamespacedPersistentVolumeClaim({ namespace: E2E_NAMESPACE }),
-    );
-    this.pvInformer = makeInformer<V1PersistentVolume>(config, '/api/v1/persistentvolumes', () =>
-      core.listPersistentVolume(),
-    );
-    const onClaim = (claim: V1PersistentVolumeClaim) => {
-      const name = claim.metadata?.name;
-      if (name && claim.status?.phase === 'Bound' && !this.boundAt.has(name)) this.boundAt.set(name, Date.now());
-    };
-    this.pvcInformer.on('add', onClaim);
-    this.pvcInformer.on('update', onClaim);
-    this.pvInformer.on('delete', (pv) => {
-      if (pv.metadata?.name) this.pvGoneAt.set(pv.metadata.name, Date.now());
-    });
-  }
+  constructor(private readonly api: KubeRest) {}
 
   async start(): Promise<void> {
-    await this.pvcInformer.start();
-    await this.pvInformer.start();
+    this.watches.push(
+      this.api.watch<V1PersistentVolumeClaim>(CLAIMS, (type, claim) => {
+        const name = claim.metadata?.name;
+        if (type !== 'DELETED' && name && claim.status?.phase === 'Bound' && !this.boundAt.has(name))
+          this.boundAt.set(name, Date.now());
+      }),
+      this.api.watch<V1PersistentVolume>('/api/v1/persistentvolumes', (type, pv) => {
+        if (type === 'DELETED' && pv.metadata?.name) this.pvGoneAt.set(pv.metadata.name, Date.now());
+      }),
+    );
+    await Promise.all(this.watches.map((watch) => watch.ready));
   }
 
-  async stop(): Promise<void> {
-    await this.pvcInformer.stop();
-    await this.pvInformer.stop();
+  stop(): void {
+    for (const watch of this.watches) watch.stop();
   }
 
   async create(name: string, storageClassName: string, size = '64Mi', selectedNode?: string): Promise<number> {
     const annotations = selectedNode ? { 'volume.kubernetes.io/selected-node': selectedNode } : undefined;
     const startedAt = Date.now();
-    await this.core.createNamespacedPersistentVolumeClaim({
-      namespace: E2E_NAMESPACE,
-      body: {
-        metadata: { name, annotations },
-        spec: { accessModes: ['ReadWriteOnce'], storageClassName, resources: { requests: { storage: size } } },
-      },
+    await this.api.create(CLAIMS, {
+      metadata: { name, annotations },
+      spec: { accessModes: ['ReadWriteOnce'], storageClassName, resources: { requests: { storage: size } } },
     });
     return startedAt;
   }
@@ -63,15 +47,23 @@ export class ClaimWatch {
   /** The PV bound to the claim, once the claim is Bound. */
   async bound(name: string, timeoutMs = 60_000): Promise<V1PersistentVolume> {
     await eventually(`PVC ${name} Bound`, async () => this.boundAt.has(name), timeoutMs, 50);
-    const claim = await this.core.readNamespacedPersistentVolumeClaim({ name, namespace: E2E_NAMESPACE });
+    const claim = await this.api.get<V1PersistentVolumeClaim>(`${CLAIMS}/${name}`);
     const pvName = claim.spec?.volumeName;
     if (!pvName) throw new Error(`PVC ${name} is Bound without a volumeName`);
-    return this.core.readPersistentVolume({ name: pvName });
+    return this.pv(pvName);
+  }
+
+  pv(pvName: string): Promise<V1PersistentVolume> {
+    return this.api.get<V1PersistentVolume>(`/api/v1/persistentvolumes/${pvName}`);
+  }
+
+  async resize(name: string, size: string): Promise<void> {
+    await this.api.patch(`${CLAIMS}/${name}`, { spec: { resources: { requests: { storage: size } } } });
   }
 
   async delete(name: string): Promise<number> {
     const startedAt = Date.now();
-    await this.core.deleteNamespacedPersistentVolumeClaim({ name, namespace: E2E_NAMESPACE });
+    await this.api.delete(`${CLAIMS}/${name}`);
     return startedAt;
   }
 

@@ -1,9 +1,8 @@
-import { KubeConfig } from '@kubernetes/client-node';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import https from 'node:https';
 import path from 'node:path';
 import { findFreePort } from '../../temporal-dev/free-port';
+import { KubeRest } from './kube-rest';
 import { eventually, startProcess, type Proc } from './processes';
 import type { K8sTools } from './tools';
 
@@ -140,29 +139,24 @@ export class ControlPlane {
     return this.writeKubeconfig(ADMIN.user, 'admin');
   }
 
-  adminConfig(): KubeConfig {
-    const config = new KubeConfig();
-    config.loadFromFile(this.adminKubeconfig());
-    return config;
+  /** A REST client authenticating as the identity (the admin when no user is given). */
+  rest(user = ADMIN.user): KubeRest {
+    const token = this.tokens.get(user);
+    if (!token) throw new Error(`no token for ${user}`);
+    return new KubeRest(this.server, token);
   }
 
   async stop(): Promise<void> {
     for (const proc of [...this.processes].reverse()) await proc.stop(5000);
   }
 
-  private readyz(): Promise<boolean> {
-    const token = this.tokens.get(ADMIN.user);
-    return new Promise((resolve, reject) => {
-      const request = https.get(
-        `${this.server}/readyz`,
-        { rejectUnauthorized: false, headers: { Authorization: `Bearer ${token}` }, timeout: 2000 },
-        (response) => {
-          response.resume();
-          resolve(response.statusCode === 200);
-        },
-      );
-      request.on('error', reject);
-      request.on('timeout', () => request.destroy(new Error('timeout')));
-    });
+  private async readyz(): Promise<boolean> {
+    const rest = this.rest();
+    try {
+      await rest.request('GET', '/readyz');
+      return true;
+    } finally {
+      rest.close();
+    }
   }
 }

@@ -1,12 +1,4 @@
-import type { KubernetesObject, V1DaemonSet, V1Deployment } from '@kubernetes/client-node';
-import {
-  AppsV1Api,
-  CoreV1Api,
-  loadAllYaml,
-  PatchStrategy,
-  setHeaderOptions,
-  StorageV1Api,
-} from '@kubernetes/client-node';
+import type { V1ConfigMap, V1DaemonSet, V1Deployment, V1PodList } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -17,7 +9,8 @@ import { waitUntilReady } from '../../agent/wait-ready';
 import { findProjectRoot } from '../../temporal-dev/project-root';
 import { temporalAddress } from '../support/cluster';
 import { ControlPlane, serviceAccount } from './control-plane';
-import { configMapsOf, preparePod, startLaunch, type PodRun } from './pod-runner';
+import type { KubeRest } from './kube-rest';
+import { preparePod, startLaunch, type PodRun } from './pod-runner';
 import { eventually, type Proc } from './processes';
 import { k8sTools, type K8sTools } from './tools';
 
@@ -49,13 +42,16 @@ export class K8sCluster {
   readonly root = fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-k8s-'));
   readonly tools: K8sTools = k8sTools();
   readonly plane = new ControlPlane(this.tools, this.root, [serviceAccount(NAMESPACE, CONTROLLER_SA)]);
-  objects: KubernetesObject[] = [];
-  core!: CoreV1Api;
-  storage!: StorageV1Api;
-  apps!: AppsV1Api;
+  /** The admin's client. */
+  api!: KubeRest;
+  /** deploy/ as the API server stored it (defaults filled in). */
+  private deployment!: V1Deployment;
+  private daemonSet!: V1DaemonSet;
+  private readonly configMaps = new Map<string, Record<string, string>>();
   controllers: RunningPod[] = [];
   nodes = new Map<string, RunningPod>();
   private controllerArgsOverride: ((args: string[]) => string[]) | undefined;
+  private readonly stopping = new Set<RunningPod>();
 
   get logDir(): string {
     return this.plane.logDir;
@@ -63,12 +59,15 @@ export class K8sCluster {
 
   async start(nodeNames: string[]): Promise<void> {
     await this.plane.start(KUBE_CONTROLLERS);
-    const admin = this.plane.adminConfig();
-    this.core = admin.makeApiClient(CoreV1Api);
-    this.storage = admin.makeApiClient(StorageV1Api);
-    this.apps = admin.makeApiClient(AppsV1Api);
-    this.objects = loadAllYaml(this.kubectl(['kustomize', path.join(findProjectRoot(), 'deploy', 'base')]));
+    this.api = this.plane.rest();
     this.kubectl(['apply', '--server-side', '--field-manager=e2e-admin', '-k', this.deployDir('base')]);
+    const apps = `/apis/apps/v1/namespaces/${NAMESPACE}`;
+    this.deployment = await this.api.get<V1Deployment>(`${apps}/deployments/durable-csi-controller`);
+    this.daemonSet = await this.api.get<V1DaemonSet>(`${apps}/daemonsets/durable-csi-node`);
+    const configMap = await this.api.get<V1ConfigMap>(
+      `/api/v1/namespaces/${NAMESPACE}/configmaps/durable-csi-temporal`,
+    );
+    this.configMaps.set('durable-csi-temporal', configMap.data ?? {});
     for (const name of nodeNames) await this.startNode(name);
     await this.startControllers();
   }
@@ -93,22 +92,15 @@ export class K8sCluster {
     return this.plane.writeKubeconfig(serviceAccount(NAMESPACE, CONTROLLER_SA).user, CONTROLLER_SA);
   }
 
-  rendered<T extends KubernetesObject>(kind: string, name: string): T {
-    const found = this.objects.find((object) => object.kind === kind && object.metadata?.name === name);
-    if (!found) throw new Error(`deploy/base renders no ${kind} ${name}`);
-    return found as T;
-  }
-
   /** The controller Deployment's Pods, made by the ReplicaSet controller from the applied manifest. */
   private async controllerPodNames(): Promise<string[]> {
-    const replicas = this.rendered<V1Deployment>('Deployment', 'durable-csi-controller').spec?.replicas ?? 1;
+    const replicas = this.deployment.spec?.replicas ?? 1;
     return eventually(
       'controller Deployment Pods',
       async () => {
-        const pods = await this.core.listNamespacedPod({
-          namespace: NAMESPACE,
-          labelSelector: 'app.kubernetes.io/component=controller',
-        });
+        const pods = await this.api.get<V1PodList>(
+          `/api/v1/namespaces/${NAMESPACE}/pods?labelSelector=app.kubernetes.io/component%3Dcontroller`,
+        );
         const names = pods.items.map((pod) => pod.metadata?.name ?? '').sort();
         return names.length === replicas ? names : undefined;
       },
@@ -118,10 +110,9 @@ export class K8sCluster {
 
   async startControllers(override?: (args: string[]) => string[]): Promise<void> {
     this.controllerArgsOverride = override;
-    const deployment = this.rendered<V1Deployment>('Deployment', 'durable-csi-controller');
     const names = await this.controllerPodNames();
     for (const podName of names) {
-      const spec = deployment.spec?.template.spec;
+      const spec = this.deployment.spec?.template.spec;
       if (!spec) throw new Error('controller Deployment without a Pod spec');
       const run = await preparePod(spec, this.podContext(podName));
       const pod: RunningPod = { name: podName, run, procs: new Map() };
@@ -138,7 +129,7 @@ export class K8sCluster {
   }
 
   async stopControllers(): Promise<void> {
-    for (const pod of this.controllers) for (const proc of pod.procs.values()) await proc.stop();
+    for (const pod of this.controllers) await this.stopPod(pod);
     this.controllers = [];
   }
 
@@ -157,11 +148,10 @@ export class K8sCluster {
 
   /** One node: the Node object (as kubelet registers it), the agent, then CSINode and the topology label. */
   async startNode(nodeName: string): Promise<RunningPod> {
-    await this.core.createNode({
-      body: { metadata: { name: nodeName, labels: { 'kubernetes.io/hostname': nodeName } } },
+    await this.api.create('/api/v1/nodes', {
+      metadata: { name: nodeName, labels: { 'kubernetes.io/hostname': nodeName } },
     });
-    const daemonSet = this.rendered<V1DaemonSet>('DaemonSet', 'durable-csi-node');
-    const spec = daemonSet.spec?.template.spec;
+    const spec = this.daemonSet.spec?.template.spec;
     if (!spec) throw new Error('node DaemonSet without a Pod spec');
     const run = await preparePod(spec, {
       ...this.podContext(`durable-csi-node-${nodeName}`),
@@ -196,15 +186,10 @@ export class K8sCluster {
         clients.node.NodeGetInfo({}, withDeadline(5000), done),
       );
       const segments = info.accessible_topology?.segments ?? {};
-      await this.core.patchNode(
-        { name: nodeName, body: { metadata: { labels: segments } } },
-        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-      );
-      await this.storage.createCSINode({
-        body: {
-          metadata: { name: nodeName },
-          spec: { drivers: [{ name: DRIVER, nodeID: info.node_id, topologyKeys: Object.keys(segments) }] },
-        },
+      await this.api.patch(`/api/v1/nodes/${nodeName}`, { metadata: { labels: segments } });
+      await this.api.create('/apis/storage.k8s.io/v1/csinodes', {
+        metadata: { name: nodeName },
+        spec: { drivers: [{ name: DRIVER, nodeID: info.node_id, topologyKeys: Object.keys(segments) }] },
       });
     } finally {
       clients.close();
@@ -219,8 +204,8 @@ export class K8sCluster {
   }
 
   async stop(): Promise<void> {
-    for (const pod of [...this.controllers, ...this.nodes.values()])
-      for (const proc of pod.procs.values()) await proc.stop(5000);
+    for (const pod of [...this.controllers, ...this.nodes.values()]) await this.stopPod(pod);
+    this.api?.close();
     await this.plane.stop();
     if (!process.env.DURABLE_CSI_KEEP_TEST_DATA) fs.rmSync(this.root, { recursive: true, force: true });
   }
@@ -231,19 +216,36 @@ export class K8sCluster {
       namespace: NAMESPACE,
       root: this.root,
       tools: this.tools,
-      configMaps: configMapsOf(this.objects),
+      configMaps: this.configMaps,
       envOverrides: { TEMPORAL_ADDRESS: temporalAddress(), TEMPORAL_NAMESPACE: 'default' },
       kubeconfig: this.controllerKubeconfig(),
     };
   }
 
+  /**
+   * Starts a container. Sidecars get kubelet's restartPolicy Always: they exit when they lose the driver's socket
+   * (csi-lib-utils does that on purpose) and are started again after a second. The durable-csi containers are
+   * started and stopped by the test itself.
+   */
   private startContainer(pod: RunningPod, container: string, override?: (args: string[]) => string[]): Proc {
     const launch = pod.run.launches.get(container);
     if (!launch) throw new Error(`${pod.name} has no container ${container}`);
     const args = override ? override(launch.args) : launch.args;
-    const proc = startLaunch(`${pod.name}-${container}`, { ...launch, args }, this.logDir);
+    const proc = startLaunch(`${pod.name}-${container}`, { ...launch, args }, pod.name, this.logDir);
     pod.procs.set(container, proc);
+    if (container !== 'durable-csi')
+      void proc.exited.then(() => {
+        if (this.stopping.has(pod) || pod.procs.get(container) !== proc) return;
+        setTimeout(() => {
+          if (!this.stopping.has(pod) && pod.procs.get(container) === proc) this.startContainer(pod, container);
+        }, 1000);
+      });
     return proc;
+  }
+
+  private async stopPod(pod: RunningPod): Promise<void> {
+    this.stopping.add(pod);
+    for (const proc of pod.procs.values()) await proc.stop(5000);
   }
 
   private async waitProbe(proc: Proc, endpoint: string): Promise<void> {

@@ -1,4 +1,10 @@
-import type { V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
+import type {
+  CoreV1EventList,
+  V1CSIDriver,
+  V1CSIStorageCapacityList,
+  V1PersistentVolume,
+  V1StorageClass,
+} from '@kubernetes/client-node';
 import { Client, Connection } from '@temporalio/client';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -27,6 +33,7 @@ jest.setTimeout(600_000);
 const NODES = ['k8s-node-1', 'k8s-node-2', 'k8s-node-3'];
 const DIR_CLASS = 'durable-csi-dir';
 const IMMEDIATE_CLASS = 'e2e-immediate';
+const CAPACITIES = `/apis/storage.k8s.io/v1/namespaces/${NAMESPACE}/csistoragecapacities`;
 const cluster = new K8sCluster();
 let claims: ClaimWatch;
 let temporal: { connection: Connection; client: Client };
@@ -38,7 +45,7 @@ beforeAll(async () => {
     await cluster.stop();
     throw error;
   }
-  await cluster.core.createNamespace({ body: { metadata: { name: E2E_NAMESPACE } } });
+  await cluster.api.create('/api/v1/namespaces', { metadata: { name: E2E_NAMESPACE } });
   const immediate: V1StorageClass = {
     metadata: { name: IMMEDIATE_CLASS },
     provisioner: DRIVER,
@@ -46,15 +53,15 @@ beforeAll(async () => {
     allowVolumeExpansion: true,
     reclaimPolicy: 'Delete',
   };
-  await cluster.storage.createStorageClass({ body: immediate });
-  claims = new ClaimWatch(cluster.plane.adminConfig(), cluster.core);
+  await cluster.api.create('/apis/storage.k8s.io/v1/storageclasses', immediate);
+  claims = new ClaimWatch(cluster.api);
   await claims.start();
   const connection = await Connection.connect({ address: temporalAddress() });
   temporal = { connection, client: new Client({ connection }) };
 }, 300_000);
 
 afterAll(async () => {
-  await claims?.stop();
+  claims?.stop();
   await temporal?.connection.close();
   await cluster.stop();
 });
@@ -76,23 +83,25 @@ function controllerEndpoint(): string {
 }
 
 async function events(pvName: string): Promise<{ reason: string; message: string }[]> {
-  const list = await cluster.core.listEventForAllNamespaces({ fieldSelector: `involvedObject.name=${pvName}` });
+  const list = await cluster.api.get<CoreV1EventList>(`/api/v1/events?fieldSelector=involvedObject.name%3D${pvName}`);
   return list.items.map((event) => ({ reason: event.reason ?? '', message: event.message ?? '' }));
 }
 
 describe('deploy/', () => {
   it('applies server-side; the CSIDriver and StorageClasses are what a cluster admin gets', async () => {
-    const driver = await cluster.storage.readCSIDriver({ name: DRIVER });
+    const driver = await cluster.api.get<V1CSIDriver>(`/apis/storage.k8s.io/v1/csidrivers/${DRIVER}`);
     expect(driver.spec).toMatchObject({ attachRequired: false, storageCapacity: true, fsGroupPolicy: 'File' });
     expect(driver.spec.volumeLifecycleModes).toEqual(['Persistent']);
     for (const name of ['durable-csi-dir', 'durable-csi-loop-ext4', 'durable-csi-loop-xfs']) {
-      const storageClass = await cluster.storage.readStorageClass({ name });
+      const storageClass = await cluster.api.get<V1StorageClass>(`/apis/storage.k8s.io/v1/storageclasses/${name}`);
       expect(storageClass).toMatchObject({ volumeBindingMode: 'WaitForFirstConsumer', allowVolumeExpansion: true });
     }
   });
 
   it('the dev-temporal overlay and every component validate against the API server', () => {
-    cluster.kubectl(['apply', '--server-side', '--dry-run=server', '-k', cluster.deployDir('overlays/dev-temporal')]);
+    // The same field manager as the real apply: the admin changing their own install, not a second owner.
+    const dryRun = ['apply', '--server-side', '--field-manager=e2e-admin', '--dry-run=server', '-k'];
+    cluster.kubectl([...dryRun, cluster.deployDir('overlays/dev-temporal')]);
     // The components combined with the base, as an admin's own overlay would.
     const overlay = path.join(cluster.root, 'admin-overlay');
     fs.mkdirSync(overlay, { recursive: true });
@@ -111,7 +120,7 @@ describe('deploy/', () => {
         '',
       ].join('\n'),
     );
-    cluster.kubectl(['apply', '--server-side', '--dry-run=server', '-k', overlay]);
+    cluster.kubectl([...dryRun, overlay]);
     const rendered = cluster.kubectl(['kustomize', overlay]);
     expect(rendered).toContain('--backend=loop');
     expect(rendered).not.toContain('--backend=dir');
@@ -144,18 +153,11 @@ describe('provisioning behind csi-provisioner', () => {
   it('grows a volume through csi-resizer: PVC resize -> PV capacity', async () => {
     await claims.create('grow-1', DIR_CLASS, '64Mi', 'k8s-node-1');
     const pv = await claims.bound('grow-1');
-    await cluster.core.patchNamespacedPersistentVolumeClaim(
-      {
-        name: 'grow-1',
-        namespace: E2E_NAMESPACE,
-        body: { spec: { resources: { requests: { storage: '128Mi' } } } },
-      },
-      (await import('@kubernetes/client-node')).setHeaderOptions('Content-Type', 'application/merge-patch+json'),
-    );
+    await claims.resize('grow-1', '128Mi');
     await eventually(
       'PV capacity 128Mi',
       async () => {
-        const current = await cluster.core.readPersistentVolume({ name: pv.metadata?.name ?? '' });
+        const current = await claims.pv(pv.metadata?.name ?? '');
         return parseQuantity(current.spec?.capacity?.storage ?? '0') === 128 * 1024 ** 2;
       },
       60_000,
@@ -183,7 +185,7 @@ async function getCapacity(nodeName: string, parameters: Record<string, string>)
 
 /** The CSIStorageCapacity csi-provisioner published for a class and node, in bytes (undefined: none yet). */
 async function publishedCapacity(storageClassName: string, nodeName: string): Promise<number | undefined> {
-  const list = await cluster.storage.listNamespacedCSIStorageCapacity({ namespace: NAMESPACE });
+  const list = await cluster.api.get<V1CSIStorageCapacityList>(CAPACITIES);
   const found = list.items.find(
     (item) =>
       item.storageClassName === storageClassName && item.nodeTopology?.matchLabels?.[TOPOLOGY_NODE_KEY] === nodeName,
@@ -210,7 +212,7 @@ describe('storage capacity', () => {
         );
       }
     }
-    const list = await cluster.storage.listNamespacedCSIStorageCapacity({ namespace: NAMESPACE });
+    const list = await cluster.api.get<V1CSIStorageCapacityList>(CAPACITIES);
     // Owned by the controller Deployment (--capacity-ownerref-level=2), so they go when it goes.
     expect(list.items[0]?.metadata?.ownerReferences?.[0]).toMatchObject({
       kind: 'Deployment',
@@ -349,7 +351,7 @@ describe('rollout', () => {
         1000,
       );
     for (const pv of pvs.values()) {
-      const current = await cluster.core.readPersistentVolume({ name: pv.metadata?.name ?? '' });
+      const current = await claims.pv(pv.metadata?.name ?? '');
       expect(current.status?.phase).toBe('Released');
     }
     const onDisk = NODES.flatMap((node) => cluster.volumesOnDisk(node));
@@ -365,12 +367,12 @@ describe('Node-deleted policy', () => {
   const NODE = 'k8s-node-3';
 
   async function deleteNode(): Promise<void> {
-    await cluster.core.deleteNode({ name: NODE });
+    await cluster.api.delete(`/api/v1/nodes/${NODE}`);
   }
 
   async function recreateNode(): Promise<void> {
-    await cluster.core.createNode({
-      body: { metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE, [TOPOLOGY_NODE_KEY]: NODE } } },
+    await cluster.api.create('/api/v1/nodes', {
+      metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE, [TOPOLOGY_NODE_KEY]: NODE } },
     });
   }
 

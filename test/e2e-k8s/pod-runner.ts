@@ -1,4 +1,4 @@
-import type { KubernetesObject, V1Container, V1PodSpec } from '@kubernetes/client-node';
+import type { V1Container, V1PodSpec } from '@kubernetes/client-node';
 import fs from 'node:fs';
 import path from 'node:path';
 import { CLI_MAIN } from '../../agent/spawn-cli';
@@ -157,15 +157,12 @@ function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
-/** The rendered ConfigMaps by name. */
-export function configMapsOf(objects: KubernetesObject[]): Map<string, Record<string, string>> {
-  const maps = new Map<string, Record<string, string>>();
-  for (const object of objects)
-    if (object.kind === 'ConfigMap')
-      maps.set(object.metadata?.name ?? '', (object as { data?: Record<string, string> }).data ?? {});
-  return maps;
-}
-
-export function startLaunch(name: string, run: Launch, logDir: string): Proc {
-  return startProcess(name, run.command, run.args, { logDir, env: run.env });
+/**
+ * Starts a container's process in a UTS namespace whose hostname is the Pod's name, as in a Pod: the sidecars'
+ * leader election identifies each replica by hostname, and two replicas on one host would both lead. Needs root
+ * (the e2e already does, for the rest of `npm test`); without it this fails loudly.
+ */
+export function startLaunch(name: string, run: Launch, podName: string, logDir: string): Proc {
+  const inPod = ['--uts', '--', 'sh', '-c', 'hostname "$0" && exec "$@"', podName, run.command, ...run.args];
+  return startProcess(name, 'unshare', inPod, { logDir, env: { ...run.env, HOSTNAME: podName } });
 }
