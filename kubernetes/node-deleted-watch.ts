@@ -97,7 +97,7 @@ export async function startNodeDeletedWatch(options: NodeDeletedWatchOptions): P
 
   const onGone = async (nodeId: string, key: string, deletedAt: Date) => {
     if (gone.has(nodeId)) return;
-    const { holdsSomething } = await affected(nodeId);
+    const { pvs, holdsSomething } = await affected(nodeId);
     if (!holdsSomething) {
       logger.info({ node: nodeId }, 'Kubernetes Node deleted; it holds no durable-csi volumes or operations');
       return;
@@ -110,16 +110,23 @@ export async function startNodeDeletedWatch(options: NodeDeletedWatchOptions): P
         ? `durable-csi waits for its node agent to return (--node-deleted=wait); if the node is gone for good, run \`durable-csi nodes forget ${nodeId} --reason ...\``
         : `durable-csi forgets the node at ${new Date(deletedAt.getTime() + policy.afterMs).toISOString()} unless the Node returns first (--node-deleted=${formatNodeDeletedPolicy(policy)}); this volume's data is then lost`;
     logger.warn({ node: nodeId, policy: formatNodeDeletedPolicy(policy) }, 'Kubernetes Node holding volumes deleted');
-    await report(nodeId, {
-      type: 'Warning',
-      reason: 'NodeDeleted',
-      message: `Kubernetes Node ${nodeId}, which holds this volume, was deleted at ${at}; ${then}.`,
-      key: `${key}/deleted`,
-    });
-    if (policy.kind === 'forget-after' && gone.get(nodeId) === entry) {
+    if (policy.kind === 'forget-after') {
       const delay = Math.max(0, deletedAt.getTime() + policy.afterMs - Date.now());
       entry.timer = setTimeout(() => void tryForget(nodeId), delay);
     }
+    // Events are reports: recordPvEvents logs its failures and never throws, so the decision above stands.
+    await recordPvEvents(
+      core,
+      COMPONENT,
+      pvs,
+      {
+        type: 'Warning',
+        reason: 'NodeDeleted',
+        message: `Kubernetes Node ${nodeId}, which holds this volume, was deleted at ${at}; ${then}.`,
+        key: `${key}/deleted`,
+      },
+      logger,
+    );
   };
 
   const onBack = async (nodeId: string) => {
@@ -150,9 +157,17 @@ export async function startNodeDeletedWatch(options: NodeDeletedWatchOptions): P
   const guard = (what: string, work: () => Promise<void>) =>
     work().catch((error: unknown) => logger.warn({ err: error }, `Node-deleted policy: ${what} failed`));
 
+  // A deletion that could not be handled (Temporal or the API server did not answer) is tried again: the watch
+  // will not report it twice.
+  const handleDeletion = (name: string, uid: string, at: Date) => {
+    onGone(name, uid, at).catch((error: unknown) => {
+      logger.warn({ err: error, node: name }, 'Node-deleted policy: handling a Node deletion failed; retrying');
+      setTimeout(() => !stopped && !informer.get(name) && handleDeletion(name, uid, at), retryMs);
+    });
+  };
   informer.on('delete', (node) => {
     const name = node.metadata?.name;
-    if (name) void guard('handling a Node deletion', () => onGone(name, node.metadata?.uid ?? 'unknown', new Date()));
+    if (name) handleDeletion(name, node.metadata?.uid ?? 'unknown', new Date());
   });
   informer.on('add', (node) => {
     const name = node.metadata?.name;
