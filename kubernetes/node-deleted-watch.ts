@@ -1,7 +1,7 @@
 import type { KubeConfig, V1Node } from '@kubernetes/client-node';
 import { makeInformer } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
-import { readNodeViews } from '../activities/control-activities';
+import { listNodeRecords, readNodeRecord } from '../activities/node-record-reads';
 import { DriverError, FailureType } from '../common/failures';
 import type { Logger } from '../common/logger';
 import { formatDuration } from '../operations/describe-wait';
@@ -50,13 +50,15 @@ export async function startNodeDeletedWatch(options: NodeDeletedWatchOptions): P
   let stopped = false;
 
   const affected = async (nodeId: string) => {
-    const [pvs, nodes, pending] = await Promise.all([
+    const [pvs, record, pending] = await Promise.all([
       listDriverPvs(core, driverName),
-      readNodeViews(client, driverName),
+      readNodeRecord(client, driverName, nodeId),
       listPendingOperations(client, driverName, { nodeId }),
     ]);
     const onNode = pvs.filter((pv) => pv.nodeId === nodeId);
-    const volumeCount = nodes.find((node) => node.nodeId === nodeId)?.volumeCount ?? 0;
+    // Forgotten already (by an operator, or another replica): nothing is left to decide.
+    if (record?.forgotten) return { pvs: onNode, holdsSomething: false };
+    const volumeCount = record?.node?.volumeCount ?? 0;
     return { pvs: onNode, holdsSomething: onNode.length > 0 || volumeCount > 0 || pending.length > 0 };
   };
 
@@ -149,8 +151,9 @@ export async function startNodeDeletedWatch(options: NodeDeletedWatchOptions): P
   /** Registered nodes without a Node object (deleted while no controller watched) start their clock now. */
   const reconcileAbsent = async () => {
     const present = new Set(informer.list().map((node) => node.metadata?.name));
-    for (const node of await readNodeViews(client, driverName)) {
-      if (!present.has(node.nodeId) && !gone.has(node.nodeId)) await onGone(node.nodeId, 'absent', new Date());
+    for (const record of await listNodeRecords(client, driverName)) {
+      if (record.forgotten || present.has(record.nodeId) || gone.has(record.nodeId)) continue;
+      await onGone(record.nodeId, 'absent', new Date());
     }
   };
 

@@ -9,13 +9,12 @@ import { Client, Connection } from '@temporalio/client';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { readNodeViews } from '../../activities/control-activities';
+import { readNodeRecord } from '../../activities/node-record-reads';
 import { CLI_MAIN } from '../../agent/spawn-cli';
 import { TOPOLOGY_NODE_KEY } from '../../common/names';
 import { parseQuantity } from '../../common/quantity';
 import { call, connectCsi, withDeadline } from '../../csi/client';
 import type { GetCapacityResponse__Output } from '../../csi/generated/csi/v1/GetCapacityResponse';
-import { readForgottenNodes } from '../../operations/node-overview';
 import { summarize } from '../bench/stats';
 import { temporalAddress } from '../support/cluster';
 import { createRequest, createVolume, deleteVolume } from '../support/csi-requests';
@@ -377,7 +376,7 @@ describe('Node-deleted policy', () => {
   }
 
   async function forgotten(): Promise<string | undefined> {
-    return (await readForgottenNodes(temporal.client, DRIVER)).find((node) => node.nodeId === NODE)?.reason;
+    return (await readNodeRecord(temporal.client, DRIVER, NODE))?.forgotten?.reason;
   }
 
   async function eventWith(pvName: string, reason: string, text: RegExp): Promise<void> {
@@ -396,7 +395,7 @@ describe('Node-deleted policy', () => {
     await cluster.node(NODE).procs.get('durable-csi')?.stop();
     await eventually(
       `${NODE} not live`,
-      async () => (await readNodeViews(temporal.client, DRIVER)).find((n) => n.nodeId === NODE)?.live === false,
+      async () => (await readNodeRecord(temporal.client, DRIVER, NODE))?.node?.live === false,
       60_000,
       500,
     );
