@@ -29,7 +29,7 @@ export function printScaleTable(rows: ScaleRow[]): void {
     'delete p50/p99 c8',
     'hist ev/B per op',
     'idle RPC/s',
-    'idle CPU temporal/ctl/nodes',
+    'idle CPU ms/s temporal/ctl/nodes',
     'record B/h/node',
     'CPU ms/op temporal/ctl (net)',
     'RSS MiB temporal/ctl/host',
@@ -46,7 +46,9 @@ export function printScaleTable(rows: ScaleRow[]): void {
       pair(level(8).delete),
       `${ms(row.historyPerOp.events)}/${ms(row.historyPerOp.bytes)}`,
       rpc.toFixed(1),
-      `${row.idle.cpuPerSecond.temporal.toFixed(2)}/${row.idle.cpuPerSecond.controller.toFixed(2)}/${row.idle.cpuPerSecond.hosts.toFixed(2)}`,
+      [row.idle.cpuPerSecond.temporal, row.idle.cpuPerSecond.controller, row.idle.cpuPerSecond.hosts]
+        .map((seconds) => ms(seconds * 1000))
+        .join('/'),
       ms(row.idle.recordBytesPerHourPerNode),
       `${row.cpuPerOp.temporal.net.toFixed(1)}/${row.cpuPerOp.controller.net.toFixed(1)}`,
       `${row.memoryMiB.temporal.peak}/${row.memoryMiB.controller.peak}/${row.memoryMiB.hostsPeak}`,

@@ -74,9 +74,19 @@ async function measureAt(nodes: number, ops: number, idleMs: number): Promise<Sc
       path.join(root, 'controller.log'),
     );
     await waitUntilReady(endpoint, 60_000);
+    let lastReport = 0;
     await waitFor(
-      async () => Number((await client.workflow.count(nodeRecordsQuery(driverName, 'live'))).count) === nodes,
-      120_000 + nodes * 100,
+      async () => {
+        const live = Number((await client.workflow.count(nodeRecordsQuery(driverName, 'live'))).count);
+        if (Date.now() - lastReport > 15_000) {
+          process.stderr.write(
+            `bench:scale: ${live}/${nodes} node records live after ${Math.round((Date.now() - started) / 1000)} s\n`,
+          );
+          lastReport = Date.now();
+        }
+        return live === nodes;
+      },
+      120_000 + nodes * 600,
       `${nodes} live node records`,
     );
     const registeredMs = Date.now() - started;
