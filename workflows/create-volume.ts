@@ -114,7 +114,8 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
       if (neverStarted(error) || refused(error, FailureType.ResourceExhausted)) continue;
       if (isNonRetryable(error)) throw error;
       setCurrentDetails(`node ${node.nodeId} may have allocated; finishing there before anything else`);
-      liveness?.waitOn({ nodeId: node.nodeId, doing: 'finishing the allocation' }, true, new Date());
+      // The phase is already "running" for this node: from here it follows the node's record.
+      liveness?.waitOn({ nodeId: node.nodeId, doing: 'finishing the allocation' }, true, new Date(), true);
       try {
         const finished = await untilForgotten(() => completion(queue).createVolumeOnNode(nodeInput));
         liveness?.stop();
@@ -152,7 +153,7 @@ function candidateRequest(input: CreateVolumeInput) {
 }
 
 /** Placement as earlier releases did it, for their histories: one table of every node. */
-async function legacyCandidates(input: CreateVolumeInput): Promise<CandidateAnswer & { known: number }> {
+async function legacyCandidates(input: CreateVolumeInput): Promise<CandidateAnswer> {
   const nodes = await control.readRegistry();
   const unknown = unknownNodes(nodes, input.requisite);
   if (input.requisite && unknown.length === input.requisite.length) {
@@ -170,7 +171,7 @@ async function legacyCandidates(input: CreateVolumeInput): Promise<CandidateAnsw
       nonRetryable: true,
     });
   }
-  return { candidates: capable, unknown, offline: 0, full: 0, incapable: 0, known: nodes.length };
+  return { candidates: capable, unknown, offline: 0, full: 0, incapable: 0 };
 }
 
 /**
