@@ -68,8 +68,10 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
     shutdownGraceTime: '5s',
     // The presence activity's heartbeats carry the pool's figures: send them every 10 s, not only every 24 s.
     maxHeartbeatThrottleInterval: '10s',
-    // A node runs a handful of activities at once; fewer idle long polls per node lighten matching at scale.
-    maxConcurrentActivityTaskPolls: 2,
+    // One long poll per node: a poll hands over a task and polls again while it runs. Every node's idle poll
+    // counts against the frontend's per-namespace limit on concurrent polls (frontend.namespaceCount, 1,200 by
+    // default): a cluster of N nodes needs it above N plus the controllers' polls (docs/operations.md).
+    maxConcurrentActivityTaskPolls: 1,
   });
   const workerDone = worker.run();
 

@@ -55,7 +55,14 @@ async function measureAt(nodes: number, ops: number, idleMs: number): Promise<Sc
     dataDir: path.join(root, 'temporal'),
     port: await findFreePort(),
     headless: true,
-    extraArgs: ['--metrics-port', String(metricsPort)],
+    // Each node holds one long poll; the default limit of 1,200 concurrent polls per namespace is below 1,000
+    // nodes plus the controller's polls (the same setting a production cluster of that size needs).
+    extraArgs: [
+      '--metrics-port',
+      String(metricsPort),
+      '--dynamic-config-value',
+      `frontend.namespaceCount=${Math.max(1200, 2 * nodes + 200)}`,
+    ],
   });
   const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
   const driverName = `scale-${nodes}.bench.durable-csi.io`;

@@ -44,7 +44,7 @@ async function main(): Promise<void> {
           onRecordLost: () => presence.recordLost(),
         }),
       },
-      maxConcurrentActivityTaskPolls: 2,
+      maxConcurrentActivityTaskPolls: 1, // as agent/node-agent.ts
       maxHeartbeatThrottleInterval: '10s',
       shutdownGraceTime: '2s',
     });
