@@ -22,8 +22,11 @@ export interface PresenceDeps {
   onRecordLost(): void;
 }
 
-/** How often the hold reads the pool for its heartbeat (the SDK sends at most one per 80% of the timeout). */
-const HEARTBEAT_EVERY_MS = 5_000;
+/**
+ * How often the hold reads the pool and heartbeats: the server sees one heartbeat per node per 10 s, a third
+ * of the 30 s timeout (the agent's worker also caps the SDK's throttle at 10 s).
+ */
+const HEARTBEAT_EVERY_MS = 10_000;
 /** A hold ends now and then so the record's memo (what visibility shows) gets a fresh report. */
 const HOLD_FOR_MS = 60 * 60_000;
 
