@@ -1,4 +1,4 @@
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import fs from 'node:fs';
 import { createControlActivities } from '../activities/control-activities';
@@ -6,6 +6,7 @@ import { createLogger } from '../common/logger';
 import { controlTaskQueue } from '../common/names';
 import type { TemporalConfig } from '../common/temporal-config';
 import { connectionOptions } from '../common/temporal-config';
+import { connectTemporal } from '../common/temporal-connection';
 import { driverVersion } from '../common/version';
 import { createControllerService } from '../csi/controller-service';
 import { createIdentityService } from '../csi/identity-service';
@@ -47,7 +48,7 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
   installTemporalRuntime(config.sdkMetricsAddress);
   const logger = createLogger('controller');
   const options = connectionOptions(config.temporal);
-  const connection = await Connection.connect(options);
+  const connection = await connectTemporal(config.temporal);
   const client = new Client({ connection, namespace: config.temporal.namespace });
 
   const missing = await missingSearchAttributes(connection, config.temporal.namespace);

@@ -1,4 +1,4 @@
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { createNodeActivities } from '../activities/node-activities';
 import { createPresenceActivities } from '../activities/presence-activities';
@@ -6,6 +6,7 @@ import { createLogger } from '../common/logger';
 import { nodeTaskQueue } from '../common/names';
 import type { TemporalConfig } from '../common/temporal-config';
 import { connectionOptions } from '../common/temporal-config';
+import { connectTemporal } from '../common/temporal-connection';
 import { driverVersion } from '../common/version';
 import { createIdentityService } from '../csi/identity-service';
 import { createNodeService } from '../csi/node-service';
@@ -48,7 +49,7 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
     logger.warn({ repaired: report.repaired }, 'staged volumes and loop devices repaired at open');
 
   const options = connectionOptions(config.temporal);
-  const connection = await Connection.connect(options);
+  const connection = await connectTemporal(config.temporal);
   const client = new Client({ connection, namespace: config.temporal.namespace });
   const presence = startPresence({ client, driverName: config.driverName, nodeId: config.nodeId, logger });
   const worker = await Worker.create({

@@ -28,16 +28,29 @@ export function addOperatorOptions(command: Command): Command {
 export async function withTemporalClient<T>(flags: OperatorFlags, body: (client: Client) => Promise<T>): Promise<T> {
   // Loaded here, not at the top: the CLI's other commands should not pay for the client (cli/main.ts).
   const { Client, Connection, ServiceError } = await import('@temporalio/client');
-  const connection = Connection.lazy(connectionOptions(temporalConfig(flags)));
+  const config = temporalConfig(flags);
+  const connection = Connection.lazy(connectionOptions(config));
   try {
     return await body(new Client({ connection, namespace: flags.temporalNamespace }));
   } catch (error) {
+    // The lazy connection fails on the first call: say why, as the controller does at start.
+    if (isConnectFailure(error)) {
+      const { explainConnectionFailure } = await import('../common/temporal-connection');
+      throw await explainConnectionFailure(config, error);
+    }
     // The SDK's message ("Failed to list workflows") hides the reason: unreachable, unknown attribute, ...
     if (!(error instanceof ServiceError) || !(error.cause instanceof Error)) throw error;
     throw new Error(`${error.message} (Temporal at ${flags.temporalAddress}): ${error.cause.message.trim()}`);
   } finally {
     await connection.close();
   }
+}
+
+function isConnectFailure(error: unknown): boolean {
+  const messages = [error, error instanceof Error ? error.cause : undefined].map((e) =>
+    e instanceof Error ? e.message : '',
+  );
+  return messages.some((message) => /failed to connect|UNAVAILABLE|connection|handshake|certificate/i.test(message));
 }
 
 /** Dates become ISO 8601 strings (Date.toJSON). */

@@ -18,9 +18,13 @@ export interface TemporalConfig {
   apiKeyFile?: string;
 }
 
+/** TLS is on with any TLS flag or an API key (Temporal Cloud takes API keys over TLS only). */
+export function usesTls(config: TemporalConfig): boolean {
+  return Boolean(config.tls || config.tlsCert || config.tlsCa || config.apiKeyFile);
+}
+
 export function connectionOptions(config: TemporalConfig): ConnectionOptions & NativeConnectionOptions {
-  const useTls = Boolean(config.tls || config.tlsCert || config.tlsCa || config.apiKeyFile);
-  const tls = useTls
+  const tls = usesTls(config)
     ? {
         serverNameOverride: config.tlsServerName,
         serverRootCACertificate: config.tlsCa ? fs.readFileSync(config.tlsCa) : undefined,

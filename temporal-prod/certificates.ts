@@ -1,0 +1,125 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { describeFailure, runCommand } from '../temporal-dev/run-command';
+
+/** The name in the frontend's certificate; clients reach 127.0.0.1 and verify this name (--temporal-tls-server-name). */
+export const FRONTEND_SERVER_NAME = 'temporal-frontend.durable-csi.test';
+/** A second name served without client authentication (like an API-key endpoint), with its own certificate. */
+export const API_KEY_SERVER_NAME = 'localhost';
+
+/** PEM files made for one test run. Every key is an unencrypted PKCS#8 P-256 key. */
+export interface TestCertificates {
+  dir: string;
+  ca: string;
+  server: { cert: string; key: string };
+  /** The certificate for API_KEY_SERVER_NAME (no client certificate asked for there). */
+  apiKeyServer: { cert: string; key: string };
+  client: { cert: string; key: string };
+  /** A CA that signed nothing the server trusts or presents: the wrong --temporal-tls-ca. */
+  otherCa: string;
+  /** A client certificate signed by otherCa: a certificate the server must refuse. */
+  strangerClient: { cert: string; key: string };
+}
+
+/**
+ * A CA, the frontend's server certificates and client certificates, made with the openssl command (a well-kept tool
+ * present wherever Debian is; Node can verify certificates but not issue them). Valid for two days.
+ */
+export async function makeTestCertificates(dir: string): Promise<TestCertificates> {
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const file = (name: string) => path.join(dir, name);
+  await makeCa(file('ca'), 'durable-csi test CA');
+  await makeCa(file('other-ca'), 'durable-csi unrelated CA');
+  await issue(
+    file('ca'),
+    file('server'),
+    'temporal-frontend',
+    `subjectAltName=DNS:${FRONTEND_SERVER_NAME}`,
+    'serverAuth',
+  );
+  await issue(
+    file('ca'),
+    file('api-key-server'),
+    API_KEY_SERVER_NAME,
+    `subjectAltName=DNS:${API_KEY_SERVER_NAME}`,
+    'serverAuth',
+  );
+  // Temporal's own worker service presents this client certificate to the frontend too.
+  await issue(file('ca'), file('client'), 'durable-csi', 'subjectAltName=DNS:durable-csi.test', 'clientAuth');
+  await issue(file('other-ca'), file('stranger-client'), 'stranger', 'subjectAltName=DNS:stranger.test', 'clientAuth');
+  const pair = (name: string) => ({ cert: file(`${name}.pem`), key: file(`${name}-key.pem`) });
+  return {
+    dir,
+    ca: file('ca.pem'),
+    server: pair('server'),
+    apiKeyServer: pair('api-key-server'),
+    client: pair('client'),
+    otherCa: file('other-ca.pem'),
+    strangerClient: pair('stranger-client'),
+  };
+}
+
+const KEY_ARGS = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+
+async function makeCa(base: string, commonName: string): Promise<void> {
+  await openssl([
+    'req',
+    '-x509',
+    ...KEY_ARGS,
+    '-keyout',
+    `${base}-key.pem`,
+    '-out',
+    `${base}.pem`,
+    '-days',
+    '2',
+    '-subj',
+    `/CN=${commonName}`,
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
+  ]);
+}
+
+async function issue(ca: string, base: string, commonName: string, san: string, usage: string): Promise<void> {
+  await openssl([
+    'req',
+    ...KEY_ARGS,
+    '-keyout',
+    `${base}-key.pem`,
+    '-out',
+    `${base}.csr`,
+    '-subj',
+    `/CN=${commonName}`,
+  ]);
+  const extensions = `${base}.ext`;
+  fs.writeFileSync(
+    extensions,
+    `${san}\nextendedKeyUsage=${usage}\nkeyUsage=critical,digitalSignature\nbasicConstraints=critical,CA:FALSE\n`,
+  );
+  await openssl([
+    'x509',
+    '-req',
+    '-in',
+    `${base}.csr`,
+    '-CA',
+    `${ca}.pem`,
+    '-CAkey',
+    `${ca}-key.pem`,
+    '-CAcreateserial',
+    '-out',
+    `${base}.pem`,
+    '-days',
+    '2',
+    '-extfile',
+    extensions,
+  ]);
+  fs.rmSync(`${base}.csr`);
+  fs.rmSync(extensions);
+}
+
+async function openssl(args: string[]): Promise<void> {
+  const result = await runCommand('openssl', args);
+  if (result.code !== 0)
+    throw new Error(`making test certificates: ${describeFailure(`openssl ${args.join(' ')}`, result)}`);
+}

@@ -1,0 +1,201 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { TemporalConfig } from '../common/temporal-config';
+import { findFreePort, isPortFree } from '../temporal-dev/free-port';
+import { locateTemporalCli } from '../temporal-dev/locate-cli';
+import { FRONTEND_SERVER_NAME, makeTestCertificates, type TestCertificates } from './certificates';
+import { installedServer } from './installed-server';
+import { createNamespace, registerSearchAttributes, temporalCliFlags } from './namespace-setup';
+import { startPostgres, type Postgres } from './postgres';
+import { waitForCluster } from './readiness';
+import { setUpSchemas } from './schema';
+import {
+  renderDynamicConfig,
+  renderServerConfig,
+  SERVICES,
+  type ServiceName,
+  type ServicePorts,
+} from './server-config';
+import { ServiceProcess } from './service-process';
+
+export interface NamespaceSpec {
+  name: string;
+  /** As `temporal operator namespace create --retention` takes it: 72h, 10s. */
+  retention: string;
+}
+
+export interface ProdTemporalOptions {
+  /** Config, certificates and service logs; PostgreSQL's own directory is elsewhere (see postgres.ts). */
+  dataDir: string;
+  /** The first one is the default namespace of driverFlags(); default: `default` with 72 h retention. */
+  namespaces?: NamespaceSpec[];
+  /** mTLS on the frontend (default true). */
+  tls?: boolean;
+  numHistoryShards?: number;
+  progress?(message: string): void;
+}
+
+/**
+ * A production-style Temporal on this machine (docs/temporal-cluster.md): PostgreSQL, schemas set up with
+ * temporal-sql-tool, and frontend, history, matching and worker as four OS processes on 127.0.0.1, the frontend
+ * behind mTLS. Nothing exists at first: namespaces and search attributes are created the way an operator would.
+ */
+export class ProdTemporal {
+  readonly services: Record<ServiceName, ServiceProcess>;
+
+  private constructor(
+    readonly address: string,
+    readonly namespaces: NamespaceSpec[],
+    readonly postgres: Postgres,
+    readonly certificates: TestCertificates | undefined,
+    readonly cli: string,
+    configFile: string,
+    server: string,
+    logDir: string,
+  ) {
+    this.services = Object.fromEntries(
+      SERVICES.map((name) => [name, new ServiceProcess(name, server, configFile, path.join(logDir, `${name}.log`))]),
+    ) as Record<ServiceName, ServiceProcess>;
+  }
+
+  static async start(options: ProdTemporalOptions): Promise<ProdTemporal> {
+    const progress = options.progress ?? (() => undefined);
+    const installed = installedServer();
+    const cli = await locateTemporalCli();
+    const namespaces = options.namespaces ?? [{ name: 'default', retention: '72h' }];
+    for (const dir of ['config', 'logs']) fs.mkdirSync(path.join(options.dataDir, dir), { recursive: true });
+    const certificates =
+      options.tls === false ? undefined : await makeTestCertificates(path.join(options.dataDir, 'certs'));
+
+    progress('starting PostgreSQL');
+    const postgres = await startPostgres(await findFreePort());
+    let cluster: ProdTemporal | undefined;
+    try {
+      progress('setting up the schemas with temporal-sql-tool');
+      await setUpSchemas(installed, postgres);
+      const free = await distinctFreePorts(SERVICES.length + 1);
+      const next = () => free.pop() as number;
+      // Membership ports are stored in a smallint column: they must be below 32768, under Linux's ephemeral range.
+      const membership = await distinctFreePorts(SERVICES.length, MEMBERSHIP_PORTS);
+      const servicePorts = Object.fromEntries(
+        SERVICES.map((name, index) => [name, { grpc: next(), membership: membership[index] as number }]),
+      );
+      const ports = { ...(servicePorts as Record<ServiceName, ServicePorts>), frontendHttp: next() };
+      const configFile = path.join(options.dataDir, 'config', 'temporal-server.yaml');
+      const dynamicConfigFile = path.join(options.dataDir, 'config', 'dynamic-config.yaml');
+      fs.writeFileSync(dynamicConfigFile, renderDynamicConfig());
+      const numHistoryShards = options.numHistoryShards ?? 4;
+      const config = renderServerConfig({ ports, postgres, numHistoryShards, dynamicConfigFile, tls: certificates });
+      fs.writeFileSync(configFile, config, { mode: 0o600 }); // it holds the database password
+      const address = `127.0.0.1:${ports.frontend.grpc}`;
+      cluster = new ProdTemporal(
+        address,
+        namespaces,
+        postgres,
+        certificates,
+        cli,
+        configFile,
+        installed.server,
+        path.join(options.dataDir, 'logs'),
+      );
+      progress(`starting ${SERVICES.join(', ')} (temporal-server ${installed.version}), frontend ${address}`);
+      // Frontend first: on an empty database every service would race to write the initial cluster metadata.
+      cluster.startServices(['frontend']);
+      await cluster.waitReady(90_000, 'system');
+      cluster.startServices(['history', 'matching', 'worker']);
+      for (const namespace of namespaces) {
+        progress(`creating namespace ${namespace.name} (retention ${namespace.retention}) and its search attributes`);
+        await createNamespace(cluster, namespace);
+        await registerSearchAttributes(cluster, namespace.name);
+      }
+      await cluster.waitReady(90_000);
+      return cluster;
+    } catch (error) {
+      await cluster?.stop();
+      await postgres.destroy();
+      throw error;
+    }
+  }
+
+  get namespace(): string {
+    return (this.namespaces[0] as NamespaceSpec).name;
+  }
+
+  /** How the driver reaches this server, as a TemporalConfig (common/temporal-config.ts). */
+  connectionConfig(namespace = this.namespace): TemporalConfig {
+    const certs = this.certificates;
+    if (!certs) return { address: this.address, namespace };
+    return {
+      address: this.address,
+      namespace,
+      tlsCa: certs.ca,
+      tlsCert: certs.client.cert,
+      tlsKey: certs.client.key,
+      tlsServerName: FRONTEND_SERVER_NAME,
+    };
+  }
+
+  /** The same as durable-csi flags (controller, node, volumes/nodes commands). */
+  driverFlags(namespace = this.namespace): string[] {
+    return temporalConfigFlags(this.connectionConfig(namespace));
+  }
+
+  /** The same for the `temporal` CLI. */
+  cliFlags(namespace = this.namespace): string[] {
+    return temporalCliFlags(this, namespace);
+  }
+
+  startServices(names: readonly ServiceName[] = SERVICES): void {
+    for (const name of names) this.services[name].start();
+  }
+
+  async stopServices(signal: NodeJS.Signals = 'SIGTERM', names: readonly ServiceName[] = SERVICES): Promise<void> {
+    await Promise.all(names.map((name) => this.services[name].stop(signal)));
+  }
+
+  /** Every unrequested service exit so far. */
+  unexpectedExits(): string[] {
+    return SERVICES.flatMap((name) => this.services[name].unexpectedExits);
+  }
+
+  /**
+   * Until a workflow can be started, its task queue described (matching) and the workflow terminated, in every
+   * namespace; `system` checks only that the frontend answers (before any namespace exists).
+   */
+  async waitReady(timeoutMs: number, scope: 'namespaces' | 'system' = 'namespaces'): Promise<void> {
+    await waitForCluster(this, timeoutMs, scope);
+  }
+
+  async stop(): Promise<void> {
+    await this.stopServices('SIGTERM');
+    await this.postgres.destroy();
+  }
+}
+
+/** The README's Temporal flags for a TemporalConfig. */
+export function temporalConfigFlags(config: TemporalConfig): string[] {
+  const flags = ['--temporal-address', config.address, '--temporal-namespace', config.namespace];
+  if (config.tls) flags.push('--temporal-tls');
+  if (config.tlsCa) flags.push('--temporal-tls-ca', config.tlsCa);
+  if (config.tlsCert) flags.push('--temporal-tls-cert', config.tlsCert);
+  if (config.tlsKey) flags.push('--temporal-tls-key', config.tlsKey);
+  if (config.tlsServerName) flags.push('--temporal-tls-server-name', config.tlsServerName);
+  if (config.apiKeyFile) flags.push('--temporal-api-key-file', config.apiKeyFile);
+  return flags;
+}
+
+const MEMBERSHIP_PORTS = { from: 20_000, to: 32_000 };
+
+/** Free ports from the kernel's ephemeral range, or picked at random in `range` and checked free. */
+async function distinctFreePorts(count: number, range?: { from: number; to: number }): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < count) {
+    if (!range) {
+      ports.add(await findFreePort());
+      continue;
+    }
+    const port = range.from + Math.floor(Math.random() * (range.to - range.from));
+    if (await isPortFree(port)) ports.add(port);
+  }
+  return [...ports];
+}
