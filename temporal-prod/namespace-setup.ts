@@ -1,29 +1,25 @@
 import { searchAttributeCreateCommands } from '../temporal-dev/register-commands';
 import { exec } from './exec';
-import { FRONTEND_SERVER_NAME } from './certificates';
-import type { NamespaceSpec, ProdTemporal } from './prod-temporal';
+import type { TemporalConfig } from '../common/temporal-config';
+import type { NamespaceSpec } from './prod-temporal';
 
-/** The `temporal` CLI's connection flags for this server (everything but the namespace). */
-export function temporalCliConnectionFlags(cluster: Pick<ProdTemporal, 'address' | 'certificates'>): string[] {
-  const flags = ['--address', cluster.address];
-  const certs = cluster.certificates;
-  if (certs) {
-    flags.push('--tls-ca-path', certs.ca, '--tls-cert-path', certs.client.cert, '--tls-key-path', certs.client.key);
-    flags.push('--tls-server-name', FRONTEND_SERVER_NAME);
-  }
+/** The `temporal` CLI's connection flags (everything but the namespace) for a driver connection config. */
+export function temporalCliConnectionFlags(config: TemporalConfig): string[] {
+  const flags = ['--address', config.address];
+  if (config.tls) flags.push('--tls');
+  if (config.tlsCa) flags.push('--tls-ca-path', config.tlsCa);
+  if (config.tlsCert) flags.push('--tls-cert-path', config.tlsCert);
+  if (config.tlsKey) flags.push('--tls-key-path', config.tlsKey);
+  if (config.tlsServerName) flags.push('--tls-server-name', config.tlsServerName);
   return flags;
 }
 
-export function temporalCliFlags(cluster: Pick<ProdTemporal, 'address' | 'certificates'>, namespace: string): string[] {
-  return [...temporalCliConnectionFlags(cluster), '--namespace', namespace];
-}
-
 /** `temporal operator namespace create --retention R`, as docs/operations.md tells an operator. */
-export async function createNamespace(cluster: ProdTemporal, spec: NamespaceSpec): Promise<void> {
-  const args = ['operator', 'namespace', 'create', '--retention', spec.retention];
+export async function createNamespace(cli: string, config: TemporalConfig, spec: NamespaceSpec): Promise<void> {
+  const args = ['operator', 'namespace', 'create', '--retention', spec.retention, '--namespace', spec.name];
   await retrying(
     60_000,
-    () => exec(cluster.cli, [...args, ...temporalCliFlags(cluster, spec.name)]),
+    () => exec(cli, [...args, ...temporalCliConnectionFlags(config)]),
     (message) =>
       // A retried create whose first attempt went through.
       /already (exists|registered)/i.test(message),
@@ -31,15 +27,14 @@ export async function createNamespace(cluster: ProdTemporal, spec: NamespaceSpec
 }
 
 /**
- * Runs, with this server's connection flags appended, exactly the commands docs/operations.md prints and the
- * controller prints when they are missing (temporal-dev/register-commands.ts), so the documented path is the one
- * tested.
+ * Runs, with the connection flags appended, exactly the commands docs/operations.md prints and the controller
+ * prints when they are missing (temporal-dev/register-commands.ts), so the documented path is the one tested.
  */
-export async function registerSearchAttributes(cluster: ProdTemporal, namespace: string): Promise<void> {
+export async function registerSearchAttributes(cli: string, config: TemporalConfig, namespace: string): Promise<void> {
   for (const command of searchAttributeCreateCommands(namespace)) {
     const [program, ...args] = command.split(' ');
     if (program !== 'temporal') throw new Error(`unexpected registration command: ${command}`);
-    await retrying(60_000, () => exec(cluster.cli, [...args, ...temporalCliConnectionFlags(cluster)]));
+    await retrying(60_000, () => exec(cli, [...args, ...temporalCliConnectionFlags(config)]));
   }
 }
 

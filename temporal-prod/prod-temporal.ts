@@ -5,7 +5,7 @@ import { findFreePort, isPortFree } from '../temporal-dev/free-port';
 import { locateTemporalCli } from '../temporal-dev/locate-cli';
 import { FRONTEND_SERVER_NAME, makeTestCertificates, type TestCertificates } from './certificates';
 import { installedServer } from './installed-server';
-import { createNamespace, registerSearchAttributes, temporalCliFlags } from './namespace-setup';
+import { createNamespace, registerSearchAttributes, temporalCliConnectionFlags } from './namespace-setup';
 import { startPostgres, type Postgres } from './postgres';
 import { waitForCluster } from './readiness';
 import { setUpSchemas } from './schema';
@@ -105,8 +105,8 @@ export class ProdTemporal {
       cluster.startServices(['history', 'matching', 'worker']);
       for (const namespace of namespaces) {
         progress(`creating namespace ${namespace.name} (retention ${namespace.retention}) and its search attributes`);
-        await createNamespace(cluster, namespace);
-        await registerSearchAttributes(cluster, namespace.name);
+        await createNamespace(cli, cluster.connectionConfig(), namespace);
+        await registerSearchAttributes(cli, cluster.connectionConfig(), namespace.name);
       }
       await cluster.waitReady(90_000);
       return cluster;
@@ -142,7 +142,7 @@ export class ProdTemporal {
 
   /** The same for the `temporal` CLI. */
   cliFlags(namespace = this.namespace): string[] {
-    return temporalCliFlags(this, namespace);
+    return [...temporalCliConnectionFlags(this.connectionConfig()), '--namespace', namespace];
   }
 
   startServices(names: readonly ServiceName[] = SERVICES): void {

@@ -1,7 +1,8 @@
 import { execFile } from 'node:child_process';
 import { listNodeViews } from '../../activities/node-record-reads';
 import { CLI_MAIN } from '../../agent/spawn-cli';
-import { TestCluster, temporalAddress } from '../support/cluster';
+import { TestCluster } from '../support/cluster';
+import { testTemporalFlags } from '../support/test-temporal';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 
 interface CliResult {
@@ -45,8 +46,7 @@ describe('operator CLI: stuck operations, nodes, forget, describe', () => {
   const cluster = new TestCluster('operator');
   afterAll(() => cluster.teardown());
 
-  const cli = (...args: string[]) =>
-    run([...args, '--driver-name', cluster.driverName, '--temporal-address', temporalAddress()]);
+  const cli = (...args: string[]) => run([...args, '--driver-name', cluster.driverName, ...testTemporalFlags()]);
   const json = async <T>(...args: string[]): Promise<T> => {
     const result = await cli(...args, '--output', 'json');
     if (result.code !== 0) throw new Error(`${args.join(' ')} exited ${result.code}: ${result.stderr}`);

@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
-import { Client, Connection } from '@temporalio/client';
+import { Client, type Connection } from '@temporalio/client';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -7,12 +7,11 @@ import { spawnCli, stopChild } from '../../agent/spawn-cli';
 import { waitUntilReady } from '../../agent/wait-ready';
 import { connectCsi, type CsiClients } from '../../csi/client';
 import { readNodeRecord } from '../../activities/node-record-reads';
+import { connectTestTemporal, testTemporalConfig, testTemporalFlags } from './test-temporal';
 
-/** The Temporal dev server started by global-setup. */
+/** The address of the Temporal server the test runs against (test-temporal.ts says which). */
 export function temporalAddress(): string {
-  const address = process.env.DURABLE_CSI_TEST_TEMPORAL;
-  if (!address) throw new Error('DURABLE_CSI_TEST_TEMPORAL is not set: run the tests through jest (global-setup)');
-  return address;
+  return testTemporalConfig().address;
 }
 
 export interface ManagedProcess {
@@ -59,7 +58,7 @@ export class TestCluster {
   async startController(name = 'controller', extra: string[] = []): Promise<ManagedProcess> {
     const endpoint = `unix://${path.join(this.root, `${name}.sock`)}`;
     const args = ['controller', '--endpoint', endpoint, '--driver-name', this.driverName, '--call-wait', '3s'];
-    const controller = await this.start(name, endpoint, [...args, '--temporal-address', temporalAddress(), ...extra]);
+    const controller = await this.start(name, endpoint, [...args, ...testTemporalFlags(), ...extra]);
     this.controllers.push(controller);
     await this.untilLive([...this.nodes.entries()].filter(([, node]) => isRunning(node)).map(([nodeId]) => nodeId));
     return controller;
@@ -89,7 +88,7 @@ export class TestCluster {
     const args = ['node', '--endpoint', endpoint, '--node-id', nodeId, '--driver-name', this.driverName];
     const backend = options.backend ?? 'dir';
     args.push('--backend', backend, '--pool', this.pool(nodeId), '--capacity', options.capacity ?? '10Gi');
-    args.push('--temporal-address', temporalAddress());
+    args.push(...testTemporalFlags());
     const waitReady = options.waitReady ?? true;
     const node = await this.start(nodeId, endpoint, args, { ...process.env, ...options.env }, waitReady);
     this.nodes.set(nodeId, node);
@@ -106,7 +105,7 @@ export class TestCluster {
 
   async temporal(): Promise<Client> {
     if (!this.temporalClient) {
-      const connection = await Connection.connect({ address: temporalAddress() });
+      const connection = await connectTestTemporal();
       this.temporalClient = { connection, client: new Client({ connection }) };
     }
     return this.temporalClient.client;
