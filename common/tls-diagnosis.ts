@@ -58,7 +58,7 @@ async function diagnoseTls(config: TemporalConfig, target: Target): Promise<stri
     host: target.host,
     port: target.port,
     servername: name,
-    ca: config.tlsCa ? fs.readFileSync(config.tlsCa) : undefined,
+    ca: config.tlsCa ? fs.readFileSync(config.tlsCa) : defaultRoots(),
     cert: config.tlsCert ? fs.readFileSync(config.tlsCert) : undefined,
     key: config.tlsKey ? fs.readFileSync(config.tlsKey) : undefined,
     ALPNProtocols: ['h2'],
@@ -86,6 +86,12 @@ async function diagnoseTls(config: TemporalConfig, target: Target): Promise<stri
   } finally {
     socket.destroy();
   }
+}
+
+/** The roots the SDK's grpc-js client trusts without --temporal-tls-ca (NODE_EXTRA_CA_CERTS is not among them). */
+function defaultRoots(): string | Buffer | string[] {
+  const file = process.env.GRPC_DEFAULT_SSL_ROOTS_FILE_PATH;
+  return file ? fs.readFileSync(file) : [...tls.rootCertificates];
 }
 
 /** TLS 1.3 servers check the client certificate after the handshake: their refusal arrives as an alert here. */

@@ -47,6 +47,12 @@ export async function makeTestCertificates(dir: string): Promise<TestCertificate
   // Temporal's own worker service presents this client certificate to the frontend too.
   await issue(file('ca'), file('client'), 'durable-csi', 'subjectAltName=DNS:durable-csi.test', 'clientAuth');
   await issue(file('other-ca'), file('stranger-client'), 'stranger', 'subjectAltName=DNS:stranger.test', 'clientAuth');
+  return certificatesIn(dir);
+}
+
+/** The files makeTestCertificates wrote into dir (tests find them next to the CA their config names). */
+export function certificatesIn(dir: string): TestCertificates {
+  const file = (name: string) => path.join(dir, name);
   const pair = (name: string) => ({ cert: file(`${name}.pem`), key: file(`${name}-key.pem`) });
   return {
     dir,

@@ -106,7 +106,10 @@ export class TestCluster {
   async temporal(): Promise<Client> {
     if (!this.temporalClient) {
       const connection = await connectTestTemporal();
-      this.temporalClient = { connection, client: new Client({ connection }) };
+      this.temporalClient = {
+        connection,
+        client: new Client({ connection, namespace: testTemporalConfig().namespace }),
+      };
     }
     return this.temporalClient.client;
   }
