@@ -1,10 +1,18 @@
 import type { Connection } from '@temporalio/client';
 import { SEARCH_ATTRIBUTES } from './search-attributes';
-import type { CliSearchAttributeType, SearchAttributeName } from './search-attributes';
+import type { CliSearchAttributeType } from './search-attributes';
 
-// Wire values of temporal.api.enums.v1.IndexedValueType (INDEXED_VALUE_TYPE_KEYWORD = 2, _DATETIME = 6);
-// @temporalio/proto, which defines the enum, is not a direct dependency.
-const INDEXED_VALUE_TYPE: Record<CliSearchAttributeType, number> = { Keyword: 2, Datetime: 6 };
+// Wire values of temporal.api.enums.v1.IndexedValueType; @temporalio/proto, which defines the enum, is not a direct
+// dependency.
+const INDEXED_VALUE_TYPE: Record<CliSearchAttributeType, number> = {
+  Text: 1,
+  Keyword: 2,
+  Int: 3,
+  Double: 4,
+  Bool: 5,
+  Datetime: 6,
+  KeywordList: 7,
+};
 
 /**
  * Names of durable-csi's search attributes that `namespace` lacks (or has with another type),
@@ -16,7 +24,7 @@ export async function missingSearchAttributes(
 ): Promise<string[]> {
   const response = await connection.operatorService.listSearchAttributes({ namespace });
   const registered: Record<string, unknown> = response.customAttributes ?? {};
-  return (Object.keys(SEARCH_ATTRIBUTES) as SearchAttributeName[]).filter(
-    (name) => registered[name] !== INDEXED_VALUE_TYPE[SEARCH_ATTRIBUTES[name]],
-  );
+  return Object.entries(SEARCH_ATTRIBUTES)
+    .filter(([name, type]) => registered[name] !== INDEXED_VALUE_TYPE[type])
+    .map(([name]) => name);
 }

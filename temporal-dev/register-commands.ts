@@ -1,6 +1,5 @@
 import type { TemporalConfig } from '../common/temporal-config';
 import { SEARCH_ATTRIBUTES } from './search-attributes';
-import type { SearchAttributeName } from './search-attributes';
 
 /**
  * `temporal operator search-attribute create` lines registering durable-csi's attributes, ready to paste: they
@@ -14,7 +13,7 @@ export function searchAttributeCreateCommands(
   const prefix = temporal.apiKeyFile ? `TEMPORAL_API_KEY="$(cat ${shellQuote(temporal.apiKeyFile)})" ` : '';
   const connection = temporalCliConnectionFlags(temporal).map(shellQuote).join(' ');
   return names
-    .filter((name): name is SearchAttributeName => name in SEARCH_ATTRIBUTES)
+    .filter((name) => name in SEARCH_ATTRIBUTES)
     .map(
       (name) =>
         `${prefix}temporal operator search-attribute create ${connection} --name ${name} --type ${SEARCH_ATTRIBUTES[name]}`,

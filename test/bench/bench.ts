@@ -2,16 +2,15 @@
  * The benchmark: CreateVolume/DeleteVolume through a real driver (controller + 3 node agents, real Temporal dev
  * server) against the same calls on a DirBackend directly. `npm run bench -- --ops 100 --concurrency 1,8`.
  */
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseQuantity } from '../../common/quantity';
 import { DirBackend } from '../../storage/dir-backend';
-import { startDevServer } from '../../temporal-dev/dev-server';
-import { findFreePort } from '../../temporal-dev/free-port';
 import { findProjectRoot } from '../../temporal-dev/project-root';
 import { TestCluster } from '../support/cluster';
+import { startRunTemporal } from '../support/run-temporal';
 import { runDirectLevel, warmUpDirect } from './direct';
 import { runDurableLevel, warmUpDurable, type DurableTarget } from './durable';
 import { messageOf } from './measure';
@@ -28,6 +27,7 @@ interface Options {
   warmup: number;
   out: string;
   keep: boolean;
+  temporal: 'dev' | 'prod';
 }
 
 const positiveInt = integer(1);
@@ -48,6 +48,11 @@ function parseOptions(argv: string[]): Options {
     .option('--warmup <n>', 'unmeasured create+delete pairs before the first level', integer(0), 3)
     .option('--out <file>', 'JSON report', path.join(findProjectRoot(), 'test-artifacts', 'bench.json'))
     .option('--keep', 'keep the Temporal data, pools and logs (printed) instead of removing them', false)
+    .addOption(
+      new Option('--temporal <server>', 'the dev server, or the production-style one (docs/temporal-cluster.md)')
+        .choices(['dev', 'prod'])
+        .default('dev'),
+    )
     .parse(argv);
   return program.opts<Options>();
 }
@@ -107,10 +112,10 @@ async function main(): Promise<number> {
       if (options.keep) progress(`kept Temporal data in ${dataDir}`);
       else fs.rmSync(dataDir, { recursive: true, force: true });
     });
-    progress('starting the Temporal dev server');
-    const server = await startDevServer({ dataDir, port: await findFreePort(), headless: true });
+    const server = await startRunTemporal(options.temporal, dataDir, progress);
     cleanups.push(() => server.stop());
-    process.env.DURABLE_CSI_TEST_TEMPORAL = server.address;
+    process.env.DURABLE_CSI_TEST_TEMPORAL = server.config.address;
+    process.env.DURABLE_CSI_TEST_TEMPORAL_CONFIG = JSON.stringify(server.config);
 
     const cluster = new TestCluster('bench');
     cleanups.push(async () => {

@@ -23,7 +23,8 @@ interface ExitInfo {
 export interface ClusterConfig {
   root: string;
   driverName: string;
-  temporalAddress: string;
+  /** The driver's Temporal flags (address, namespace, TLS). */
+  temporalFlags: string[];
   nodes: number;
   backend: string;
   capacity: string;
@@ -191,7 +192,7 @@ export class Cluster {
   constructor(readonly config: ClusterConfig) {
     const socket = (name: string) => `unix://${path.join(config.root, 'sock', `${name}.sock`)}`;
     fs.mkdirSync(path.join(config.root, 'sock'), { recursive: true });
-    const temporal = ['--temporal-address', config.temporalAddress];
+    const temporal = config.temporalFlags;
     this.controllers = ['controller-1', 'controller-2'].map((name) => {
       const args = ['controller', '--endpoint', socket(name), '--driver-name', config.driverName];
       return new DriverProcess(this, name, 'controller', socket(name), [

@@ -1,5 +1,5 @@
 /**
- * The soak: a real durable-csi deployment (Temporal dev server with a persisted database, two controllers, N node
+ * The soak: a real durable-csi deployment (a Temporal server with a persisted database, two controllers, N node
  * agents, all separate OS processes) under a seeded workload and fault schedule, ending in a leak audit that reads
  * every pool from disk. `npm run soak -- --ops 200`; see docs/soak.md. Exit code 1 when anything leaked, was
  * lost, duplicated, left running, or a driver process or answer misbehaved.
@@ -9,8 +9,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { listNodeViews } from '../../activities/node-record-reads';
-import { startDevServer, type DevServer } from '../../temporal-dev/dev-server';
-import { findFreePort } from '../../temporal-dev/free-port';
+import { connectionOptions } from '../../common/temporal-config';
+import { startRunTemporal } from '../support/run-temporal';
 import { auditPools, pendingWorkflows } from './audit';
 import { currentBuild, defaultBaselineRev, prepareBaseline, type Build } from './baseline';
 import { Cluster } from './cluster';
@@ -33,10 +33,6 @@ import { connectController, Workload } from './workload';
 const started = Date.now();
 const progress = (message: string) =>
   process.stderr.write(`[soak +${Math.round((Date.now() - started) / 1000)}s] ${message}\n`);
-
-async function startTemporal(dataDir: string, port: number): Promise<DevServer> {
-  return startDevServer({ dataDir, port, headless: true });
-}
 
 async function main(): Promise<number> {
   const options = parseOptions(process.argv);
@@ -82,21 +78,14 @@ async function main(): Promise<number> {
       baseline = prepareBaseline(options.baseline ?? defaultBaselineRev(), progress);
       report.baseline = { rev: baseline.rev, sha: baseline.sha, typeErrors: baseline.typeErrors, adaptations: [] };
     }
-    const dataDir = path.join(workDir, 'temporal');
-    const port = await findFreePort();
-    progress(`starting the Temporal dev server on 127.0.0.1:${port} (database in ${dataDir})`);
-    let server = await startTemporal(dataDir, port);
+    const server = await startRunTemporal(options.temporal, workDir, progress);
     cleanups.push(() => server.stop());
     const temporal: TemporalControl = {
-      address: server.address,
-      async restart(signal, downMs) {
-        if (signal === 'SIGKILL') process.kill(server.pid, 'SIGKILL');
-        await server.stop();
-        await new Promise((resolve) => setTimeout(resolve, downMs));
-        server = await startTemporal(dataDir, port);
-      },
+      address: server.config.address,
+      prod: server.prod,
+      restart: (signal, downMs) => server.restart(signal, downMs),
       async availableBytes() {
-        const connection = await Connection.connect({ address: server.address });
+        const connection = await Connection.connect(connectionOptions(server.config));
         try {
           const views = await listNodeViews(new Client({ connection }), driverName);
           return new Map(views.map((view) => [view.nodeId, view.availableBytes]));
@@ -109,7 +98,7 @@ async function main(): Promise<number> {
     const activeCluster = new Cluster({
       root: workDir,
       driverName,
-      temporalAddress: server.address,
+      temporalFlags: server.flags,
       nodes: options.nodes,
       backend: options.backend,
       capacity: options.capacity,
@@ -169,7 +158,7 @@ async function main(): Promise<number> {
     await activeWorkload.settle(options.settleTimeoutMs);
 
     progress('checking for running workflows');
-    const connection = await Connection.connect({ address: server.address });
+    const connection = await Connection.connect(connectionOptions(server.config));
     let pending;
     try {
       pending = await pendingWorkflows(new Client({ connection }), driverName, 60_000);

@@ -14,8 +14,19 @@ export const FAULT_KINDS = [
   'node-long-down',
   'temporal-restart',
   'registry-loss',
+  'history-restart',
+  'matching-restart',
+  'postgres-outage',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/** Faults only the production-style Temporal can show (separate service processes, a database of its own). */
+export const PROD_ONLY_FAULTS: readonly FaultKind[] = ['history-restart', 'matching-restart', 'postgres-outage'];
+
+/** What `--faults all` (the default) means for a server. */
+export function faultsFor(temporal: 'dev' | 'prod'): FaultKind[] {
+  return FAULT_KINDS.filter((kind) => temporal === 'prod' || !PROD_ONLY_FAULTS.includes(kind));
+}
 
 export interface SoakOptions {
   ops: number;
@@ -25,6 +36,8 @@ export interface SoakOptions {
   backend: string;
   capacity: string;
   faults: FaultKind[];
+  /** dev: the Temporal CLI's dev server; prod: the production-style server (temporal-prod/, mTLS). */
+  temporal: 'dev' | 'prod';
   rounds: number;
   baseline?: string;
   recurring: number;
@@ -46,9 +59,9 @@ function duration(text: string): number {
   }
 }
 
-function faultList(text: string): FaultKind[] {
+function faultList(text: string): FaultKind[] | 'all' {
   if (text === 'none') return [];
-  if (text === 'all') return [...FAULT_KINDS];
+  if (text === 'all') return 'all';
   const names = text.split(',').filter(Boolean);
   const unknown = names.filter((name) => !(FAULT_KINDS as readonly string[]).includes(name));
   if (unknown.length > 0)
@@ -57,7 +70,8 @@ function faultList(text: string): FaultKind[] {
 }
 
 type Renamed = 'callTimeoutMs' | 'opBudgetMs' | 'longDownMs' | 'settleTimeoutMs';
-interface RawOptions extends Omit<SoakOptions, 'rounds' | 'seed' | Renamed> {
+interface RawOptions extends Omit<SoakOptions, 'rounds' | 'seed' | 'faults' | Renamed> {
+  faults: FaultKind[] | 'all';
   rounds?: number;
   seed?: number;
   callTimeout: number;
@@ -75,9 +89,17 @@ export function parseOptions(argv: string[]): SoakOptions {
     .option('--seed <n>', 'seed of every random choice (default: random, printed)', integer(0))
     .addOption(new Option('--backend <kind>', 'node storage backend').choices(['dir', 'loop']).default('dir'))
     .option('--capacity <size>', 'pool capacity of each node', '10Gi')
-    .option('--faults <list>', `comma-separated fault kinds, "all" or "none": ${FAULT_KINDS.join(', ')}`, faultList, [
-      ...FAULT_KINDS,
-    ])
+    .option(
+      '--faults <list>',
+      `comma-separated fault kinds, "all" or "none": ${FAULT_KINDS.join(', ')} (the last ${PROD_ONLY_FAULTS.length} need --temporal prod)`,
+      faultList,
+      'all',
+    )
+    .addOption(
+      new Option('--temporal <server>', 'the dev server, or the production-style one (PostgreSQL, 4 services, mTLS)')
+        .choices(['dev', 'prod'])
+        .default('dev'),
+    )
     .option(
       '--rounds <n>',
       'times the fault schedule runs (version-skew only once); default ops/300, at least 1',
@@ -99,9 +121,13 @@ export function parseOptions(argv: string[]): SoakOptions {
     .option('--work-dir <dir>', 'Temporal data, pools, sockets and logs (default: a new temporary folder)')
     .option('--keep', 'keep the work folder even when the run passes', false)
     .parse(argv);
-  const { callTimeout, opBudget, longDown, settleTimeout, ...raw } = program.opts<RawOptions>();
+  const { callTimeout, opBudget, longDown, settleTimeout, faults, ...raw } = program.opts<RawOptions>();
+  const prodOnly = faults === 'all' ? [] : faults.filter((kind) => PROD_ONLY_FAULTS.includes(kind));
+  if (raw.temporal !== 'prod' && prodOnly.length > 0)
+    program.error(`error: fault(s) ${prodOnly.join(', ')} need the production-style Temporal: add --temporal prod`);
   return {
     ...raw,
+    faults: faults === 'all' ? faultsFor(raw.temporal) : faults,
     callTimeoutMs: callTimeout,
     opBudgetMs: opBudget,
     longDownMs: longDown,
@@ -113,7 +139,11 @@ export function parseOptions(argv: string[]): SoakOptions {
 
 /** The command line that replays this run's choices. */
 export function replayCommand(options: SoakOptions): string {
-  const faults = options.faults.length === FAULT_KINDS.length ? 'all' : options.faults.join(',') || 'none';
+  const all = faultsFor(options.temporal);
+  const faults =
+    options.faults.length === all.length && all.every((kind) => options.faults.includes(kind))
+      ? 'all'
+      : options.faults.join(',') || 'none';
   const parts = [
     `npm run soak --`,
     `--seed ${options.seed}`,
@@ -125,5 +155,6 @@ export function replayCommand(options: SoakOptions): string {
     `--backend ${options.backend}`,
   ];
   if (options.baseline) parts.push(`--baseline ${options.baseline}`);
+  if (options.temporal === 'prod') parts.push('--temporal prod');
   return parts.join(' ');
 }

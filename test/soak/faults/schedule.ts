@@ -6,6 +6,7 @@ import { nodeLongDown } from './node-long-down';
 import { nodeRollout } from './node-rollout';
 import { registryLoss } from './registry-loss';
 import { temporalRestart } from './temporal-restart';
+import { historyRestart, matchingRestart, postgresOutage } from './temporal-services';
 import type { Fault, FaultContext, FaultRecord } from './types';
 import { sleep } from './types';
 import { versionSkew } from './version-skew';
@@ -19,6 +20,9 @@ const FAULTS: Record<FaultKind, Fault> = {
   'node-long-down': nodeLongDown,
   'temporal-restart': temporalRestart,
   'registry-loss': registryLoss,
+  'history-restart': historyRestart,
+  'matching-restart': matchingRestart,
+  'postgres-outage': postgresOutage,
 };
 
 export interface PlannedFault {

@@ -1,12 +1,15 @@
+import type { ProdTemporal } from '../../../temporal-prod/prod-temporal';
 import type { Build } from '../baseline';
 import type { Cluster } from '../cluster';
 import type { FaultKind, SoakOptions } from '../options';
 import type { Prng } from '../prng';
 import type { Workload } from '../workload';
 
-/** The Temporal dev server, which a fault may restart (same database, same port). */
+/** The Temporal server, which a fault may restart (same database, same port). */
 export interface TemporalControl {
   address: string;
+  /** Set with `--temporal prod`: its services and database, for the faults only it can show. */
+  prod?: ProdTemporal;
   restart(signal: 'SIGTERM' | 'SIGKILL', downMs: number): Promise<void>;
   /** Free space per node as the registry (hence placement) sees it; for aiming faults, never for the audit. */
   availableBytes(): Promise<Map<string, number>>;
