@@ -119,9 +119,8 @@ function install() {
     fs.rmSync(path.join(dir, relative), { recursive: true, force: true });
     fs.mkdirSync(path.dirname(path.join(dir, relative)), { recursive: true });
     fs.cpSync(from, path.join(dir, relative), { recursive: true });
-    // The module cache is read-only; our copy must stay removable.
-    fs.chmodSync(path.join(dir, relative), 0o755);
   }
+  // Files copied from the module cache are read-only; our copies must stay removable.
   run('chmod', ['-R', 'u+w', dir]);
   const stamp = {
     module: MODULE,

@@ -73,21 +73,8 @@ export class ProdTemporal {
     try {
       progress('setting up the schemas with temporal-sql-tool');
       await setUpSchemas(installed, postgres);
-      const free = await distinctFreePorts(SERVICES.length + 1);
-      const next = () => free.pop() as number;
-      // Membership ports are stored in a smallint column: they must be below 32768, under Linux's ephemeral range.
-      const membership = await distinctFreePorts(SERVICES.length, MEMBERSHIP_PORTS);
-      const servicePorts = Object.fromEntries(
-        SERVICES.map((name, index) => [name, { grpc: next(), membership: membership[index] as number }]),
-      );
-      const ports = { ...(servicePorts as Record<ServiceName, ServicePorts>), frontendHttp: next() };
-      const configFile = path.join(options.dataDir, 'config', 'temporal-server.yaml');
-      const dynamicConfigFile = path.join(options.dataDir, 'config', 'dynamic-config.yaml');
-      fs.writeFileSync(dynamicConfigFile, renderDynamicConfig());
       const numHistoryShards = options.numHistoryShards ?? 4;
-      const config = renderServerConfig({ ports, postgres, numHistoryShards, dynamicConfigFile, tls: certificates });
-      fs.writeFileSync(configFile, config, { mode: 0o600 }); // it holds the database password
-      const address = `127.0.0.1:${ports.frontend.grpc}`;
+      const { configFile, address } = await writeConfig(options.dataDir, postgres, numHistoryShards, certificates);
       cluster = new ProdTemporal(
         address,
         namespaces,
@@ -185,6 +172,29 @@ export function temporalConfigFlags(config: TemporalConfig): string[] {
 }
 
 const MEMBERSHIP_PORTS = { from: 20_000, to: 32_000 };
+
+/** Picks the ports and writes the server's config and dynamic config; returns the config file and the frontend. */
+async function writeConfig(
+  dataDir: string,
+  postgres: Postgres,
+  numHistoryShards: number,
+  tls: TestCertificates | undefined,
+): Promise<{ configFile: string; address: string }> {
+  const free = await distinctFreePorts(SERVICES.length + 1);
+  const next = () => free.pop() as number;
+  // Membership ports are stored in a smallint column: they must be below 32768, under Linux's ephemeral range.
+  const membership = await distinctFreePorts(SERVICES.length, MEMBERSHIP_PORTS);
+  const servicePorts = Object.fromEntries(
+    SERVICES.map((name, index) => [name, { grpc: next(), membership: membership[index] as number }]),
+  );
+  const ports = { ...(servicePorts as Record<ServiceName, ServicePorts>), frontendHttp: next() };
+  const configFile = path.join(dataDir, 'config', 'temporal-server.yaml');
+  const dynamicConfigFile = path.join(dataDir, 'config', 'dynamic-config.yaml');
+  fs.writeFileSync(dynamicConfigFile, renderDynamicConfig());
+  const config = renderServerConfig({ ports, postgres, numHistoryShards, dynamicConfigFile, tls });
+  fs.writeFileSync(configFile, config, { mode: 0o600 }); // it holds the database password
+  return { configFile, address: `127.0.0.1:${ports.frontend.grpc}` };
+}
 
 /** Free ports from the kernel's ephemeral range, or picked at random in `range` and checked free. */
 async function distinctFreePorts(count: number, range?: { from: number; to: number }): Promise<number[]> {

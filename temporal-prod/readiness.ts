@@ -52,6 +52,7 @@ async function probe(cluster: ProdTemporal, scope: 'namespaces' | 'system'): Pro
       const client = new Client({ connection: open, namespace: name });
       const workflowId = `${PROBE_QUEUE}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
       const handle = await within(() => client.workflow.start(PROBE_QUEUE, { taskQueue: PROBE_QUEUE, workflowId }));
+      // taskQueueType 1: TASK_QUEUE_TYPE_WORKFLOW (answered by matching).
       await within(() =>
         open.workflowService.describeTaskQueue({ namespace: name, taskQueue: { name: PROBE_QUEUE }, taskQueueType: 1 }),
       );
