@@ -1,25 +1,15 @@
-import { searchAttributeCreateCommands } from '../temporal-dev/register-commands';
-import { exec } from './exec';
+import path from 'node:path';
 import type { TemporalConfig } from '../common/temporal-config';
+import { searchAttributeCreateCommands, temporalCliConnectionFlags } from '../temporal-dev/register-commands';
+import { exec } from './exec';
 import type { NamespaceSpec } from './prod-temporal';
-
-/** The `temporal` CLI's connection flags (everything but the namespace) for a driver connection config. */
-export function temporalCliConnectionFlags(config: TemporalConfig): string[] {
-  const flags = ['--address', config.address];
-  if (config.tls) flags.push('--tls');
-  if (config.tlsCa) flags.push('--tls-ca-path', config.tlsCa);
-  if (config.tlsCert) flags.push('--tls-cert-path', config.tlsCert);
-  if (config.tlsKey) flags.push('--tls-key-path', config.tlsKey);
-  if (config.tlsServerName) flags.push('--tls-server-name', config.tlsServerName);
-  return flags;
-}
 
 /** `temporal operator namespace create --retention R`, as docs/operations.md tells an operator. */
 export async function createNamespace(cli: string, config: TemporalConfig, spec: NamespaceSpec): Promise<void> {
-  const args = ['operator', 'namespace', 'create', '--retention', spec.retention, '--namespace', spec.name];
+  const args = ['operator', 'namespace', 'create', '--retention', spec.retention];
   await retrying(
     60_000,
-    () => exec(cli, [...args, ...temporalCliConnectionFlags(config)]),
+    () => exec(cli, [...args, ...temporalCliConnectionFlags({ ...config, namespace: spec.name })]),
     (message) =>
       // A retried create whose first attempt went through.
       /already (exists|registered)/i.test(message),
@@ -27,15 +17,22 @@ export async function createNamespace(cli: string, config: TemporalConfig, spec:
 }
 
 /**
- * Runs, with the connection flags appended, exactly the commands docs/operations.md prints and the controller
- * prints when they are missing (temporal-dev/register-commands.ts), so the documented path is the one tested.
+ * Runs exactly the commands docs/operations.md shows and a controller prints when they are missing
+ * (temporal-dev/register-commands.ts: they carry the connection flags), through a shell as an operator pastes
+ * them, with the CLI's directory first on PATH.
  */
 export async function registerSearchAttributes(cli: string, config: TemporalConfig, namespace: string): Promise<void> {
-  for (const command of searchAttributeCreateCommands(namespace)) {
-    const [program, ...args] = command.split(' ');
-    if (program !== 'temporal') throw new Error(`unexpected registration command: ${command}`);
-    await retrying(60_000, () => exec(cli, [...args, ...temporalCliConnectionFlags(config)]));
+  for (const command of searchAttributeCreateCommands({ ...config, namespace })) {
+    await retrying(60_000, () => runAsPrinted(cli, command));
   }
+}
+
+/** A printed `temporal …` command line, run by sh with `temporal` resolving to the CLI the tests use. */
+export function runAsPrinted(cli: string, command: string): Promise<string> {
+  const env = { ...process.env, PATH: `${path.dirname(cli)}${path.delimiter}${process.env.PATH ?? ''}` };
+  if (path.basename(cli) !== 'temporal')
+    throw new Error(`${cli} is not named temporal: the printed commands call it so`);
+  return exec('sh', ['-c', command], env);
 }
 
 /** Retries while a just-started cluster is still assembling (membership ring, namespace cache). */

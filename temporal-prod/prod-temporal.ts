@@ -5,7 +5,8 @@ import { findFreePort, isPortFree } from '../temporal-dev/free-port';
 import { locateTemporalCli } from '../temporal-dev/locate-cli';
 import { FRONTEND_SERVER_NAME, makeTestCertificates, type TestCertificates } from './certificates';
 import { installedServer } from './installed-server';
-import { createNamespace, registerSearchAttributes, temporalCliConnectionFlags } from './namespace-setup';
+import { temporalCliConnectionFlags } from '../temporal-dev/register-commands';
+import { createNamespace, registerSearchAttributes } from './namespace-setup';
 import { startPostgres, type Postgres } from './postgres';
 import { waitForCluster } from './readiness';
 import { setUpSchemas } from './schema';
@@ -129,7 +130,7 @@ export class ProdTemporal {
 
   /** The same for the `temporal` CLI. */
   cliFlags(namespace = this.namespace): string[] {
-    return [...temporalCliConnectionFlags(this.connectionConfig()), '--namespace', namespace];
+    return temporalCliConnectionFlags(this.connectionConfig(namespace));
   }
 
   startServices(names: readonly ServiceName[] = SERVICES): void {

@@ -2,9 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { spawnCli } from '../../agent/spawn-cli';
 import { locateTemporalCli, temporalCliVersion } from '../../temporal-dev/locate-cli';
-import { exec } from '../../temporal-prod/exec';
 import { pinnedServerVersion } from '../../temporal-prod/installed-server';
-import { createNamespace, temporalCliConnectionFlags } from '../../temporal-prod/namespace-setup';
+import { createNamespace, runAsPrinted } from '../../temporal-prod/namespace-setup';
 import { temporalConfigFlags } from '../../temporal-prod/prod-temporal';
 import { TestCluster } from '../support/cluster';
 import { createRequest, createVolume, deleteVolume, retryLikeCo } from '../support/csi-requests';
@@ -53,14 +52,11 @@ describe('setting up a namespace the way an operator does', () => {
     const commands = output
       .split('\n')
       .map((line) => line.trim())
-      .filter((line) => line.startsWith('temporal operator search-attribute create'));
+      .filter((line) => line.startsWith('temporal operator search-attribute create --address'));
     expect(commands.length).toBeGreaterThanOrEqual(6);
 
-    // Exactly as printed, plus the connection flags the docs tell the operator to add.
-    for (const command of commands) {
-      const [, ...args] = command.split(' ');
-      await exec(cli, [...args, ...temporalCliConnectionFlags(config)]);
-    }
+    // Exactly as printed: they carry this server's address, namespace and TLS flags.
+    for (const command of commands) await runAsPrinted(cli, command);
 
     process.env[CONFIG_ENV] = JSON.stringify(config); // this file's copy of the environment
     await cluster.startNode('node-o1');

@@ -82,6 +82,7 @@ async function main(): Promise<number> {
     cleanups.push(() => server.stop());
     const temporal: TemporalControl = {
       address: server.config.address,
+      config: server.config,
       prod: server.prod,
       restart: (signal, downMs) => server.restart(signal, downMs),
       async availableBytes() {

@@ -1,5 +1,6 @@
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { nodeRecordWorkflowId, registryWorkflowId } from '../../../common/names';
+import { connectionOptions } from '../../../common/temporal-config';
 import { renewRecordSignal } from '../../../workflows/node-presence';
 import { resetToFirstTask } from '../../support/reset-workflow';
 import type { Fault } from './types';
@@ -16,7 +17,7 @@ export const registryLoss: Fault = {
   plannedOps: () => 4,
   async run(context, record) {
     const { cluster, workload, prng } = context;
-    const connection = await Connection.connect({ address: context.temporal.address });
+    const connection = await Connection.connect(connectionOptions(context.temporal.config));
     const client = new Client({ connection });
     try {
       const node = prng.pick(cluster.nodes);

@@ -1,3 +1,4 @@
+import type { TemporalConfig } from '../../../common/temporal-config';
 import type { ProdTemporal } from '../../../temporal-prod/prod-temporal';
 import type { Build } from '../baseline';
 import type { Cluster } from '../cluster';
@@ -8,6 +9,8 @@ import type { Workload } from '../workload';
 /** The Temporal server, which a fault may restart (same database, same port). */
 export interface TemporalControl {
   address: string;
+  /** How to connect to it (the production-style server needs its mTLS files). */
+  config: TemporalConfig;
   /** Set with `--temporal prod`: its services and database, for the faults only it can show. */
   prod?: ProdTemporal;
   restart(signal: 'SIGTERM' | 'SIGKILL', downMs: number): Promise<void>;

@@ -3,7 +3,6 @@ import { addTemporalOptions, temporalConfig, type TemporalFlags } from '../../..
 import type { TemporalConfig } from '../../../common/temporal-config';
 import { searchAttributeCreateCommands } from '../../../temporal-dev/register-commands';
 import { SEARCH_ATTRIBUTES } from '../../../temporal-dev/search-attributes';
-import { temporalCliConnectionFlags } from '../../../temporal-prod/namespace-setup';
 import { temporalConfigFlags } from '../../../temporal-prod/prod-temporal';
 import { renderDynamicConfig, renderServerConfig, SERVICES } from '../../../temporal-prod/server-config';
 import * as keys from '../../../workflows/search-attribute-keys';
@@ -26,29 +25,13 @@ describe('production-style Temporal configuration', () => {
     expect(temporalConfig(command.opts<TemporalFlags>())).toEqual(FULL);
   });
 
-  it('gives the temporal CLI the same connection', () => {
-    expect(temporalCliConnectionFlags(FULL)).toEqual([
-      '--address',
-      '127.0.0.1:7233',
-      '--tls',
-      '--tls-ca-path',
-      '/c/ca.pem',
-      '--tls-cert-path',
-      '/c/client.pem',
-      '--tls-key-path',
-      '/c/client-key.pem',
-      '--tls-server-name',
-      'frontend.test',
-    ]);
-  });
-
   it('registers every search attribute key the workflows define, with its type', () => {
     const defined = Object.values(keys).filter(
       (value) => typeof value === 'object' && value !== null && 'name' in value,
     );
     expect(Object.keys(SEARCH_ATTRIBUTES).sort()).toEqual(defined.map((key) => (key as { name: string }).name).sort());
     expect(SEARCH_ATTRIBUTES.DurableCsiWaitingSince).toBe('Datetime');
-    expect(searchAttributeCreateCommands('ns')).toHaveLength(defined.length);
+    expect(searchAttributeCreateCommands(FULL)).toHaveLength(defined.length);
   });
 
   it('binds every service to loopback with membership ports a smallint column can hold', () => {
