@@ -32,6 +32,13 @@ export function testTemporalFlags(namespace?: string): string[] {
   return temporalConfigFlags(namespace ? { ...config, namespace } : config);
 }
 
+/**
+ * A client in the test process. grpc-js reads GRPC_DEFAULT_SSL_ROOTS_FILE_PATH once, when it loads, so roots a test
+ * sets there later for the processes it starts are passed explicitly here.
+ */
 export function connectTestTemporal(): Promise<Connection> {
-  return Connection.connect(connectionOptions(testTemporalConfig()));
+  const config = testTemporalConfig();
+  const roots = process.env.GRPC_DEFAULT_SSL_ROOTS_FILE_PATH;
+  const tlsCa = config.tls && !config.tlsCa && roots ? roots : config.tlsCa;
+  return Connection.connect(connectionOptions({ ...config, tlsCa }));
 }
