@@ -29,7 +29,23 @@ export interface DevServerOptions {
    * Ctrl-C reaches only the caller.
    */
   supervised?: boolean;
+  /** Port of the server's Prometheus `/metrics` endpoint (the CLI picks a random one when omitted). */
+  metricsPort?: number;
+  /** Dynamic config values; replaces DEV_SERVER_DYNAMIC_CONFIG when given (`{}`: the server's own defaults). */
+  dynamicConfig?: DynamicConfig;
 }
+
+export type DynamicConfig = Record<string, number | boolean | string>;
+
+/**
+ * What the dev server runs with beyond its defaults, each setting measured by `npm run bench`
+ * (docs/performance.md). The defaults suit a many-shard cluster; the dev server has one history shard.
+ */
+export const DEV_SERVER_DYNAMIC_CONFIG: DynamicConfig = {
+  // Reads of the single shard's transfer queue (which hands out every workflow and activity task) were capped
+  // at 20 a second: at concurrency 1 each task waited up to 50 ms to be dispatched.
+  'history.transferProcessorMaxPollRPS': 1000,
+};
 
 export interface DevServer {
   /** host:port of the frontend, e.g. 127.0.0.1:7233. */
@@ -39,6 +55,8 @@ export interface DevServer {
   pid: number;
   /** Resolves with how the process ended, whenever it does (stopped, or on its own). */
   exited: Promise<string>;
+  /** The Prometheus endpoint, when a metrics port was asked for. */
+  metricsUrl: string | undefined;
   /** SIGTERM, then SIGKILL after 15 s. Safe to call more than once. */
   stop(): Promise<void>;
 }
@@ -57,14 +75,27 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   const namespace = options.namespace ?? DEFAULT_NAMESPACE;
   const address = `127.0.0.1:${port}`;
   // Checked up front: otherwise readiness probes would talk to whatever holds the port.
-  for (const p of headless ? [port] : [port, uiPort]) {
+  const ports = [
+    port,
+    ...(headless ? [] : [uiPort]),
+    ...(options.metricsPort === undefined ? [] : [options.metricsPort]),
+  ];
+  for (const p of ports) {
     if (!(await isPortFree(p))) {
       throw new Error(`Cannot start the Temporal dev server: 127.0.0.1:${p} is already in use`);
     }
   }
   const cli = options.cli ?? (await locateTemporalCli());
   const args = [
-    ...devServerArgs({ dataDir: options.dataDir, port, uiPort, headless, namespace }),
+    ...devServerArgs({
+      dataDir: options.dataDir,
+      port,
+      uiPort,
+      headless,
+      namespace,
+      metricsPort: options.metricsPort,
+      dynamicConfig: options.dynamicConfig ?? DEV_SERVER_DYNAMIC_CONFIG,
+    }),
     ...(options.extraArgs ?? []),
   ];
 
@@ -106,6 +137,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     namespace,
     pid: child.pid,
     exited,
+    metricsUrl: options.metricsPort === undefined ? undefined : `http://127.0.0.1:${options.metricsPort}/metrics`,
     stop,
   };
 }
@@ -117,6 +149,8 @@ export function devServerArgs(o: {
   uiPort: number;
   headless: boolean;
   namespace: string;
+  metricsPort?: number;
+  dynamicConfig?: DynamicConfig;
 }): string[] {
   return [
     'server',
@@ -136,6 +170,11 @@ export function devServerArgs(o: {
     ...Object.entries(SEARCH_ATTRIBUTES).flatMap(([name, type]) => ['--search-attribute', `${name}=${type}`]),
     '--log-level',
     'warn',
+    ...(o.metricsPort === undefined ? [] : ['--metrics-port', String(o.metricsPort)]),
+    ...Object.entries(o.dynamicConfig ?? DEV_SERVER_DYNAMIC_CONFIG).flatMap(([key, value]) => [
+      '--dynamic-config-value',
+      `${key}=${JSON.stringify(value)}`,
+    ]),
     ...(o.namespace === DEFAULT_NAMESPACE ? [] : ['--namespace', o.namespace]),
   ];
 }

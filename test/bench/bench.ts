@@ -1,6 +1,7 @@
 /**
  * The benchmark: CreateVolume/DeleteVolume through a real driver (controller + 3 node agents, real Temporal dev
- * server) against the same calls on a DirBackend directly. `npm run bench -- --ops 100 --concurrency 1,8`.
+ * server) against the same calls on a DirBackend directly, with what each operation cost Temporal and each
+ * process, and a drain of deletions that waited for a stopped node. `npm run bench -- --ops 100 --concurrency 1,8`.
  */
 import { Command, Option } from 'commander';
 import fs from 'node:fs';
@@ -8,12 +9,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseQuantity } from '../../common/quantity';
 import { DirBackend } from '../../storage/dir-backend';
+import { DEV_SERVER_DYNAMIC_CONFIG, startDevServer, type DynamicConfig } from '../../temporal-dev/dev-server';
+import { findFreePort } from '../../temporal-dev/free-port';
 import { findProjectRoot } from '../../temporal-dev/project-root';
 import { TestCluster } from '../support/cluster';
 import { startRunTemporal } from '../support/run-temporal';
 import { runDirectLevel, warmUpDirect } from './direct';
+import { runDrain } from './drain';
 import { runDurableLevel, warmUpDurable, type DurableTarget } from './durable';
 import { messageOf } from './measure';
+import { CostMeter } from './phase-cost';
+import { ProcessWatch } from './process-usage';
 import { formatReport, machineInfo, priceOfDurability, writeJson, type BenchReport, type LevelResult } from './report';
 import { integer } from '../support/option-parsers';
 
@@ -25,6 +31,9 @@ interface Options {
   callWait: string;
   rpcTimeout: number;
   warmup: number;
+  drain: number;
+  serverConfig: 'tuned' | 'stock';
+  dynamicConfig: string[];
   out: string;
   keep: boolean;
   temporal: 'dev' | 'prod';
@@ -46,6 +55,22 @@ function parseOptions(argv: string[]): Options {
     .option('--call-wait <duration>', "controller's --call-wait", '30s')
     .option('--rpc-timeout <ms>', 'gRPC deadline of each attempt', positiveInt, 60_000)
     .option('--warmup <n>', 'unmeasured create+delete pairs before the first level', integer(0), 3)
+    .option('--drain <n>', 'deletions that wait for a stopped node, then drain (0: skip)', integer(0), 1000)
+    .option(
+      '--server-config <which>',
+      "dev server dynamic config: 'tuned' (what `npm run dev` and the tests run) or 'stock' (the server's defaults)",
+      (text) => {
+        if (text !== 'tuned' && text !== 'stock') throw new Error(`--server-config: tuned or stock, not ${text}`);
+        return text;
+      },
+      'tuned',
+    )
+    .option(
+      '--dynamic-config <key=value>',
+      'one more dynamic config value (JSON value), repeatable',
+      (text: string, previous: string[]) => [...previous, text],
+      [],
+    )
     .option('--out <file>', 'JSON report', path.join(findProjectRoot(), 'test-artifacts', 'bench.json'))
     .option('--keep', 'keep the Temporal data, pools and logs (printed) instead of removing them', false)
     .addOption(
@@ -74,6 +99,16 @@ function checkLevel(kind: string, level: LevelResult, problems: string[]): void 
         `${level.leftovers.slice(0, 10).join(', ')}${level.leftovers.length > 10 ? ', ...' : ''}`,
     );
   }
+}
+
+function dynamicConfig(options: Options): DynamicConfig {
+  const config: DynamicConfig = options.serverConfig === 'tuned' ? { ...DEV_SERVER_DYNAMIC_CONFIG } : {};
+  for (const entry of options.dynamicConfig) {
+    const at = entry.indexOf('=');
+    if (at <= 0) throw new Error(`--dynamic-config ${entry}: expected key=value`);
+    config[entry.slice(0, at)] = JSON.parse(entry.slice(at + 1)) as number | boolean | string;
+  }
+  return config;
 }
 
 async function main(): Promise<number> {
@@ -112,20 +147,49 @@ async function main(): Promise<number> {
       if (options.keep) progress(`kept Temporal data in ${dataDir}`);
       else fs.rmSync(dataDir, { recursive: true, force: true });
     });
-    const server = await startRunTemporal(options.temporal, dataDir, progress);
-    cleanups.push(() => server.stop());
-    process.env.DURABLE_CSI_TEST_TEMPORAL = server.config.address;
-    process.env.DURABLE_CSI_TEST_TEMPORAL_CONFIG = JSON.stringify(server.config);
+    let metricsUrl: string | undefined;
+    let temporalPid: number | undefined;
+    if (options.temporal === 'dev') {
+      progress('starting the Temporal dev server');
+      const server = await startDevServer({
+        dataDir,
+        port: await findFreePort(),
+        metricsPort: await findFreePort(),
+        headless: true,
+        dynamicConfig: dynamicConfig(options),
+      });
+      cleanups.push(() => server.stop());
+      process.env.DURABLE_CSI_TEST_TEMPORAL = server.address;
+      process.env.DURABLE_CSI_TEST_TEMPORAL_CONFIG = JSON.stringify({
+        address: server.address,
+        namespace: server.namespace,
+      });
+      metricsUrl = server.metricsUrl;
+      temporalPid = server.pid;
+    } else {
+      // Its several services are not accounted here: latency, throughput and the driver's processes only.
+      const server = await startRunTemporal(options.temporal, dataDir, progress);
+      cleanups.push(() => server.stop());
+      process.env.DURABLE_CSI_TEST_TEMPORAL = server.config.address;
+      process.env.DURABLE_CSI_TEST_TEMPORAL_CONFIG = JSON.stringify(server.config);
+    }
+    const watch = new ProcessWatch();
+    if (temporalPid !== undefined) watch.add({ name: 'temporal', group: 'temporal', pid: temporalPid });
+    const meter = new CostMeter(watch, metricsUrl);
 
-    const cluster = new TestCluster('bench');
+    const cluster = new TestCluster('bench', { logLevel: 'info' });
     cleanups.push(async () => {
       if (options.keep) progress(`kept pools and logs in ${cluster.root}`);
       await cluster.teardown();
     });
     const nodes = Array.from({ length: options.nodes }, (_, index) => `node-${String.fromCharCode(97 + index)}`);
     progress(`starting ${nodes.length} node agents and a controller (driver ${cluster.driverName})`);
-    await Promise.all(nodes.map((nodeId) => cluster.startNode(nodeId, { capacity: options.capacity })));
+    const agents = await Promise.all(nodes.map((nodeId) => cluster.startNode(nodeId, { capacity: options.capacity })));
+    agents.forEach((agent, index) =>
+      watch.add({ name: nodes[index] ?? '', group: 'node agents', pid: agent.child.pid ?? 0 }),
+    );
     const controller = await cluster.startController('controller', ['--call-wait', options.callWait]);
+    watch.add({ name: 'controller', group: 'controller', pid: controller.child.pid ?? 0 });
     const target: DurableTarget = {
       cluster,
       clients: cluster.csi(controller.endpoint),
@@ -137,9 +201,13 @@ async function main(): Promise<number> {
     await warmUpDurable(target, runId, options.warmup);
     for (const concurrency of options.concurrency) {
       progress(`durable: ${options.ops} creates then deletes, ${concurrency} in flight`);
-      const level = await runDurableLevel(target, runId, concurrency, options.ops);
+      const level = await runDurableLevel(target, meter, runId, concurrency, options.ops);
       report.durable.push(level);
       checkLevel('durable', level, report.problems);
+    }
+    if (options.drain > 0) {
+      report.drain = await runDrain(target, meter, runId, options.drain, progress);
+      report.problems.push(...report.drain.problems);
     }
 
     const directRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'durable-csi-bench-direct-'));

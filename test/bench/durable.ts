@@ -4,6 +4,7 @@ import { parseVolumeId } from '../../common/volume-id';
 import type { TestCluster } from '../support/cluster';
 import { MiB, createRequest, createVolume, deleteVolume, retryLikeCo } from '../support/csi-requests';
 import { leftoversIn, measure, type OnRetry } from './measure';
+import type { CostMeter } from './phase-cost';
 import type { LevelResult } from './report';
 
 export interface DurableTarget {
@@ -65,12 +66,15 @@ export async function warmUpDurable(target: DurableTarget, runId: string, count:
 
 export async function runDurableLevel(
   target: DurableTarget,
+  meter: CostMeter,
   runId: string,
   concurrency: number,
   ops: number,
 ): Promise<LevelResult> {
   const names = Array.from({ length: ops }, (_, index) => `bench-${runId}-c${concurrency}-${index}`);
+  const createStart = await meter.begin();
   const created = await measure(names, concurrency, (name, onRetry) => createOne(target, name, onRetry));
+  const createCost = await meter.end(createStart, names.length);
   const volumeIds = created.values.filter((id): id is string => id !== undefined);
 
   const placement: Record<string, number> = {};
@@ -79,14 +83,23 @@ export async function runDurableLevel(
     placement[nodeId] = (placement[nodeId] ?? 0) + 1;
   }
 
+  const deleteStart = await meter.begin();
   const deleted = await measure(volumeIds, concurrency, (volumeId, onRetry) =>
     retried(() => deleteVolume(target.clients, volumeId, target.rpcTimeoutMs), onRetry, target.retryBudgetMs),
   );
+  const deleteCost = await meter.end(deleteStart, volumeIds.length);
   const leftovers = target.nodes.flatMap((nodeId) => [
     ...target.cluster.volumesOnDisk(nodeId).map((key) => `${nodeId}: volumes/${key} (volumesOnDisk)`),
     ...leftoversIn(target.cluster.pool(nodeId))
       .filter((entry) => !entry.startsWith('volumes/'))
       .map((entry) => `${nodeId}: ${entry}`),
   ]);
-  return { concurrency, create: created.result, delete: deleted.result, placement, leftovers };
+  return {
+    concurrency,
+    create: created.result,
+    delete: deleted.result,
+    placement,
+    leftovers,
+    cost: { create: createCost, delete: deleteCost },
+  };
 }

@@ -1,7 +1,11 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { formatCosts, formatDrain, formatGoals } from './cost-report';
+import type { DrainResult } from './drain';
+import type { PhaseCost } from './phase-cost';
 import type { LatencyStats } from './stats';
+import { ms, num, table } from './table';
 
 export interface OpResult {
   stats: LatencyStats;
@@ -24,6 +28,8 @@ export interface LevelResult {
   placement?: Record<string, number>;
   /** Volume keys found on disk after the deletes (must be empty). */
   leftovers: string[];
+  /** Durable runs only: what each phase cost the server and the processes. */
+  cost?: { create: PhaseCost; delete: PhaseCost };
 }
 
 export interface BenchReport {
@@ -32,6 +38,7 @@ export interface BenchReport {
   options: Record<string, unknown>;
   durable: LevelResult[];
   direct: LevelResult[];
+  drain?: DrainResult;
   priceOfDurability: {
     concurrency: number;
     createP50Ratio: number;
@@ -68,17 +75,6 @@ export function priceOfDurability(durable: LevelResult[], direct: LevelResult[])
       },
     ];
   });
-}
-
-const ms = (value: number) => (Number.isFinite(value) ? value.toFixed(value < 10 ? 2 : 1) : '-');
-const num = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : '-');
-
-function table(header: string[], rows: string[][]): string {
-  const widths = header.map((title, column) =>
-    Math.max(title.length, ...rows.map((row) => (row[column] ?? '').length)),
-  );
-  const line = (cells: string[]) => cells.map((cell, column) => cell.padStart(widths[column] ?? 0)).join('  ');
-  return [line(header), widths.map((width) => '-'.repeat(width)).join('  '), ...rows.map(line)].join('\n');
 }
 
 function levelTable(levels: LevelResult[], withRetries: boolean): string {
@@ -126,6 +122,8 @@ export function formatReport(report: BenchReport): string {
         `delete ${JSON.stringify(level.delete.retryCodes)}`,
     );
   }
+  out.push('', ...formatCosts(report.durable));
+  if (report.drain) out.push('', ...formatDrain(report.drain));
   out.push('', 'Direct (DirBackend in-process, one pool, no Temporal, no gRPC)', levelTable(report.direct, false));
   out.push(
     '',
@@ -141,6 +139,7 @@ export function formatReport(report: BenchReport): string {
       ]),
     ),
   );
+  out.push('', ...formatGoals(report));
   out.push('', report.ok ? 'result: OK' : `result: FAILED\n  ${report.problems.join('\n  ')}`);
   return out.join('\n');
 }

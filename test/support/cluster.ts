@@ -40,7 +40,11 @@ export class TestCluster {
   private readonly nodes = new Map<string, ManagedProcess>();
   private readonly controllers: ManagedProcess[] = [];
 
-  constructor(label: string) {
+  /** logLevel: LOG_LEVEL of every process (debug unless told; the benchmark runs them at info, as deployed). */
+  constructor(
+    label: string,
+    private readonly options: { logLevel?: string } = {},
+  ) {
     const suffix = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
     this.driverName = `${label}-${suffix}.test.durable-csi.io`;
     // Short root: unix socket paths are limited to 107 bytes.
@@ -141,7 +145,7 @@ export class TestCluster {
     env: NodeJS.ProcessEnv = process.env,
     waitReady = true,
   ): Promise<ManagedProcess> {
-    const child = spawnCli(args, this.log(name), { ...env, LOG_LEVEL: 'debug' });
+    const child = spawnCli(args, this.log(name), { ...env, LOG_LEVEL: this.options.logLevel ?? 'debug' });
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     const managed: ManagedProcess = {
       endpoint,

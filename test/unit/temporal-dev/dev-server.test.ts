@@ -53,12 +53,18 @@ describe('startDevServer', () => {
     await server.stop(); // idempotent
     expect(() => process.kill(server?.pid ?? 0, 0)).toThrow();
 
-    server = await startDevServer(options);
+    const metricsPort = await findFreePort();
+    server = await startDevServer({ ...options, metricsPort });
     await withClient(server.address, options.namespace, async (client) => {
       const description = await client.workflow.getHandle('persist-check').describe();
       expect(description.status.name).toBe('RUNNING');
     });
-    expect(fs.readFileSync(path.join(dataDir, 'temporal.log'), 'utf8')).toContain('--sqlite-pragma journal_mode=wal');
+    expect(server.metricsUrl).toBe(`http://127.0.0.1:${metricsPort}/metrics`);
+    const metrics = await (await fetch(server.metricsUrl ?? '')).text();
+    expect(metrics).toMatch(/^service_requests\{.*operation="DescribeWorkflowExecution".*service_name="frontend"/m);
+    const log = fs.readFileSync(path.join(dataDir, 'temporal.log'), 'utf8');
+    expect(log).toContain('--sqlite-pragma journal_mode=wal');
+    expect(log).toContain('--dynamic-config-value history.transferProcessorMaxPollRPS=1000');
   });
 
   it('refuses a port that is already in use', async () => {

@@ -1,0 +1,150 @@
+import { status, type ServiceError } from '@grpc/grpc-js';
+import { performance } from 'node:perf_hooks';
+import { waitUntilReady } from '../../agent/wait-ready';
+import { MiB, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
+import type { DurableTarget } from './durable';
+import { measure, messageOf } from './measure';
+import type { CostMeter, PhaseCost } from './phase-cost';
+import type { OpResult } from './report';
+import { runPool } from './stats';
+
+/**
+ * The drain: `count` deletions wait in the queue of a node that is down, then the node agent starts again. What
+ * matters is how long after its start every volume is gone, and what the wait and the drain cost in memory.
+ */
+export interface DrainResult {
+  count: number;
+  nodeId: string;
+  /** The volumes created on the node beforehand. */
+  create: OpResult;
+  /** The DeleteVolume calls made while the node was down, by answer (ABORTED expected: still waiting). */
+  requestAnswers: Record<string, number>;
+  requestWallMs: number;
+  /** Volumes still on disk when the node came back (must be all of them: nothing may be deleted without it). */
+  onDiskWhileDown: number;
+  /** From the node agent's spawn: its CSI socket serving, the first volume gone, the last one gone. */
+  readyMs: number | undefined;
+  firstGoneMs: number | undefined;
+  allGoneMs: number | undefined;
+  /** From the node agent's spawn until every DeleteVolume answered OK when called again. */
+  confirmedMs: number | undefined;
+  /** While the deletions were requested and waited; then from the restart until the last volume was gone. */
+  waitCost: PhaseCost;
+  drainCost: PhaseCost;
+  problems: string[];
+}
+
+const REQUEST_DEADLINE_MS = 1_200; // the controller answers ABORTED after 200 ms: the deletion stays recorded
+const REQUEST_CONCURRENCY = 64;
+const DRAIN_TIMEOUT_MS = 300_000;
+const POLL_MS = 20;
+
+function codeName(error: unknown): string {
+  const code = (error as ServiceError).code;
+  return code === undefined ? `error: ${messageOf(error)}` : (status[code] ?? String(code));
+}
+
+export async function runDrain(
+  target: DurableTarget,
+  meter: CostMeter,
+  runId: string,
+  count: number,
+  progress: (message: string) => void,
+): Promise<DrainResult> {
+  const nodeId = 'node-drain';
+  const problems: string[] = [];
+  let node = await target.cluster.startNode(nodeId, { capacity: '16Ti' });
+  meter.watch.add({ name: nodeId, group: 'node agents', pid: node.child.pid ?? 0 });
+
+  progress(`drain: creating ${count} volumes on ${nodeId}`);
+  const names = Array.from({ length: count }, (_, index) => `drain-${runId}-${index}`);
+  const created = await measure(names, 32, (name) =>
+    retryLikeCo(async () => {
+      const answer = await createVolume(target.clients, createRequest(name, MiB, onNode(nodeId)), 60_000);
+      const volumeId = answer.volume?.volume_id;
+      if (!volumeId) throw new Error(`CreateVolume ${name} answered without a volume_id`);
+      return volumeId;
+    }, 300_000),
+  );
+  const volumeIds = created.values.filter((id): id is string => id !== undefined);
+  if (created.result.failures > 0) problems.push(`drain: ${created.result.failures} creates failed`);
+
+  progress(`drain: stopping ${nodeId}, then requesting ${volumeIds.length} deletions`);
+  await node.stop();
+  meter.watch.remove(node.child.pid ?? 0);
+  const waitStart = await meter.begin();
+  const requestAnswers: Record<string, number> = {};
+  const requestStart = performance.now();
+  // ABORTED says the deletion is recorded and waiting; any other answer (a deadline on a busy machine) is asked again.
+  let unrecorded = volumeIds;
+  for (let round = 0; round < 5 && unrecorded.length > 0; round++) {
+    const again: string[] = [];
+    await runPool(unrecorded, REQUEST_CONCURRENCY, async (volumeId) => {
+      const answer = await deleteVolume(target.clients, volumeId, REQUEST_DEADLINE_MS).then(
+        () => 'OK',
+        (error: unknown) => codeName(error),
+      );
+      requestAnswers[answer] = (requestAnswers[answer] ?? 0) + 1;
+      if (answer !== 'ABORTED') again.push(volumeId);
+    });
+    unrecorded = again;
+  }
+  if (unrecorded.length > 0) problems.push(`drain: ${unrecorded.length} deletions never answered ABORTED`);
+  const requestWallMs = performance.now() - requestStart;
+  const waitCost = await meter.end(waitStart, volumeIds.length);
+  const onDiskWhileDown = target.cluster.volumesOnDisk(nodeId).length;
+  if (onDiskWhileDown !== volumeIds.length) {
+    problems.push(`drain: ${volumeIds.length - onDiskWhileDown} volumes vanished while their node was down`);
+  }
+
+  progress(`drain: starting ${nodeId} again`);
+  const drainStart = await meter.begin();
+  const spawnedAt = performance.now();
+  const since = () => performance.now() - spawnedAt;
+  node = await target.cluster.startNode(nodeId, { capacity: '16Ti', waitReady: false });
+  meter.watch.add({ name: nodeId, group: 'node agents', pid: node.child.pid ?? 0 });
+  let readyMs: number | undefined;
+  void waitUntilReady(node.endpoint, 60_000).then(
+    () => (readyMs = since()),
+    () => undefined,
+  );
+  let firstGoneMs: number | undefined;
+  let allGoneMs: number | undefined;
+  while (allGoneMs === undefined && since() < DRAIN_TIMEOUT_MS && node.child.exitCode === null) {
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    const left = target.cluster.volumesOnDisk(nodeId).length;
+    if (firstGoneMs === undefined && left < onDiskWhileDown) firstGoneMs = since();
+    if (left === 0) allGoneMs = since();
+  }
+  const drainCost = await meter.end(drainStart, volumeIds.length);
+  if (allGoneMs === undefined) {
+    problems.push(
+      `drain: ${target.cluster.volumesOnDisk(nodeId).length} volumes still on disk ${Math.round(since() / 1000)} s ` +
+        `after ${nodeId} started${node.child.exitCode === null ? '' : ` (it exited with ${node.child.exitCode})`}`,
+    );
+  }
+
+  progress('drain: confirming every deletion through DeleteVolume');
+  const confirmed = await measure(volumeIds, 32, (volumeId) =>
+    retryLikeCo(() => deleteVolume(target.clients, volumeId, 30_000), 120_000),
+  );
+  const confirmedMs = confirmed.result.failures === 0 ? since() : undefined;
+  if (confirmed.result.failures > 0) {
+    problems.push(`drain: ${confirmed.result.failures} DeleteVolume calls failed after the drain`);
+  }
+  return {
+    count: volumeIds.length,
+    nodeId,
+    create: created.result,
+    requestAnswers,
+    requestWallMs,
+    onDiskWhileDown,
+    readyMs,
+    firstGoneMs,
+    allGoneMs,
+    confirmedMs,
+    waitCost,
+    drainCost,
+    problems,
+  };
+}
