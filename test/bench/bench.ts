@@ -116,6 +116,7 @@ async function main(): Promise<number> {
   const runId = Date.now().toString(36);
   const report: BenchReport = {
     startedAt: new Date().toISOString(),
+    loadAverage: { start: os.loadavg()[0] ?? NaN },
     machine: machineInfo(),
     options: { ...options },
     durable: [],
@@ -229,6 +230,7 @@ async function main(): Promise<number> {
     await cleanUp();
   }
 
+  report.loadAverage.end = os.loadavg()[0];
   report.priceOfDurability = priceOfDurability(report.durable, report.direct);
   report.ok = report.problems.length === 0;
   process.stdout.write(`${formatReport(report)}\n`);

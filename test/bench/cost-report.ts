@@ -80,7 +80,7 @@ export function formatDrain(drain: DrainResult): string[] {
     .join(', ');
   return [
     `Drain: ${drain.count} deletions waiting for ${drain.nodeId} while its agent is down, then it starts again`,
-    `  created on ${drain.nodeId} beforehand: ${num(drain.create.stats.opsPerSec)} creates/s at concurrency 32`,
+    `  put into its pool beforehand (storage backend, in the benchmark's process): ${seconds(drain.fill.wallMs)}`,
     `  deletions requested while down: ${answers} in ${seconds(drain.requestWallMs)}; ` +
       `${drain.onDiskWhileDown} volumes still on disk`,
     `  after the agent's spawn: ready ${seconds(drain.readyMs)}, first volume gone ${seconds(drain.firstGoneMs)}, ` +

@@ -34,6 +34,8 @@ export interface LevelResult {
 
 export interface BenchReport {
   startedAt: string;
+  /** 1-minute load average at the start and at the end: the machine may be shared. */
+  loadAverage: { start: number; end?: number };
   machine: ReturnType<typeof machineInfo>;
   options: Record<string, unknown>;
   durable: LevelResult[];
@@ -105,6 +107,7 @@ export function formatReport(report: BenchReport): string {
   const { machine } = report;
   const out = [
     `machine: ${machine.cpus} CPUs (${machine.cpuModel}), ${machine.totalMemGiB} GiB, ${machine.platform}, node ${machine.node}`,
+    `load average (1 min): ${num(report.loadAverage.start, 2)} at the start, ${num(report.loadAverage.end ?? NaN, 2)} at the end`,
     `options: ${JSON.stringify(report.options)}`,
     '',
     'Durable (CSI gRPC -> controller -> Temporal workflow -> node agent activity -> dir pool)',
