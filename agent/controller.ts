@@ -16,6 +16,7 @@ import { missingSearchAttributes } from '../temporal-dev/check-search-attributes
 import { searchAttributeCreateCommands } from '../temporal-dev/register-commands';
 import { WORKFLOW_BUNDLE_PATH, WORKFLOWS_PATH } from './bundle-workflows';
 import { installTemporalRuntime } from './runtime';
+import { controllerWorkerTuning } from './worker-options';
 import { onShutdownSignal } from './shutdown';
 import { registerControllerMetrics } from '../metrics/controller-metrics';
 import { createProcessMetrics, serveMetrics } from '../metrics/registry';
@@ -68,6 +69,7 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
       : { workflowsPath: WORKFLOWS_PATH }),
     activities: createControlActivities({ client, driverName: config.driverName }),
     shutdownGraceTime: '5s',
+    ...controllerWorkerTuning(),
   });
   const workerDone = worker.run();
 
