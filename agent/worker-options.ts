@@ -4,16 +4,15 @@ import type { WorkerOptions } from '@temporalio/worker';
  * How many workflow executions the controller keeps in memory between their tasks. The SDK's default grows
  * with the heap limit (about 2,300 on a 4 GB heap): every deletion waiting for a down node then stayed cached,
  * about 0.4 MB each (1,000 waiting took the controller from about 200 to 600 MB). A create or delete lives
- * about a second and three tasks, so the cache only needs to cover the operations in flight; an evicted one
+ * about a second and a few tasks, so the cache only needs to cover the operations in flight; an evicted one
  * replays its short history (about ten events) when its node answers. Measured in docs/performance.md.
  */
 export const CONTROLLER_MAX_CACHED_WORKFLOWS = 100;
 
 /**
- * The controller's workflow worker. The rest stays at the SDK's defaults, each checked with `npm run bench`
- * (docs/performance.md): the reusable V8 context (one context for all workflows; a context per workflow cost
- * more CPU than it saved), one workflow thread (a second one on two cores only competes with the server), and
- * the default task slots and pollers.
+ * The controller's workflow worker. The rest stays at the SDK's defaults (docs/performance.md): the reusable V8
+ * context (a context per workflow cost more controller CPU and memory in `npm run bench`), and one workflow
+ * thread (with a reused context the SDK documents no gain from more, and two cores are shared with the server).
  */
 export function controllerWorkerTuning(): Partial<WorkerOptions> {
   return { maxCachedWorkflows: CONTROLLER_MAX_CACHED_WORKFLOWS };
