@@ -1,3 +1,4 @@
+import { parseVolumeId } from '../common/volume-id';
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
@@ -11,7 +12,8 @@ import { listDriverPvs, type DriverPv } from './driver-pvs';
 /**
  * Where the pools and Kubernetes disagree. Read-only: nothing here deletes anything; an operator decides.
  * - unclaimedVolumes: on a pool, with no PV of this driver, no pending operation and no claim being provisioned.
- * - lostVolumes: PVs of this driver whose volume no pool reports (nodes that did not answer are not judged).
+ * - lostVolumes: PVs of this driver whose node's pool answered without the volume (nodes that did not answer, or
+ *   have no record, are not judged: they are listed as unchecked).
  * - deletionsWithoutPv: deletions still pending whose PV is gone (someone removed the PV by hand).
  */
 export interface OrphanReport {
@@ -50,6 +52,7 @@ export async function buildOrphanReport(client: Client, core: CoreV1Api, driverN
   const pendingNames = new Set(pending.map((operation) => operation.volumeName).filter(isString));
   const pendingIds = new Set(pending.map((operation) => operation.volumeId).filter(isString));
   const unchecked = new Set(listing.unreachableNodes);
+  const answered = new Set(listing.answeredNodes ?? []);
   const onPools = new Set(listing.volumes.map((volume) => volume.volumeId));
 
   const unclaimedVolumes = listing.volumes.filter(
@@ -62,7 +65,13 @@ export async function buildOrphanReport(client: Client, core: CoreV1Api, driverN
   const lostVolumes: LostVolume[] = [];
   for (const pv of pvs) {
     if (onPools.has(pv.volumeHandle) || pendingIds.has(pv.volumeHandle)) continue;
-    if (pv.nodeId && unchecked.has(pv.nodeId)) continue;
+    // Lost only when its node's own pool answered without it: a node that has no record (never registered, or
+    // its record was lost) or did not answer proves nothing, and is listed as unchecked instead.
+    const home = parseVolumeId(pv.volumeHandle)?.nodeId;
+    if (home && !answered.has(home)) {
+      unchecked.add(home);
+      continue;
+    }
     if (await deletedAwaitingPvRemoval(client, driverName, pv)) continue;
     lostVolumes.push({
       pv: pv.name,

@@ -15,6 +15,11 @@ export interface ListVolumesResult {
   volumes: ListedVolume[];
   /** Registered nodes that did not answer: their volumes are missing from the list. */
   unreachableNodes: string[];
+  /**
+   * Nodes whose pools answered: only for these is a volume's absence from the list a fact. A node with no record
+   * was never asked and appears in neither list (absent in results of earlier releases).
+   */
+  answeredNodes?: string[];
 }
 
 const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 3 } });
@@ -53,5 +58,7 @@ export async function listVolumes(input: { driverName: string }): Promise<ListVo
       }),
   );
   const volumes = answers.flat().sort((a, b) => (a.volumeId < b.volumeId ? -1 : a.volumeId > b.volumeId ? 1 : 0));
-  return { volumes, unreachableNodes: unreachableNodes.sort() };
+  const unreachable = new Set(unreachableNodes);
+  const answeredNodes = nodes.map((node) => node.nodeId).filter((nodeId) => !unreachable.has(nodeId));
+  return { volumes, unreachableNodes: unreachableNodes.sort(), answeredNodes: answeredNodes.sort() };
 }
