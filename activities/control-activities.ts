@@ -4,7 +4,8 @@ import type { NodeView } from '../common/registry-types';
 import type { LivenessNotice } from '../workflows/node-liveness';
 import { nodeLivenessSignal } from '../workflows/node-liveness';
 import { NodeIdKey } from '../workflows/search-attribute-keys';
-import { listNodeRecords, listNodeViews, readNodeRecord } from './node-record-reads';
+import { listNodeViews } from './node-record-reads';
+import { PlacementReads } from './placement-reads';
 
 /** What a create asks of placement; only the nodes named (or a bounded sample) are read. */
 export interface CandidateRequest {
@@ -34,6 +35,7 @@ const MAX_READS = 64;
 const READ_BATCH = 8;
 
 export function createControlActivities(deps: { client: Client; driverName: string }) {
+  const reads = PlacementReads.fromTemporal(deps.client, deps.driverName);
   return {
     /** For list workflows and creates started by earlier releases: every reported node, from visibility. */
     async readRegistry(): Promise<NodeView[]> {
@@ -41,7 +43,7 @@ export function createControlActivities(deps: { client: Client; driverName: stri
     },
 
     async findCandidates(request: CandidateRequest): Promise<CandidateAnswer> {
-      return request.requisite ? readNamedNodes(deps, request, request.requisite) : sampleLiveNodes(deps, request);
+      return request.requisite ? readNamedNodes(reads, request, request.requisite) : sampleLiveNodes(reads, request);
     },
 
     /** Tells every operation waiting on the node that its liveness changed (their phase follows it). */
@@ -68,16 +70,18 @@ export function createControlActivities(deps: { client: Client; driverName: stri
 
 export type ControlActivities = ReturnType<typeof createControlActivities>;
 
-type Deps = { client: Client; driverName: string };
-
 /** Reads the named nodes' records, preferred ones first, a batch at a time, until enough candidates are found. */
-async function readNamedNodes(deps: Deps, request: CandidateRequest, named: string[]): Promise<CandidateAnswer> {
+async function readNamedNodes(
+  reads: PlacementReads,
+  request: CandidateRequest,
+  named: string[],
+): Promise<CandidateAnswer> {
   const allowed = new Set(named);
   const order = [...new Set([...request.preferred.filter((nodeId) => allowed.has(nodeId)), ...shuffle(named)])];
   const answer = emptyAnswer();
   for (let start = 0; start < Math.min(order.length, MAX_READS); start += READ_BATCH) {
     const batch = order.slice(start, start + READ_BATCH);
-    const views = await Promise.all(batch.map((nodeId) => readNodeRecord(deps.client, deps.driverName, nodeId)));
+    const views = await Promise.all(batch.map((nodeId) => reads.record(nodeId)));
     batch.forEach((nodeId, index) => {
       const node = views[index]?.node;
       if (node) judge(answer, node, request);
@@ -89,12 +93,12 @@ async function readNamedNodes(deps: Deps, request: CandidateRequest, named: stri
 }
 
 /** No topology: the preferred nodes' records, then a bounded sample of live records from visibility. */
-async function sampleLiveNodes(deps: Deps, request: CandidateRequest): Promise<CandidateAnswer> {
+async function sampleLiveNodes(reads: PlacementReads, request: CandidateRequest): Promise<CandidateAnswer> {
   const answer = emptyAnswer();
   const preferred = [...new Set(request.preferred)].slice(0, READ_BATCH);
-  const views = await Promise.all(preferred.map((nodeId) => readNodeRecord(deps.client, deps.driverName, nodeId)));
+  const views = await Promise.all(preferred.map((nodeId) => reads.record(nodeId)));
   for (const view of views) if (view?.node) judge(answer, view.node, request);
-  const sample = await listNodeRecords(deps.client, deps.driverName, { phase: 'live', limit: MAX_READS });
+  const sample = await reads.liveSample(MAX_READS);
   for (const view of shuffle(sample)) {
     if (answer.candidates.length >= MAX_CANDIDATES) break;
     if (view.node && !preferred.includes(view.nodeId)) judge(answer, view.node, request);

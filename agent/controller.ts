@@ -1,11 +1,10 @@
 import { Client } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
 import fs from 'node:fs';
 import { createControlActivities } from '../activities/control-activities';
 import { createLogger } from '../common/logger';
 import { controlTaskQueue } from '../common/names';
 import type { TemporalConfig } from '../common/temporal-config';
-import { connectionOptions } from '../common/temporal-config';
 import { connectTemporal } from '../common/temporal-connection';
 import { driverVersion } from '../common/version';
 import { createControllerService } from '../csi/controller-service';
@@ -48,7 +47,6 @@ export interface RunningController {
 export async function runController(config: ControllerConfig): Promise<RunningController> {
   installTemporalRuntime(config.sdkMetricsAddress);
   const logger = createLogger('controller');
-  const options = connectionOptions(config.temporal);
   const connection = await connectTemporal(config.temporal);
   const client = new Client({ connection, namespace: config.temporal.namespace });
 
@@ -61,7 +59,7 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
   }
 
   const worker = await Worker.create({
-    connection: await NativeConnection.connect(options),
+    connection,
     namespace: config.temporal.namespace,
     taskQueue: controlTaskQueue(config.driverName),
     ...(fs.existsSync(WORKFLOW_BUNDLE_PATH)
@@ -73,7 +71,8 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
   });
   const workerDone = worker.run();
 
-  const operations = new VolumeOperations(client, config.driverName);
+  // Eager start: the client shares the worker's connection and the worker polls the control queue.
+  const operations = new VolumeOperations(client, config.driverName, { eagerStart: true });
   const identity = createIdentityService({
     driverName: config.driverName,
     version: driverVersion(),

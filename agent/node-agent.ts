@@ -1,11 +1,10 @@
 import { Client } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
 import { createNodeActivities } from '../activities/node-activities';
 import { createPresenceActivities } from '../activities/presence-activities';
 import { createLogger } from '../common/logger';
 import { nodeTaskQueue } from '../common/names';
 import type { TemporalConfig } from '../common/temporal-config';
-import { connectionOptions } from '../common/temporal-config';
 import { connectTemporal } from '../common/temporal-connection';
 import { driverVersion } from '../common/version';
 import { createIdentityService } from '../csi/identity-service';
@@ -48,12 +47,11 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
   if (report.repaired.length > 0)
     logger.warn({ repaired: report.repaired }, 'staged volumes and loop devices repaired at open');
 
-  const options = connectionOptions(config.temporal);
   const connection = await connectTemporal(config.temporal);
   const client = new Client({ connection, namespace: config.temporal.namespace });
   const presence = startPresence({ client, driverName: config.driverName, nodeId: config.nodeId, logger });
   const worker = await Worker.create({
-    connection: await NativeConnection.connect(options),
+    connection,
     namespace: config.temporal.namespace,
     taskQueue: nodeTaskQueue(config.driverName, config.nodeId),
     activities: {

@@ -1,15 +1,17 @@
-import { Connection } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
 import { connectionOptions, usesTls, type TemporalConfig } from './temporal-config';
 import { diagnoseTemporalTransport } from './tls-diagnosis';
 
 /**
- * Connection.connect, failing with a message that names the address and, when the transport is at fault, the exact
- * problem (wrong CA, missing or refused client certificate, name mismatch, plain server): the SDK alone says
- * "Failed to connect before the deadline" for all of them.
+ * The agents' one connection, shared by their client and their worker: a native (Rust) connection costs less CPU
+ * per call than the JavaScript gRPC client, and sharing it lets a workflow start hand its first task straight to
+ * the worker in the same process (eager start: docs/performance.md). Fails with a message that names the address
+ * and, when the transport is at fault, the exact problem (wrong CA, missing or refused client certificate, name
+ * mismatch, plain server): the SDK alone gives one message for all of them.
  */
-export async function connectTemporal(config: TemporalConfig): Promise<Connection> {
+export async function connectTemporal(config: TemporalConfig): Promise<NativeConnection> {
   try {
-    return await Connection.connect(connectionOptions(config));
+    return await NativeConnection.connect(connectionOptions(config));
   } catch (error) {
     throw await explainConnectionFailure(config, error);
   }

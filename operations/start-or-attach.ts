@@ -13,6 +13,11 @@ export interface StartOrAttachOptions<W extends Workflow> {
   staticDetails?: string;
   /** Start again even when a completed run exists (only after proving that run's effect is gone). */
   replaceCompleted?: boolean;
+  /**
+   * Ask the server to hand the first workflow task straight back to this process's worker (the client must share
+   * the worker's NativeConnection): one dispatch through the server's queues fewer per operation.
+   */
+  eagerStart?: boolean;
 }
 
 export interface Attached<W extends Workflow> {
@@ -39,6 +44,7 @@ export async function startOrAttach<W extends Workflow>(
       typedSearchAttributes: options.searchAttributes,
       staticSummary: options.staticSummary,
       staticDetails: options.staticDetails,
+      requestEagerStart: options.eagerStart,
       workflowIdConflictPolicy: 'USE_EXISTING',
       workflowIdReusePolicy: options.replaceCompleted ? 'ALLOW_DUPLICATE' : 'ALLOW_DUPLICATE_FAILED_ONLY',
     } as unknown as WorkflowStartOptions<W>; // generic W defeats the args conditional type

@@ -6,6 +6,7 @@ import { DriverError, FailureType } from '../common/failures';
 import { controlTaskQueue, createWorkflowId, deleteWorkflowId } from '../common/names';
 import type { NodeView } from '../common/registry-types';
 import { parseVolumeId } from '../common/volume-id';
+import { incompatibility, requestShape, type CapacityRange, type CreateRequestShape } from '../common/create-request';
 import type { CreateVolumeInput, CreateVolumeResult } from '../workflows/create-volume';
 import type { DeleteVolumeResult } from '../workflows/delete-volume';
 import type { ExpandVolumeResult } from '../workflows/expand-volume';
@@ -21,17 +22,9 @@ import {
   VolumeNameKey,
   WaitingSinceKey,
 } from '../workflows/search-attribute-keys';
-import { boundedResult } from './bounded-result';
+import { boundedResult, type Bounded } from './bounded-result';
 import { describeWait } from './describe-wait';
 import { startOrAttach } from './start-or-attach';
-
-/** The request a create was started with, kept in the workflow memo to judge a later call's compatibility. */
-interface CreateMemo {
-  capacityBytes: number;
-  parameters: Record<string, string>;
-  accessType?: string;
-  fsType?: string;
-}
 
 /** When a CreateVolume call arrived, and whether its caller has given up on it (cancelled, or past its deadline). */
 export interface CreateRequestTiming {
@@ -39,11 +32,7 @@ export interface CreateRequestTiming {
   abandoned(): boolean;
 }
 
-export interface CapacityRange {
-  requiredBytes: number;
-  /** 0: no limit. */
-  limitBytes: number;
-}
+export type { CapacityRange };
 
 /**
  * What the CSI controller asks of Temporal. Each call starts or attaches to the volume's workflow and waits a
@@ -53,6 +42,8 @@ export class VolumeOperations {
   constructor(
     private readonly client: Client,
     private readonly driverName: string,
+    /** The client shares the NativeConnection of a worker polling the control queue in this process. */
+    private readonly options: { eagerStart?: boolean } = {},
   ) {}
 
   /**
@@ -68,8 +59,24 @@ export class VolumeOperations {
   ): Promise<CreateVolumeResult> {
     const workflowId = createWorkflowId(this.driverName, input.name);
     const handle = await this.attachCreate(input, request);
+    // The common case (the run finishes within the wait) judges compatibility from the result and costs no
+    // DescribeWorkflowExecution; an unfinished or failed run, or one from a release without `request` in its
+    // result, is judged from its memo.
+    let outcome: Bounded<CreateVolumeResult>;
+    try {
+      outcome = await boundedResult(this.client, handle, waitMs);
+    } catch (error) {
+      // An incompatible request is ALREADY_EXISTS even when the run it found failed; any other error stays as is.
+      await this.checkCompatible(workflowId, input, range).catch((checkError: unknown) => {
+        if (checkError instanceof DriverError && checkError.type === FailureType.AlreadyExists) throw checkError;
+      });
+      throw error;
+    }
+    if (outcome.done && outcome.value.request) {
+      assertCompatible(outcome.value.request, input, range);
+      return outcome.value;
+    }
     await this.checkCompatible(workflowId, input, range);
-    const outcome = await boundedResult(this.client, handle, waitMs);
     if (outcome.done) return outcome.value;
     throw new DriverError(FailureType.Aborted, `creation of volume "${input.name}" is still in progress; retry`);
   }
@@ -111,6 +118,7 @@ export class VolumeOperations {
     const record = await readNodeRecord(this.client, this.driverName, parts.nodeId);
     const { handle } = await startOrAttach<typeof workflows.deleteVolume>(this.client, 'deleteVolume', {
       workflowId: deleteWorkflowId(this.driverName, volumeId),
+      eagerStart: this.options.eagerStart,
       taskQueue: controlTaskQueue(this.driverName),
       args: [
         { driverName: this.driverName, volumeId, ...parts, nodeLive: record?.node?.live, forgotten: record?.forgotten },
@@ -147,6 +155,7 @@ export class VolumeOperations {
     const { handle } = await startOrAttach<typeof workflows.expandVolume>(this.client, 'expandVolume', {
       // One workflow per target size: a later, larger request is a new operation, a retry attaches.
       workflowId: `${this.driverName}/expand/${volumeId}/${capacityBytes}`,
+      eagerStart: this.options.eagerStart,
       taskQueue: controlTaskQueue(this.driverName),
       args: [{ driverName: this.driverName, volumeId, ...parts, capacityBytes, nodeLive: record?.node?.live }],
       searchAttributes: [
@@ -211,14 +220,10 @@ export class VolumeOperations {
   }
 
   private startCreate(input: CreateVolumeInput, replaceCompleted: boolean) {
-    const memo: CreateMemo = {
-      capacityBytes: input.capacityBytes,
-      parameters: input.parameters,
-      accessType: input.accessType,
-      fsType: input.fsType,
-    };
+    const memo: CreateRequestShape = requestShape(input);
     return startOrAttach<typeof workflows.createVolume>(this.client, 'createVolume', {
       workflowId: createWorkflowId(this.driverName, input.name),
+      eagerStart: this.options.eagerStart,
       taskQueue: controlTaskQueue(this.driverName),
       args: [input],
       memo: { request: memo },
@@ -236,21 +241,8 @@ export class VolumeOperations {
   /** CSI: the same name with an incompatible size or parameters is ALREADY_EXISTS, never a second volume. */
   private async checkCompatible(workflowId: string, input: CreateVolumeInput, range: CapacityRange): Promise<void> {
     const description = await this.client.workflow.getHandle(workflowId).describe();
-    const request = description.memo?.request as CreateMemo | undefined;
-    if (!request) return;
-    const sizeFits =
-      request.capacityBytes >= range.requiredBytes &&
-      (range.limitBytes === 0 || request.capacityBytes <= range.limitBytes);
-    const sameParameters = JSON.stringify(sortKeys(request.parameters)) === JSON.stringify(sortKeys(input.parameters));
-    const sameKind = (request.accessType ?? 'mount') === input.accessType && request.fsType === input.fsType;
-    if (!sizeFits || !sameParameters || !sameKind) {
-      const what = !sizeFits
-        ? `a size of ${request.capacityBytes} bytes`
-        : !sameParameters
-          ? 'different parameters'
-          : `another access type or filesystem (${request.accessType ?? 'mount'} ${request.fsType ?? ''})`;
-      throw new DriverError(FailureType.AlreadyExists, `volume "${input.name}" already exists with ${what}`);
-    }
+    const request = description.memo?.request as CreateRequestShape | undefined;
+    if (request) assertCompatible(request, input, range);
   }
 
   /** When the deletion of `volumeId` started, if it has completed; undefined while it runs or was never asked. */
@@ -298,6 +290,7 @@ function requestDetails(request: string, nodeId: string, record: NodeRecordView 
   ].join('\n\n');
 }
 
-function sortKeys(record: Record<string, string>): [string, string][] {
-  return Object.entries(record).sort(([a], [b]) => a.localeCompare(b));
+function assertCompatible(earlier: CreateRequestShape, input: CreateVolumeInput, range: CapacityRange): void {
+  const why = incompatibility(earlier, input, range);
+  if (why) throw new DriverError(FailureType.AlreadyExists, `volume "${input.name}" already exists with ${why}`);
 }

@@ -16,6 +16,7 @@ import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
 import { nodeTaskQueue } from '../common/names';
 import { supportsBlock } from '../common/backend-kinds';
 import { formatVolumeId, poolIdPrefix } from '../common/volume-id';
+import { requestShape, type CreateRequestShape } from '../common/create-request';
 import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
 import { rankCandidates, unknownNodes } from './placement';
@@ -37,6 +38,8 @@ export interface CreateVolumeResult {
   volumeId: string;
   nodeId: string;
   capacityBytes: number;
+  /** What was asked (as in the start memo): lets a caller judge its own request without describing the run. */
+  request?: CreateRequestShape;
 }
 
 const control = proxyActivities<ControlActivities>({
@@ -138,7 +141,7 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
       { key: PhaseKey, value: 'done' },
     ]);
     setCurrentDetails(`done: ${volumeId}`);
-    return { volumeId, nodeId: home, capacityBytes: created.capacityBytes };
+    return { volumeId, nodeId: home, capacityBytes: created.capacityBytes, request: requestShape(input) };
   }
 
   upsertSearchAttributes([{ key: PhaseKey, value: 'failed' }]);
