@@ -20,21 +20,22 @@ import type {
 } from './backend';
 import { AsyncMutex } from './async-mutex';
 import { fsyncDir } from './atomic-file';
-import { listIntents, removeIntent, writeIntent } from './journal';
+import { removeIntent, writeIntent } from './journal';
 import type { Intent } from './journal';
 import { ensurePoolIdentity } from './pool-identity';
 import { PoolLayout, assertVolumeKey } from './pool-layout';
 import { acquirePoolLock } from './pool-lock';
 import type { PoolLock } from './pool-lock';
 import { publish, unpublish } from './publishing';
+import { RecordIndex } from './record-index';
 import { reconcilePool, settleIntent, settleJournal } from './reconcile';
-import type { Release } from './reconcile';
+import type { Reconciled, Release } from './reconcile';
 import { assertNotInUse, restageAll, stage, unstage } from './staging';
 import type { VolumeAccess } from './volume-access';
-import { assertCompatible, reserved } from './volume-compat';
+import { assertCompatible } from './volume-compat';
 import type { VolumeShape } from './volume-compat';
 import { makeVolumeDir, volumeDirExists } from './volume-dirs';
-import { listRecords, readRecord, writeRecord } from './volume-records';
+import { readRecord, writeRecord } from './volume-records';
 import type { StoredRecord } from './volume-records';
 import { assertCreateVolumeSpec, isSize } from './volume-spec';
 import { volumeStats } from './volume-stats';
@@ -60,6 +61,8 @@ export abstract class PoolBackend implements StorageBackend {
   /** Every call, reads included, runs alone: each sees a settled journal and a consistent pool. */
   private readonly mutex = new AsyncMutex();
   private opened: OpenPool | undefined;
+  /** Read from disk on first use after open(); dropped whenever a change to the pool fails part way. */
+  private index: RecordIndex | undefined;
   private readonly releaser: Release = (_layout, key) => this.release(key);
 
   constructor(options: PoolBackendOptions) {
@@ -110,21 +113,20 @@ export abstract class PoolBackend implements StorageBackend {
     return this.mutex.run(async () => {
       const opened = this.opened;
       this.opened = undefined;
+      this.index = undefined;
       await opened?.lock.release();
     });
   }
 
   status(): Promise<PoolStatus> {
     return this.whenOpen(async ({ poolId }) => {
-      const records = await listRecords(this.layout);
-      const { intents } = await listIntents(this.layout);
-      const reservedBytes = this.reserved(records, intents);
+      const { reservedBytes, size } = await this.records();
       return {
         poolId,
         capacityBytes: this.capacityBytes,
         reservedBytes,
         availableBytes: Math.max(0, this.capacityBytes - reservedBytes),
-        volumeCount: records.length,
+        volumeCount: size,
       };
     });
   }
@@ -149,7 +151,7 @@ export abstract class PoolBackend implements StorageBackend {
   }
 
   listVolumes(): Promise<VolumeRecord[]> {
-    return this.whenOpen(async () => (await listRecords(this.layout)).map((record) => this.toVolume(record)));
+    return this.whenOpen(async () => (await this.records()).all().map((record) => this.toVolume(record)));
   }
 
   async expandVolume(key: string, capacityBytes: number): Promise<ExpandResult> {
@@ -184,12 +186,31 @@ export abstract class PoolBackend implements StorageBackend {
     return this.withVolume(key, async (record) => ({ capacityBytes: await this.growFilesystem(record, volumePath) }));
   }
 
-  private reserved(records: StoredRecord[], intents: Intent[]): number {
-    return reserved(records, intents, (capacity) => this.allocatedBytes(capacity));
+  private async records(): Promise<RecordIndex> {
+    this.index ??= await RecordIndex.load(this.layout, (capacity) => this.allocatedBytes(capacity));
+    return this.index;
   }
 
+  /** Runs a step that changes the pool on disk: should it fail part way, the index is read again next time. */
+  private async changing<T>(step: () => Promise<T>): Promise<T> {
+    try {
+      return await step();
+    } catch (error) {
+      this.index = undefined;
+      throw error;
+    }
+  }
+
+  /** Settles what an earlier call left in the journal; anything settled changed records, so the index is reread. */
+  private async settle(): Promise<{ reconciled: Reconciled[]; strays: string[] }> {
+    const settled = await this.changing(() => settleJournal(this.layout, this.releaser));
+    if (settled.reconciled.length > 0) this.index = undefined;
+    return settled;
+  }
+
+  /** A copy: the caller gets nothing it could change the index through. */
   private toVolume(record: StoredRecord): VolumeRecord {
-    return { ...record, path: this.dataPath(record.key) };
+    return { ...record, parameters: { ...record.parameters }, path: this.dataPath(record.key) };
   }
 
   private whenOpen<T>(task: (opened: OpenPool) => Promise<T>): Promise<T> {
@@ -225,6 +246,7 @@ export abstract class PoolBackend implements StorageBackend {
       const { volumesDir, recordsDir, journalDir, stagingDir } = this.layout;
       for (const dir of [volumesDir, recordsDir, journalDir, stagingDir]) await fs.mkdir(dir, { recursive: true });
       await fsyncDir(this.layout.root);
+      this.index = undefined;
       const { reconciled, strays } = await reconcilePool(this.layout, this.releaser);
       // After a reboot nothing staged is attached or mounted any more; kubelet expects it to be.
       const restaged = await restageAll(this.access);
@@ -239,9 +261,9 @@ export abstract class PoolBackend implements StorageBackend {
 
   private async create(spec: CreateVolumeSpec, shape: VolumeShape): Promise<VolumeRecord> {
     // Leftovers of a call that failed part way; from here on the journal is empty.
-    await settleJournal(this.layout, this.releaser);
-    const records = await listRecords(this.layout);
-    const existing = records.find((record) => record.key === spec.key) ?? records.find((r) => r.name === spec.name);
+    await this.settle();
+    const records = await this.records();
+    const existing = records.get(spec.key) ?? records.byName(spec.name);
     if (existing) return this.toVolume(assertCompatible(existing, spec, shape));
     if (await volumeDirExists(this.layout, spec.key)) {
       // A stray: its content is unknown, so it is neither adopted nor removed.
@@ -251,7 +273,7 @@ export abstract class PoolBackend implements StorageBackend {
       );
     }
     const neededBytes = this.allocatedBytes(spec.capacityBytes);
-    const availableBytes = Math.max(0, this.capacityBytes - this.reserved(records, []));
+    const availableBytes = Math.max(0, this.capacityBytes - records.reservedBytes);
     if (neededBytes > availableBytes) {
       throw new DriverError(
         FailureType.ResourceExhausted,
@@ -264,22 +286,25 @@ export abstract class PoolBackend implements StorageBackend {
     const parameters = { ...spec.parameters };
     const intent: Intent = { op: 'create', key, name, capacityBytes, parameters, at: new Date().toISOString() };
     const record: StoredRecord = { key, name, capacityBytes, parameters, createdAt: intent.at, ...shape };
-    await writeIntent(this.layout, intent);
-    try {
-      await makeVolumeDir(this.layout, key);
-      await this.allocate(record);
-      await writeRecord(this.layout, record);
-      await removeIntent(this.layout, key);
-    } catch (error) {
-      // Leave nothing half made; should that fail too, the intent stays for the next call or open().
-      await settleIntent(this.layout, intent, this.releaser).catch(() => undefined);
-      throw error;
-    }
+    await this.changing(async () => {
+      await writeIntent(this.layout, intent);
+      try {
+        await makeVolumeDir(this.layout, key);
+        await this.allocate(record);
+        await writeRecord(this.layout, record);
+        await removeIntent(this.layout, key);
+      } catch (error) {
+        // Leave nothing half made; should that fail too, the intent stays for the next call or open().
+        await settleIntent(this.layout, intent, this.releaser).catch(() => undefined);
+        throw error;
+      }
+    });
+    records.put(record);
     return this.toVolume(record);
   }
 
   private async delete(key: string): Promise<{ existed: boolean }> {
-    const { reconciled } = await settleJournal(this.layout, this.releaser);
+    const { reconciled } = await this.settle();
     // An earlier call that failed part way may just have been finished for us.
     const finishedNow = reconciled.some((entry) => entry.key === key && entry.outcome === 'completed');
     const record = await readRecord(this.layout, key);
@@ -293,18 +318,22 @@ export abstract class PoolBackend implements StorageBackend {
       parameters: record?.parameters ?? {},
       at: new Date().toISOString(),
     };
-    await writeIntent(this.layout, intent);
-    await settleIntent(this.layout, intent, this.releaser);
+    await this.changing(async () => {
+      await writeIntent(this.layout, intent);
+      await settleIntent(this.layout, intent, this.releaser);
+    });
+    this.index?.remove(key);
     return { existed: true };
   }
 
   /** Grows the storage first and the record after: a crash in between leaves a retry to redo the growth. */
   private async expand(key: string, capacityBytes: number): Promise<ExpandResult> {
-    await settleJournal(this.layout, this.releaser);
+    await this.settle();
     let record = await this.mustRead(key);
     if (capacityBytes > record.capacityBytes) {
+      const records = await this.records();
       const extraBytes = this.allocatedBytes(capacityBytes) - this.allocatedBytes(record.capacityBytes);
-      const availableBytes = Math.max(0, this.capacityBytes - this.reserved(await listRecords(this.layout), []));
+      const availableBytes = Math.max(0, this.capacityBytes - records.reservedBytes);
       if (extraBytes > availableBytes) {
         throw new DriverError(
           FailureType.ResourceExhausted,
@@ -313,9 +342,13 @@ export abstract class PoolBackend implements StorageBackend {
         );
       }
       await this.checkSpace(extraBytes, record.name);
-      await this.grow(record, capacityBytes);
-      record = { ...record, capacityBytes };
-      await writeRecord(this.layout, record);
+      const grown = { ...record, capacityBytes };
+      await this.changing(async () => {
+        await this.grow(record, capacityBytes);
+        await writeRecord(this.layout, grown);
+      });
+      records.put(grown);
+      record = grown;
     }
     return { capacityBytes: record.capacityBytes, nodeExpansionRequired: this.needsNodeExpansion(record) };
   }

@@ -1,0 +1,74 @@
+/**
+ * The pool's records in memory, so a create, expand or status costs the same with 1,000 volumes as with none.
+ * Only the process holding the pool lock writes records, and it updates the index after each write; the disk
+ * stays the truth: the index is read from it after open() and again whenever a change failed part way.
+ */
+import { listIntents } from './journal';
+import type { PoolLayout } from './pool-layout';
+import { reserved } from './volume-compat';
+import { listRecords } from './volume-records';
+import type { StoredRecord } from './volume-records';
+
+export class RecordIndex {
+  private readonly byKey = new Map<string, StoredRecord>();
+  private readonly keysByName = new Map<string, Set<string>>();
+  private recordBytes = 0;
+
+  /** `pendingBytes`: creates left in the journal; settling it drops the index, so they never change here. */
+  private constructor(
+    private readonly bytesOf: (capacityBytes: number) => number,
+    private readonly pendingBytes: number,
+  ) {}
+
+  static async load(layout: PoolLayout, bytesOf: (capacityBytes: number) => number): Promise<RecordIndex> {
+    const records = await listRecords(layout);
+    const { intents } = await listIntents(layout);
+    const index = new RecordIndex(bytesOf, reserved(records, intents, bytesOf) - reserved(records, [], bytesOf));
+    for (const record of records) index.put(record);
+    return index;
+  }
+
+  get size(): number {
+    return this.byKey.size;
+  }
+
+  /** What `reserved()` gives for the records and journal on disk. */
+  get reservedBytes(): number {
+    return this.recordBytes + this.pendingBytes;
+  }
+
+  get(key: string): StoredRecord | undefined {
+    return this.byKey.get(key);
+  }
+
+  /** Two records share a name only if put there by hand; the lowest key wins, as in a scan sorted by key. */
+  byName(name: string): StoredRecord | undefined {
+    const [first] = [...(this.keysByName.get(name) ?? [])].sort();
+    return first === undefined ? undefined : this.byKey.get(first);
+  }
+
+  /** Sorted by key. */
+  all(): StoredRecord[] {
+    return [...this.byKey.keys()].sort().map((key) => this.byKey.get(key)!);
+  }
+
+  /** After the record was written (a new volume, or a new size). */
+  put(record: StoredRecord): void {
+    this.remove(record.key);
+    this.byKey.set(record.key, record);
+    const keys = this.keysByName.get(record.name) ?? new Set<string>();
+    this.keysByName.set(record.name, keys.add(record.key));
+    this.recordBytes += this.bytesOf(record.capacityBytes);
+  }
+
+  /** After the record was removed. */
+  remove(key: string): void {
+    const record = this.byKey.get(key);
+    if (!record) return;
+    this.byKey.delete(key);
+    const keys = this.keysByName.get(record.name);
+    keys?.delete(key);
+    if (keys?.size === 0) this.keysByName.delete(record.name);
+    this.recordBytes -= this.bytesOf(record.capacityBytes);
+  }
+}
