@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { findProjectRoot } from '../temporal-dev/project-root';
+import { withAgentRuntimeEnv } from './process-tuning';
 
 /** The compiled CLI entry; found from the package root so that tests running from source use dist/ too. */
 export const CLI_MAIN = path.join(findProjectRoot(), 'dist', 'cli', 'main.js');
@@ -10,7 +11,7 @@ export const CLI_MAIN = path.join(findProjectRoot(), 'dist', 'cli', 'main.js');
  * Starts `durable-csi <args>` as its own OS process, its output appended to logFile. The child is tied to us
  * in two ways (docs/dev-stack.md): it runs in its own process group, so a terminal's Ctrl-C reaches only us and
  * we stop it in order; and it holds an IPC channel to us, whose closing tells it that we are gone, however we
- * died (agent/shutdown.ts), so it never outlives us.
+ * died (agent/shutdown.ts), so it never outlives us. It runs with the agents' runtime settings (agent/process-tuning.ts).
  */
 export function spawnCli(args: string[], logFile: string, env: NodeJS.ProcessEnv = process.env): ChildProcess {
   fs.mkdirSync(path.dirname(logFile), { recursive: true });
@@ -19,7 +20,7 @@ export function spawnCli(args: string[], logFile: string, env: NodeJS.ProcessEnv
     const child = spawn(process.execPath, [CLI_MAIN, ...args], {
       stdio: ['ignore', log, log, 'ipc'],
       detached: true,
-      env,
+      env: withAgentRuntimeEnv(env),
     });
     // The channel is a tether, not a conversation: it must not keep our event loop alive.
     child.channel?.unref();
