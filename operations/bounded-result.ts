@@ -1,37 +1,50 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { isGrpcCancelledError, isGrpcDeadlineError } from '@temporalio/client';
 import type { Workflow, WorkflowResultType } from '@temporalio/common';
+import { defaultPayloadConverter } from '@temporalio/common';
 
 export type Bounded<T> = { done: true; value: T } | { done: false };
 
 /**
- * Temporal's frontend answers a result long poll at once, empty, when the call's deadline is less than a second
- * away (its long-poll tail room), and the SDK then polls again: a wait bounded by the poll's own deadline spun
- * through 20 to 30 polls in its last second. The poll's deadline therefore lies beyond the wait, and the wait is
- * ended by cancelling the poll.
+ * Temporal's frontend ends a history long poll one second before the call's deadline, and answers at once when
+ * less than that is left. The SDK's handle.result() polls again after each empty answer, so a wait bounded by
+ * the call's deadline spun through hundreds of polls in its last second (392 in an 800 ms wait). One poll whose
+ * deadline lies a tail room beyond the wait ends, empty, when the wait does.
  */
-export const LONG_POLL_TAIL_ROOM_MS = 1_500;
+export const LONG_POLL_TAIL_ROOM_MS = 1_000;
+/** temporal.api.enums.v1.HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT */
+const CLOSE_EVENT = 2;
 
 /**
- * Waits at most `waitMs` for a workflow's result. The poll is cancelled when the wait ends, so a CSI call that
- * gives up leaves no poll behind.
+ * Waits at most `waitMs` for a workflow's result, with one long poll that the server ends when the wait is over
+ * (a CSI call that gives up leaves no poll behind). A failed or cancelled run throws as handle.result() does.
  */
 export async function boundedResult<W extends Workflow>(
   client: Client,
   handle: WorkflowHandle<W>,
   waitMs: number,
 ): Promise<Bounded<WorkflowResultType<W>>> {
-  const waited = new AbortController();
-  const timer = setTimeout(() => waited.abort(), waitMs);
+  const deadline = Date.now() + waitMs + LONG_POLL_TAIL_ROOM_MS;
   try {
-    const value = await client.withAbortSignal(waited.signal, () =>
-      client.withDeadline(Date.now() + waitMs + LONG_POLL_TAIL_ROOM_MS, () => handle.result()),
+    const response = await client.withDeadline(deadline, () =>
+      client.workflowService.getWorkflowExecutionHistory({
+        namespace: client.options.namespace,
+        execution: { workflowId: handle.workflowId },
+        waitNewEvent: true,
+        historyEventFilterType: CLOSE_EVENT,
+        skipArchival: true,
+      }),
     );
-    return { done: true, value };
+    const closed = response.history?.events?.[0];
+    if (!closed) return { done: false };
+    const completed = closed.workflowExecutionCompletedEventAttributes;
+    const payload = completed?.result?.payloads?.[0];
+    if (completed && !completed.newExecutionRunId && payload)
+      return { done: true, value: defaultPayloadConverter.fromPayload<WorkflowResultType<W>>(payload) };
+    // Failed, cancelled, terminated, timed out or continued: the SDK turns the run's end into its usual error.
+    return { done: true, value: await client.withDeadline(deadline, () => handle.result()) };
   } catch (error) {
-    if (waited.signal.aborted || isGrpcDeadlineError(error) || isGrpcCancelledError(error)) return { done: false };
+    if (isGrpcDeadlineError(error) || isGrpcCancelledError(error)) return { done: false };
     throw error;
-  } finally {
-    clearTimeout(timer);
   }
 }
