@@ -14,10 +14,10 @@
 // refuses; each set is built in a small wrapper module that requires the module and copies its
 // replace lines (kubernetes' ./staging/... paths become the published k8s.io/<name> v0.<minor>.<patch>).
 const { spawnSync } = require('child_process');
-const crypto = require('crypto');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
+const { goCommand, makeFail, readJson, sha256 } = require('./go-build-kit');
 
 const KUBERNETES_VERSION = 'v1.36.3';
 const STAGING_VERSION = `v0.${KUBERNETES_VERSION.slice(3)}`; // v1.36.3 -> v0.36.3
@@ -80,22 +80,7 @@ function buildDir(build) {
   return path.join(cacheRoot(), `${build.name}-${build.version}`);
 }
 
-function fail(message) {
-  console.error(`install-k8s-tools: ${message}`);
-  process.exit(1);
-}
-
-function sha256(file) {
-  return crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex');
-}
-
-function readJson(file) {
-  try {
-    return JSON.parse(fs.readFileSync(file, 'utf8'));
-  } catch {
-    return undefined;
-  }
-}
+const fail = makeFail('install-k8s-tools');
 
 /** The binaries of a build that exist and are the very files its stamp describes for this version. */
 function installedBinaries(build) {
@@ -115,17 +100,13 @@ function run(go, args, cwd, env) {
   if (result.status !== 0) fail(`\`${go} ${args.join(' ')}\` exited with ${result.signal || `code ${result.status}`}`);
 }
 
-function goCommand() {
-  const go = process.env.GO || 'go';
-  const probe = spawnSync(go, ['version'], { encoding: 'utf8' });
-  if (probe.error || probe.status !== 0) {
-    const why = probe.error ? probe.error.message : (probe.stderr || '').trim() || `exit ${probe.status}`;
-    fail(
+function requireGo() {
+  return goCommand(
+    fail,
+    (why) =>
       `the Go toolchain (1.26 or later) is required to build the Kubernetes control plane for the e2e test (${why}).\n` +
-        '  Install Go (https://go.dev/dl/) and put `go` on PATH, or set GO=/path/to/go. The e2e is never skipped.',
-    );
-  }
-  return { go, version: probe.stdout.trim() };
+      '  Install Go (https://go.dev/dl/) and put `go` on PATH, or set GO=/path/to/go. The e2e is never skipped.',
+  );
 }
 
 /** The module's own go.mod, from the module proxy (through the go command, so GOPROXY/GOFLAGS apply). */
@@ -176,7 +157,7 @@ function install(build) {
     console.error(`install-k8s-tools: ${build.name} ${build.version} is cached (${dir})`);
     return;
   }
-  const { go, version } = goCommand();
+  const { go, version } = requireGo();
   const started = Date.now();
   // GOFLAGS from the caller could change what gets built (-mod=vendor, a different -tags): use ours only.
   const env = { ...process.env, GOFLAGS: '-mod=mod', GOWORK: 'off', CGO_ENABLED: '0' };

@@ -6,9 +6,9 @@
 //
 // A missing Go toolchain or a failed build is a failure, not a skip: `npm test` runs suites against this server.
 const { spawnSync } = require('child_process');
-const crypto = require('crypto');
 const fs = require('fs');
 const path = require('path');
+const { builtVersion, goCommand, makeFail, readJson, sha256 } = require('./go-build-kit');
 
 const root = path.resolve(__dirname, '..');
 /** One place for the pin, read by temporal-prod/ too. */
@@ -25,26 +25,11 @@ const MODULE_FILES = ['schema/postgresql/v12', 'config/development-postgres12.ya
 const dir = path.join(root, '.tools', 'temporal-server', VERSION);
 const stampFile = path.join(dir, 'stamp.json');
 
-function fail(message) {
-  console.error(`install-temporal-server: ${message}`);
-  process.exit(1);
-}
-
-function sha256(file) {
-  return crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex');
-}
-
-function readStamp() {
-  try {
-    return JSON.parse(fs.readFileSync(stampFile, 'utf8'));
-  } catch {
-    return undefined;
-  }
-}
+const fail = makeFail('install-temporal-server');
 
 /** Installed when every binary is the very file the stamp describes and the module files are there. */
 function isInstalled() {
-  const stamp = readStamp();
+  const stamp = readJson(stampFile);
   if (!stamp || stamp.version !== VERSION || typeof stamp.sha256 !== 'object') return false;
   for (const binary of BINARIES) {
     const file = path.join(dir, 'bin', binary.name);
@@ -63,27 +48,14 @@ function run(command, args, options = {}) {
   return (result.stdout || '').trim();
 }
 
-function goCommand() {
-  const go = process.env.GO || 'go';
-  const probe = spawnSync(go, ['version'], { encoding: 'utf8' });
-  if (probe.error || probe.status !== 0) {
-    fail(
-      `the Go toolchain is required to build ${MODULE} ${VERSION} (${probe.error ? probe.error.message : probe.stderr}).\n` +
-        '  Install Go 1.25+ and put `go` on PATH, or set GO=/path/to/go. The production-style Temporal suites are\n' +
-        '  part of `npm test`; they are never skipped.',
-    );
-  }
-  return { go, version: probe.stdout.trim() };
-}
-
-/** The module version recorded in a binary's build info, to check that `go install` built what we pinned. */
-function builtVersion(go, binary) {
-  const info = run(go, ['version', '-m', binary]);
-  for (const line of info.split('\n')) {
-    const fields = line.trim().split(/\s+/);
-    if ((fields[0] === 'mod' || fields[0] === 'dep') && fields[1] === MODULE) return fields[2];
-  }
-  return undefined;
+function requireGo() {
+  return goCommand(
+    fail,
+    (why) =>
+      `the Go toolchain is required to build ${MODULE} ${VERSION} (${why}).\n` +
+      '  Install Go 1.25+ and put `go` on PATH, or set GO=/path/to/go. The production-style Temporal suites are\n' +
+      '  part of `npm test`; they are never skipped.',
+  );
 }
 
 function install() {
@@ -91,7 +63,7 @@ function install() {
     console.error(`install-temporal-server: ${MODULE} ${VERSION} is installed (${path.relative(root, dir)})`);
     return;
   }
-  const { go, version } = goCommand();
+  const { go, version } = requireGo();
   const bin = path.join(dir, 'bin');
   fs.mkdirSync(bin, { recursive: true });
   fs.rmSync(stampFile, { force: true });
@@ -108,7 +80,7 @@ function install() {
     });
     const built = path.join(out, path.basename(binary.package));
     if (!fs.existsSync(built)) fail(`\`go install ${spec}\` succeeded but ${built} does not exist`);
-    if (builtVersion(go, built) !== VERSION) fail(`${built} was not built from ${MODULE} ${VERSION}`);
+    if (builtVersion(go, built, MODULE) !== VERSION) fail(`${built} was not built from ${MODULE} ${VERSION}`);
     fs.renameSync(built, path.join(bin, binary.name));
     fs.rmSync(out, { recursive: true, force: true });
   }

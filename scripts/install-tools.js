@@ -5,9 +5,9 @@
 // A missing Go toolchain is a failure, not a skip: the csi-sanity test in `npm test` needs the
 // binary, and CI must not pass without running it.
 const { spawnSync } = require('child_process');
-const crypto = require('crypto');
 const fs = require('fs');
 const path = require('path');
+const { builtVersion, goCommand, makeFail, readJson, sha256 } = require('./go-build-kit');
 
 const root = path.resolve(__dirname, '..');
 const bin = path.join(root, '.tools', 'bin');
@@ -20,14 +20,7 @@ const CSI_SANITY = {
   version: 'v5.6.0',
 };
 
-function fail(message) {
-  console.error(`install-tools: ${message}`);
-  process.exit(1);
-}
-
-function sha256(file) {
-  return crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex');
-}
+const fail = makeFail('install-tools');
 
 /** The stamp written after a successful install: which version, and the hash of the binary it produced. */
 function stampPath(tool) {
@@ -35,12 +28,8 @@ function stampPath(tool) {
 }
 
 function readStamp(tool) {
-  try {
-    const stamp = JSON.parse(fs.readFileSync(stampPath(tool), 'utf8'));
-    return stamp && typeof stamp === 'object' ? stamp : undefined;
-  } catch {
-    return undefined;
-  }
+  const stamp = readJson(stampPath(tool));
+  return stamp && typeof stamp === 'object' ? stamp : undefined;
 }
 
 /** Up to date when the binary exists and is the very file the stamp describes for the pinned version. */
@@ -56,29 +45,14 @@ function isInstalled(tool) {
   return stamp.sha256 === sha256(binary);
 }
 
-function goCommand() {
-  const go = process.env.GO || 'go';
-  const probe = spawnSync(go, ['version'], { encoding: 'utf8' });
-  if (probe.error || probe.status !== 0) {
-    const why = probe.error ? probe.error.message : (probe.stderr || '').trim() || `exit ${probe.status}`;
-    fail(
+function requireGo() {
+  return goCommand(
+    fail,
+    (why) =>
       `the Go toolchain is required to install ${CSI_SANITY.name} ${CSI_SANITY.version} (${why}).\n` +
-        `  Install Go (https://go.dev/dl/; csi-test ${CSI_SANITY.version} needs go 1.25 or later) and put \`go\` on PATH, or set GO=/path/to/go.\n` +
-        `  ${CSI_SANITY.name} is part of \`npm test\`; it is never skipped.`,
-    );
-  }
-  return { go, version: probe.stdout.trim() };
-}
-
-/** The module version recorded in the binary's build info, to check that `go install` built what we pinned. */
-function builtVersion(go, binary, module) {
-  const result = spawnSync(go, ['version', '-m', binary], { encoding: 'utf8' });
-  if (result.error || result.status !== 0) return undefined;
-  for (const line of result.stdout.split('\n')) {
-    const fields = line.trim().split(/\s+/);
-    if (fields[0] === 'mod' && fields[1] === module) return fields[2];
-  }
-  return undefined;
+      `  Install Go (https://go.dev/dl/; csi-test ${CSI_SANITY.version} needs go 1.25 or later) and put \`go\` on PATH, or set GO=/path/to/go.\n` +
+      `  ${CSI_SANITY.name} is part of \`npm test\`; it is never skipped.`,
+  );
 }
 
 function install(tool) {
@@ -87,7 +61,7 @@ function install(tool) {
     console.error(`install-tools: ${tool.name} ${tool.version} is installed (${path.relative(root, binary)})`);
     return;
   }
-  const { go, version } = goCommand();
+  const { go, version } = requireGo();
   const spec = `${tool.package}@${tool.version}`;
   console.error(`install-tools: installing ${tool.name}: ${go} install ${spec} (${version}, GOBIN=${bin})`);
   fs.mkdirSync(bin, { recursive: true });
