@@ -1,4 +1,4 @@
-import type { Client } from '@temporalio/client';
+import type { Client, WorkflowHandle } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { NodeRecordView } from '../activities/node-record-reads';
 import { readAllNodeRecords, readNodeRecord } from '../activities/node-record-reads';
@@ -13,7 +13,7 @@ import type { ExpandVolumeResult } from '../workflows/expand-volume';
 import type { NodeVolume } from '../activities/node-activities';
 import type { ListVolumesResult } from '../workflows/list-volumes';
 import type * as workflows from '../workflows';
-import type { SearchAttributePair } from '@temporalio/common';
+import type { SearchAttributePair, WorkflowResultType } from '@temporalio/common';
 import {
   NodeIdKey,
   OperationKey,
@@ -132,14 +132,7 @@ export class VolumeOperations {
       staticSummary: `delete ${volumeId} on node ${parts.nodeId}${waitingSuffix(record)}`,
       staticDetails: requestDetails(`delete volume \`${volumeId}\``, parts.nodeId, record),
     });
-    const outcome = await boundedResult(this.client, handle, waitMs);
-    if (outcome.done) return outcome.value;
-    const started = (await handle.describe()).startTime;
-    const now = await readNodeRecord(this.client, this.driverName, parts.nodeId);
-    throw new DriverError(
-      FailureType.Aborted,
-      describeWait('deletion', volumeId, parts.nodeId, now, started, new Date()),
-    );
+    return this.resultOrWait('deletion', handle, volumeId, parts.nodeId, waitMs);
   }
 
   /** Grows a volume on its node; waits for an offline or unknown node like a deletion does. */
@@ -167,13 +160,26 @@ export class VolumeOperations {
       staticSummary: `expand ${volumeId} on node ${parts.nodeId} to ${capacityBytes} bytes${waitingSuffix(record)}`,
       staticDetails: requestDetails(`grow \`${volumeId}\` to ${capacityBytes} bytes`, parts.nodeId, record),
     });
+    return this.resultOrWait('expansion', handle, volumeId, parts.nodeId, waitMs);
+  }
+
+  /** The operation's result within `waitMs`, else ABORTED saying how long it has waited for its node and why. */
+  private async resultOrWait<W extends typeof workflows.deleteVolume | typeof workflows.expandVolume>(
+    what: 'deletion' | 'expansion',
+    handle: WorkflowHandle<W>,
+    volumeId: string,
+    nodeId: string,
+    waitMs: number,
+  ): Promise<WorkflowResultType<W>> {
     const outcome = await boundedResult(this.client, handle, waitMs);
     if (outcome.done) return outcome.value;
-    const started = (await handle.describe()).startTime;
-    const now = await readNodeRecord(this.client, this.driverName, parts.nodeId);
+    const [description, now] = await Promise.all([
+      handle.describe(),
+      readNodeRecord(this.client, this.driverName, nodeId),
+    ]);
     throw new DriverError(
       FailureType.Aborted,
-      describeWait('expansion', volumeId, parts.nodeId, now, started, new Date()),
+      describeWait(what, volumeId, nodeId, now, description.startTime, new Date()),
     );
   }
 
