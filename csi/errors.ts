@@ -1,5 +1,5 @@
 import { status } from '@grpc/grpc-js';
-import { isGrpcServiceError, ServiceError, WorkflowFailedError } from '@temporalio/client';
+import { isGrpcServiceError, WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure, TerminatedFailure, CancelledFailure } from '@temporalio/common';
 import { DriverError, FailureType, isFailureType } from '../common/failures';
 
@@ -49,13 +49,21 @@ function fromWorkflowFailure(error: WorkflowFailedError): GrpcStatus {
   return { code: status.INTERNAL, message: `operation failed: ${messageOf(error.cause ?? error)}`, unexpected: true };
 }
 
+/**
+ * Temporal calls that could not reach the server, or lost it on the way: retriable. Through the native connection
+ * (agents) the error is itself the gRPC status, often wrapped by the SDK as the cause of its own ServiceError;
+ * CANCELLED there is a dropped transport ("operation was canceled"), never our caller's cancellation.
+ */
 function isTemporalUnreachable(error: unknown): boolean {
-  const grpcError = error instanceof ServiceError ? error.cause : error;
-  if (isGrpcServiceError(grpcError)) {
-    return grpcError.code === status.UNAVAILABLE || grpcError.code === status.DEADLINE_EXCEEDED;
+  for (const candidate of [error, error instanceof Error ? error.cause : undefined]) {
+    if (isGrpcServiceError(candidate) && UNREACHABLE_CODES.has(candidate.code)) return true;
   }
-  return error instanceof Error && /Failed to connect|TransportError|ECONNREFUSED/.test(error.message);
+  return (
+    error instanceof Error && /Failed to connect|TransportError|ECONNREFUSED|tcp connect error/.test(error.message)
+  );
 }
+
+const UNREACHABLE_CODES = new Set<number>([status.UNAVAILABLE, status.DEADLINE_EXCEEDED, status.CANCELLED]);
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

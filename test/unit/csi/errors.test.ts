@@ -137,6 +137,23 @@ describe('toGrpcStatus', () => {
       expect(toGrpcStatus(error)).toMatchObject({ code: status.UNAVAILABLE, unexpected: false });
     });
 
+    it('maps the native connection error, which is itself a ServiceError with a gRPC code, to UNAVAILABLE', () => {
+      // As the agents' NativeConnection rejects a call while the frontend is down (seen in the prod soak).
+      const native = Object.assign(new ServiceError('tcp connect error'), {
+        code: status.UNAVAILABLE,
+        details: '',
+        metadata: {},
+      });
+      expect(toGrpcStatus(native)).toMatchObject({ code: status.UNAVAILABLE, unexpected: false });
+    });
+
+    it('maps a transport dropped under a call (CANCELLED from Temporal) to UNAVAILABLE', () => {
+      const error = new ServiceError('Failed to start Workflow', {
+        cause: grpcServiceError(status.CANCELLED, 'operation was canceled'),
+      });
+      expect(toGrpcStatus(error)).toMatchObject({ code: status.UNAVAILABLE, unexpected: false });
+    });
+
     it('maps a connection failure message to UNAVAILABLE', () => {
       expect(toGrpcStatus(new Error('connect ECONNREFUSED 127.0.0.1:7233')).code).toBe(status.UNAVAILABLE);
       expect(toGrpcStatus(new Error('Failed to connect before the deadline')).code).toBe(status.UNAVAILABLE);
