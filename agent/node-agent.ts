@@ -15,6 +15,7 @@ import { armedFailpoints, withFailpoints } from './failpoints';
 import { startPresence } from './presence';
 import { installTemporalRuntime } from './runtime';
 import { onShutdownSignal } from './shutdown';
+import { nodeWorkerTuning } from './worker-options';
 import { registerNodeMetrics } from '../metrics/node-metrics';
 import { createProcessMetrics, serveMetrics } from '../metrics/registry';
 
@@ -65,12 +66,7 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
       }),
     },
     shutdownGraceTime: '5s',
-    // The presence activity's heartbeats carry the pool's figures: send them every 10 s, not only every 24 s.
-    maxHeartbeatThrottleInterval: '10s',
-    // One long poll per node: a poll hands over a task and polls again while it runs. Every node's idle poll
-    // counts against the frontend's per-namespace limit on concurrent polls (frontend.namespaceCount, 1,200 by
-    // default): a cluster of N nodes needs it above N plus the controllers' polls (docs/operations.md).
-    maxConcurrentActivityTaskPolls: 1,
+    ...nodeWorkerTuning(),
   });
   const workerDone = worker.run();
 

@@ -17,3 +17,21 @@ export const CONTROLLER_MAX_CACHED_WORKFLOWS = 100;
 export function controllerWorkerTuning(): Partial<WorkerOptions> {
   return { maxCachedWorkflows: CONTROLLER_MAX_CACHED_WORKFLOWS };
 }
+
+/** Long polls a node agent holds on its queue; tasks still run concurrently (a poll that hands one over is renewed). */
+export const NODE_ACTIVITY_POLLS = 1;
+
+/**
+ * The node agent's worker. Every idle poll of every node counts against the frontend's per-namespace limit on
+ * concurrent polls (`frontend.namespaceCount`, 1,200 by default): a cluster of N nodes needs it above N plus the
+ * controllers' polls (docs/operations.md). The count must be set through `activityTaskPollerBehavior`: the SDK
+ * (1.24) still accepts `maxConcurrentActivityTaskPolls` but never reads it, so an agent "set to one poll" held ten
+ * (test/integration/node-agent-polls.test.ts counts them through a proxy).
+ */
+export function nodeWorkerTuning(): Partial<WorkerOptions> {
+  return {
+    activityTaskPollerBehavior: { type: 'simple-maximum', maximum: NODE_ACTIVITY_POLLS },
+    // The presence activity's heartbeats carry the pool's figures: send them every 10 s, not only every 24 s.
+    maxHeartbeatThrottleInterval: '10s',
+  };
+}

@@ -86,13 +86,23 @@ export class TestCluster {
 
   async startNode(
     nodeId: string,
-    options: { capacity?: string; env?: NodeJS.ProcessEnv; waitReady?: boolean; backend?: 'dir' | 'loop' } = {},
+    options: {
+      capacity?: string;
+      env?: NodeJS.ProcessEnv;
+      waitReady?: boolean;
+      backend?: 'dir' | 'loop';
+      /** Reach Temporal through this host:port instead (a proxy in front of the test server). */
+      temporalAddress?: string;
+    } = {},
   ): Promise<ManagedProcess> {
     const endpoint = `unix://${path.join(this.root, `${nodeId}.sock`)}`;
     const args = ['node', '--endpoint', endpoint, '--node-id', nodeId, '--driver-name', this.driverName];
     const backend = options.backend ?? 'dir';
     args.push('--backend', backend, '--pool', this.pool(nodeId), '--capacity', options.capacity ?? '10Gi');
-    args.push(...testTemporalFlags());
+    const temporalFlags = testTemporalFlags();
+    if (options.temporalAddress)
+      temporalFlags[temporalFlags.indexOf('--temporal-address') + 1] = options.temporalAddress;
+    args.push(...temporalFlags);
     const waitReady = options.waitReady ?? true;
     const node = await this.start(nodeId, endpoint, args, { ...process.env, ...options.env }, waitReady);
     this.nodes.set(nodeId, node);

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { createNodeActivities } from '../../../activities/node-activities';
 import { createPresenceActivities } from '../../../activities/presence-activities';
 import { startPresence } from '../../../agent/presence';
+import { nodeWorkerTuning } from '../../../agent/worker-options';
 import { createLogger } from '../../../common/logger';
 import { nodeTaskQueue } from '../../../common/names';
 import { DirBackend } from '../../../storage/dir-backend';
@@ -44,8 +45,7 @@ async function main(): Promise<void> {
           onRecordLost: () => presence.recordLost(),
         }),
       },
-      maxConcurrentActivityTaskPolls: 1, // as agent/node-agent.ts
-      maxHeartbeatThrottleInterval: '10s',
+      ...nodeWorkerTuning(), // as agent/node-agent.ts
       shutdownGraceTime: '2s',
     });
     const running = worker.run();

@@ -1,0 +1,94 @@
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import zlib from 'node:zlib';
+
+/** One gRPC call seen by the proxy: its method, its first request message (decompressed) and whether it is open. */
+export interface ProxiedCall {
+  method: string;
+  request?: Buffer;
+  open: boolean;
+}
+
+/**
+ * A plaintext HTTP/2 proxy in front of a gRPC server that records every call passing through it: what a client
+ * really sends (how many long polls it holds, say), seen on the wire rather than taken from its options.
+ */
+export class GrpcCallProxy {
+  readonly calls: ProxiedCall[] = [];
+  private readonly upstream: http2.ClientHttp2Session;
+  private readonly server = http2.createServer();
+
+  private constructor(upstreamAddress: string) {
+    this.upstream = http2.connect(`http://${upstreamAddress}`);
+    this.upstream.on('error', () => undefined); // surfaces as failed calls for the client behind the proxy
+    this.server.on('stream', (stream, headers) => this.forward(stream, headers));
+  }
+
+  static async start(upstreamAddress: string): Promise<GrpcCallProxy> {
+    const proxy = new GrpcCallProxy(upstreamAddress);
+    await new Promise<void>((resolve) => proxy.server.listen(0, '127.0.0.1', resolve));
+    return proxy;
+  }
+
+  get address(): string {
+    return `127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  /** Calls open now whose method ends with `method` and whose request contains `text`. */
+  openCalls(method: string, text: string): ProxiedCall[] {
+    return this.calls.filter((call) => call.open && call.method.endsWith(`/${method}`) && call.request?.includes(text));
+  }
+
+  async close(): Promise<void> {
+    this.upstream.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private forward(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
+    const call: ProxiedCall = { method: String(headers[':path']), open: true };
+    this.calls.push(call);
+    const forwarded: http2.OutgoingHttpHeaders = { ':method': 'POST', ':path': headers[':path'] };
+    for (const [name, value] of Object.entries(headers)) if (!name.startsWith(':')) forwarded[name] = value;
+    const upstream = this.upstream.request(forwarded);
+    const finish = () => (call.open = false);
+    let received = Buffer.alloc(0);
+    stream.on('data', (chunk: Buffer) => {
+      if (call.request === undefined) {
+        received = Buffer.concat([received, chunk]);
+        call.request = firstMessage(received, headers['grpc-encoding']);
+      }
+      upstream.write(chunk);
+    });
+    stream.on('end', () => upstream.end());
+    upstream.on('response', (response) => {
+      const { ':status': status, ...rest } = response;
+      // A trailers-only answer (an error at once) carries its status in the headers and ends there.
+      const trailersOnly = rest['grpc-status'] !== undefined;
+      stream.respond({ ':status': status, ...rest }, trailersOnly ? { endStream: true } : { waitForTrailers: true });
+    });
+    upstream.on('data', (chunk: Buffer) => stream.write(chunk));
+    let trailers: http2.OutgoingHttpHeaders = {};
+    upstream.on('trailers', (received) => (trailers = received));
+    stream.on('wantTrailers', () => stream.sendTrailers(trailers));
+    upstream.on('end', () => {
+      finish();
+      if (!stream.closed) stream.end();
+    });
+    stream.on('close', () => {
+      finish();
+      if (!upstream.closed) upstream.close(http2.constants.NGHTTP2_CANCEL);
+    });
+    upstream.on('error', () => stream.destroy());
+    stream.on('error', () => upstream.destroy());
+  }
+}
+
+/** The first length-prefixed gRPC message once it has fully arrived, decompressed if it says so. */
+function firstMessage(frame: Buffer, encoding: string | string[] | undefined): Buffer | undefined {
+  if (frame.length < 5) return undefined;
+  const length = frame.readUInt32BE(1);
+  if (frame.length < 5 + length) return undefined;
+  const message = frame.subarray(5, 5 + length);
+  if (frame[0] !== 1) return message;
+  return encoding === 'gzip' ? zlib.gunzipSync(message) : encoding === 'deflate' ? zlib.inflateSync(message) : message;
+}
