@@ -18,19 +18,30 @@ export function controllerWorkerTuning(): Partial<WorkerOptions> {
   return { maxCachedWorkflows: CONTROLLER_MAX_CACHED_WORKFLOWS };
 }
 
-/** Long polls a node agent holds on its queue; tasks still run concurrently (a poll that hands one over is renewed). */
-export const NODE_ACTIVITY_POLLS = 1;
+/**
+ * Long polls a node agent holds on its queue: one at rest, up to ten while the server reports a backlog there (a
+ * node draining the work that waited for it). Tasks run concurrently either way; a poll that hands one over is
+ * renewed at once.
+ */
+export const NODE_ACTIVITY_POLLS = { atRest: 1, backlogged: 10 } as const;
 
 /**
  * The node agent's worker. Every idle poll of every node counts against the frontend's per-namespace limit on
  * concurrent polls (`frontend.namespaceCount`, 1,200 by default): a cluster of N nodes needs it above N plus the
- * controllers' polls (docs/operations.md). The count must be set through `activityTaskPollerBehavior`: the SDK
- * (1.24) still accepts `maxConcurrentActivityTaskPolls` but never reads it, so an agent "set to one poll" held ten
- * (test/integration/node-agent-polls.test.ts counts them through a proxy).
+ * controllers' polls (docs/operations.md). Autoscaled polls (the server's scaling decisions; halved when the
+ * frontend refuses polls) keep that at one a node, yet drain a backlog as fast as ten fixed polls; one fixed poll
+ * drained 1,000 waiting deletions in 36 s against 21 s (docs/performance.md, round 3). The count must be set through
+ * `activityTaskPollerBehavior`: the SDK (1.24) still accepts `maxConcurrentActivityTaskPolls` but never reads it,
+ * so an agent "set to one poll" held ten (test/integration/node-agent-polls.test.ts counts them on the wire).
  */
 export function nodeWorkerTuning(): Partial<WorkerOptions> {
   return {
-    activityTaskPollerBehavior: { type: 'simple-maximum', maximum: NODE_ACTIVITY_POLLS },
+    activityTaskPollerBehavior: {
+      type: 'autoscaling',
+      minimum: NODE_ACTIVITY_POLLS.atRest,
+      initial: NODE_ACTIVITY_POLLS.atRest,
+      maximum: NODE_ACTIVITY_POLLS.backlogged,
+    },
     // The presence activity's heartbeats carry the pool's figures: send them every 10 s, not only every 24 s.
     maxHeartbeatThrottleInterval: '10s',
   };
