@@ -15,6 +15,7 @@ import { missingSearchAttributes } from '../temporal-dev/check-search-attributes
 import { searchAttributeCreateCommands } from '../temporal-dev/register-commands';
 import { WORKFLOW_BUNDLE_PATH, WORKFLOWS_PATH } from './bundle-workflows';
 import { installTemporalRuntime } from './runtime';
+import { applyAgentHeapTuning } from './process-tuning';
 import { controllerWorkerTuning } from './worker-options';
 import { onShutdownSignal } from './shutdown';
 import { registerControllerMetrics } from '../metrics/controller-metrics';
@@ -45,6 +46,7 @@ export interface RunningController {
  * runs every workflow. It keeps nothing in memory that it needs after a restart.
  */
 export async function runController(config: ControllerConfig): Promise<RunningController> {
+  applyAgentHeapTuning();
   installTemporalRuntime(config.sdkMetricsAddress);
   const logger = createLogger('controller');
   const connection = await connectTemporal(config.temporal);

@@ -14,6 +14,7 @@ import { createBackend, type BackendConfig } from './create-backend';
 import { armedFailpoints, withFailpoints } from './failpoints';
 import { startPresence } from './presence';
 import { installTemporalRuntime } from './runtime';
+import { applyAgentHeapTuning } from './process-tuning';
 import { onShutdownSignal } from './shutdown';
 import { nodeWorkerTuning } from './worker-options';
 import { registerNodeMetrics } from '../metrics/node-metrics';
@@ -36,6 +37,7 @@ export interface NodeAgentConfig {
  * runs the storage activities. The pool is opened (journal reconciled) before any work is taken.
  */
 export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): Promise<void> }> {
+  applyAgentHeapTuning();
   installTemporalRuntime(config.sdkMetricsAddress);
   const logger = createLogger('node').child({ node: config.nodeId });
   const failpoints = armedFailpoints();

@@ -88,6 +88,7 @@ export function formatDrain(drain: DrainResult): string[] {
     costTable([
       ['-', 'waiting', drain.waitCost],
       ['-', 'draining', drain.drainCost],
+      ...(drain.confirmCost ? [['-', 'confirming', drain.confirmCost] as [string, string, PhaseCost]] : []),
     ]),
   ];
 }
@@ -105,10 +106,10 @@ export function formatGoals(report: BenchReport): string[] {
   const level = (concurrency: number) => report.durable.find((candidate) => candidate.concurrency === concurrency);
   const costs = [
     ...phases(report.durable).map(({ cost }) => cost),
-    ...(report.drain ? [report.drain.waitCost, report.drain.drainCost] : []),
+    ...(report.drain ? [report.drain.waitCost, report.drain.drainCost, report.drain.confirmCost] : []),
   ];
   const peak = (group: string) =>
-    costs.length === 0 ? undefined : Math.max(...costs.map((cost) => cost.usage.peakRssMb[group] ?? 0));
+    costs.length === 0 ? undefined : Math.max(...costs.map((cost) => cost?.usage.peakRssMb[group] ?? 0));
   const worstCpu = phases(report.durable).map(({ cost }) => perOp(cost, cpuTotal(cost)));
   const goals: Goal[] = [
     { what: 'CreateVolume p50 at concurrency 1', measured: level(1)?.create.stats.p50, limit: 40, unit: 'ms' },

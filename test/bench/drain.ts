@@ -31,9 +31,13 @@ export interface DrainResult {
   allGoneMs: number | undefined;
   /** From the node agent's spawn until every DeleteVolume answered OK when called again. */
   confirmedMs: number | undefined;
-  /** While the deletions were requested and waited; then from the restart until the last volume was gone. */
+  /**
+   * While the deletions were requested and waited; then from the restart until the last volume was gone; then
+   * while every DeleteVolume was called again until it answered OK (the workflows finishing behind the disk).
+   */
   waitCost: PhaseCost;
   drainCost: PhaseCost;
+  confirmCost: PhaseCost | undefined;
   problems: string[];
 }
 
@@ -141,11 +145,14 @@ export async function runDrain(
   }
 
   let confirmedMs: number | undefined;
+  let confirmCost: PhaseCost | undefined;
   if (allGoneMs !== undefined) {
     progress('drain: confirming every deletion through DeleteVolume');
+    const confirmStart = await meter.begin();
     const confirmed = await measure(volumeIds, 32, (volumeId) =>
       retryLikeCo(() => deleteVolume(target.clients, volumeId, 30_000), 120_000),
     );
+    confirmCost = await meter.end(confirmStart, volumeIds.length);
     if (confirmed.result.failures === 0) confirmedMs = since();
     else problems.push(`drain: ${confirmed.result.failures} DeleteVolume calls failed after the drain`);
   }
@@ -162,6 +169,7 @@ export async function runDrain(
     confirmedMs,
     waitCost,
     drainCost,
+    confirmCost,
     problems,
   };
 }
