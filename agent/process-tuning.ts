@@ -29,8 +29,8 @@ export function withAgentRuntimeEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 /**
  * How far V8 lets a heap grow beyond what survived its last full collection before it collects again: 1.3 times.
  * V8's own factor rises towards 4 under a high allocation rate, which is what a drain is (hundreds of evicted
- * workflows replayed, each instantiating the workflow modules afresh): the controller's workflow thread grew to
- * 500 MB in the benchmark's drain, 250 MB with this (docs/performance.md). Unlike --max-old-space-size it bounds
+ * workflows replayed, each instantiating the workflow modules afresh): the controller peaked at 380 to 570 MB in
+ * the benchmark's drain, 245 to 260 MB with this (docs/performance.md). Unlike --max-old-space-size it bounds
  * nothing: a larger live set still fits, at the price of more frequent full collections.
  */
 export const HEAP_GROWING_PERCENT = 30;
