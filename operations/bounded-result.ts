@@ -30,6 +30,7 @@ export async function boundedResult<W extends Workflow>(
   const deadline = end + LONG_POLL_TAIL_ROOM_MS;
   try {
     for (;;) {
+      const polled = Date.now();
       const response = await client.withDeadline(deadline, () =>
         client.workflowService.getWorkflowExecutionHistory({
           namespace: client.options.namespace,
@@ -48,8 +49,10 @@ export async function boundedResult<W extends Workflow>(
         // Failed, cancelled, terminated, timed out or continued: the SDK turns the run's end into its usual error.
         return { done: true, value: await client.withDeadline(deadline, () => handle.result()) };
       }
-      // The server also ends a poll at its own longest wait (20 s by default): poll again if time is left.
-      if (end - Date.now() < REPOLL_MIN_MS) return { done: false };
+      // The server also ends a poll at its own longest wait (20 s by default): poll again if time is left. An empty
+      // answer at once means a server whose tail room exceeds ours: polling again would spin, so the wait ends.
+      const answeredAtOnce = Date.now() - polled < LONG_POLL_TAIL_ROOM_MS;
+      if (answeredAtOnce || end - Date.now() < REPOLL_MIN_MS) return { done: false };
     }
   } catch (error) {
     if (isGrpcDeadlineError(error) || isGrpcCancelledError(error)) return { done: false };

@@ -17,7 +17,8 @@ import { findFreePort } from '../../../temporal-dev/free-port';
 import { findProjectRoot } from '../../../temporal-dev/project-root';
 import { createRequest, createVolume, deleteVolume, MiB, onNode, retryLikeCo } from '../../support/csi-requests';
 import { runPool, summarize } from '../stats';
-import { cpuMs, difference, memoryMiB, scrapeCounters } from './proc';
+import { scrapeCounters, serverWork } from '../server-metrics';
+import { cpuMs, difference, memoryMiB } from './proc';
 import { printScaleTable, type ScaleRow } from './scale-report';
 
 /**
@@ -110,13 +111,13 @@ async function measureAt(nodes: number, ops: number, idleMs: number): Promise<Sc
       (_, index) => `vnode-${Math.floor((index * nodes) / 20)}`,
     );
     const recordsBefore = await describeRecords(client, driverName, sample);
-    const rpcBefore = await scrapeCounters(metricsUrl, 'service_requests', 'operation');
+    const countersBefore = await scrapeCounters(metricsUrl);
     const idleCpuBefore = cpu();
     const idleStart = Date.now();
     await new Promise((resolve) => setTimeout(resolve, idleMs));
     const idleSeconds = (Date.now() - idleStart) / 1000;
     const idleCpu = perSecond(cpu(), idleCpuBefore, idleSeconds);
-    const rpc = difference(await scrapeCounters(metricsUrl, 'service_requests', 'operation'), rpcBefore);
+    const rpc = Object.entries(serverWork(countersBefore, await scrapeCounters(metricsUrl)).rpcs);
     const recordsAfter = await describeRecords(client, driverName, sample);
     const growth = recordsAfter.map((after, index) => after.bytes - (recordsBefore[index]?.bytes ?? 0));
     const recordBytesPerHour = (Math.max(0, ...growth) * 3600) / idleSeconds;
@@ -183,7 +184,7 @@ async function measureAt(nodes: number, ops: number, idleMs: number): Promise<Sc
         bytes: histories.reduce((sum, size) => sum + size.bytes, 0) / histories.length,
       },
       idle: {
-        rpcPerSecond: Object.fromEntries([...rpc].map(([operation, count]) => [operation, count / idleSeconds])),
+        rpcPerSecond: Object.fromEntries(rpc.map(([operation, count]) => [operation, count / idleSeconds])),
         cpuPerSecond: idleCpu,
         recordBytesPerHourPerNode: recordBytesPerHour,
         largestRecord: maxOf(recordsAfter),
