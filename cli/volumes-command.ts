@@ -1,13 +1,14 @@
 import { Metadata, status } from '@grpc/grpc-js';
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { call, connectCsi, withDeadline } from '../csi/client';
 import { readDeleteOutcome } from '../csi/delete-outcome';
 import type { CreateVolumeResponse__Output } from '../csi/generated/csi/v1/CreateVolumeResponse';
-import type { ListVolumesResponse__Output } from '../csi/generated/csi/v1/ListVolumesResponse';
 import { TOPOLOGY_NODE_KEY } from '../common/names';
 import { formatBytes, parseQuantity } from '../common/quantity';
 import { describeDeleteOutcome } from './delete-outcome-text';
 import { defaultControllerEndpoint } from './dev-layout';
+import { describeUnanswered, listAllVolumes } from './list-all-volumes';
+import { printJson } from './operator-options';
 import { printTable } from './table';
 import { addVolumeInspectCommands } from './volumes-inspect-commands';
 import { orphansCommand } from './volumes-orphans-command';
@@ -68,28 +69,19 @@ export function volumesCommand(): Command {
 
   volumes
     .command('list')
-    .description('ListVolumes, every page')
-    .action(async () => {
-      const rows = await withClients(volumes, async (clients, timeoutMs) => {
-        const all: string[][] = [];
-        let token = '';
-        do {
-          const page = await call<ListVolumesResponse__Output>((done) =>
-            clients.controller.ListVolumes({ max_entries: 100, starting_token: token }, withDeadline(timeoutMs), done),
-          );
-          for (const entry of page.entries) {
-            const volume = entry.volume;
-            all.push([
-              volume?.volume_id ?? '',
-              formatBytes(Number(volume?.capacity_bytes ?? 0)),
-              volume?.accessible_topology[0]?.segments[TOPOLOGY_NODE_KEY] ?? '',
-            ]);
-          }
-          token = page.next_token;
-        } while (token);
-        return all;
-      });
+    .description('ListVolumes, every page; names the nodes that did not answer (their volumes are missing)')
+    .addOption(
+      new Option('--output <format>', 'table for people, json (stable field names) for scripts')
+        .choices(['table', 'json'])
+        .default('table'),
+    )
+    .action(async (flags: { output: 'table' | 'json' }) => {
+      const listed = await withClients(volumes, listAllVolumes);
+      if (flags.output === 'json') return printJson(listed);
+      const rows = listed.volumes.map((v) => [v.volumeId, formatBytes(v.capacityBytes), v.nodeId]);
       printTable(['VOLUME ID', 'SIZE', 'NODE'], rows);
+      const unanswered = describeUnanswered(listed.unansweredNodes);
+      if (unanswered) process.stderr.write(`${unanswered}\n`);
     });
   addVolumeInspectCommands(volumes);
   volumes.addCommand(orphansCommand());

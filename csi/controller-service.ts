@@ -13,6 +13,7 @@ import type { ListVolumesResponse } from './generated/csi/v1/ListVolumesResponse
 import { callAbandoned, callWaitMs } from './call-wait';
 import { controllerExpandVolume } from './controller-expand';
 import { deleteOutcomeHeaders } from './delete-outcome';
+import { listCoverageHeaders } from './list-coverage';
 import { validateVolumeCapabilities } from './controller-validate';
 import type { ControllerExpandVolumeRequest__Output } from './generated/csi/v1/ControllerExpandVolumeRequest';
 import type { ControllerExpandVolumeResponse } from './generated/csi/v1/ControllerExpandVolumeResponse';
@@ -85,14 +86,18 @@ export function createControllerService(operations: VolumeOperations, options: C
       return validateVolumeCapabilities(operations, request);
     },
 
-    async ListVolumes(request: ListVolumesRequest__Output): Promise<ListVolumesResponse> {
+    async ListVolumes(
+      request: ListVolumesRequest__Output,
+      call: ServerUnaryCall<unknown, unknown>,
+    ): Promise<ListVolumesResponse> {
       if (request.max_entries < 0)
         throw new DriverError(FailureType.InvalidArgument, 'max_entries must not be negative');
       const token = request.starting_token;
       if (token && !parseVolumeId(token)) {
         throw new DriverError(FailureType.Aborted, `starting_token "${token}" was not issued by this driver`);
       }
-      const { volumes } = await operations.list();
+      const { volumes, unreachableNodes } = await operations.list();
+      call.sendMetadata(listCoverageHeaders(unreachableNodes));
       const after = token ? volumes.filter((volume) => volume.volumeId > token) : volumes;
       const page = request.max_entries > 0 ? after.slice(0, request.max_entries) : after;
       const more = page.length < after.length;

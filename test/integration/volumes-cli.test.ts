@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { TestCluster } from '../support/cluster';
+import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { runCli } from '../support/run-cli';
 
 /**
@@ -59,5 +59,60 @@ describe('durable-csi volumes: truthful answers', () => {
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('ABORTED');
     expect(unknown.stderr).toContain('durable-csi nodes forget node-9 --reason');
+  });
+});
+
+/**
+ * ListVolumes asks every registered node's pool; a node that does not answer is not asked again, and its volumes
+ * are missing from the answer. `volumes list` says which nodes those are (stderr for the table, a field in json).
+ */
+describe('durable-csi volumes list: names the nodes that did not answer', () => {
+  const cluster = new TestCluster('volumes-list');
+  afterAll(() => cluster.teardown());
+  let endpoint = '';
+  let nodeTwo: ManagedProcess | undefined;
+  const volumes = (...args: string[]) => runCli(['volumes', '--endpoint', endpoint, ...args]);
+
+  beforeAll(async () => {
+    await cluster.startNode('node-1');
+    nodeTwo = await cluster.startNode('node-2');
+    endpoint = (await cluster.startController()).endpoint;
+  });
+
+  it('lists every node in the table and json, then names the node that is down on stderr and in json', async () => {
+    const [one, two] = [
+      await volumes('create', 'on-one', '--node', 'node-1'),
+      await volumes('create', 'on-two', '--node', 'node-2'),
+    ];
+    const [oneId, twoId] = [one.stdout.split('\t')[0]!, two.stdout.split('\t')[0]!];
+
+    const all = await volumes('list');
+    expect(all).toMatchObject({ code: 0, stderr: '' });
+    expect(all.stdout.split('\n')[0]).toMatch(/^VOLUME ID\s+SIZE\s+NODE$/);
+    expect(all.stdout).toContain(oneId);
+    expect(all.stdout).toContain(twoId);
+    const allJson = await volumes('list', '--output', 'json');
+    expect(allJson.code).toBe(0);
+    expect(JSON.parse(allJson.stdout)).toEqual({
+      volumes: expect.arrayContaining([
+        { volumeId: oneId, capacityBytes: 1024 ** 3, nodeId: 'node-1' },
+        { volumeId: twoId, capacityBytes: 1024 ** 3, nodeId: 'node-2' },
+      ]),
+      unansweredNodes: [],
+    });
+
+    await nodeTwo?.stop();
+    const partial = await volumes('list');
+    expect(partial.code).toBe(0);
+    expect(partial.stdout).toContain(oneId);
+    expect(partial.stdout).not.toContain(twoId);
+    expect(partial.stderr).toContain('node-2 did not answer');
+    expect(partial.stderr).not.toContain('node-1');
+    const partialJson = await volumes('list', '--output', 'json');
+    expect(partialJson.code).toBe(0);
+    const listed = JSON.parse(partialJson.stdout) as { volumes: { volumeId: string }[]; unansweredNodes: string[] };
+    expect(listed.unansweredNodes).toEqual(['node-2']);
+    expect(listed.volumes.map((volume) => volume.volumeId)).toContain(oneId);
+    expect(listed.volumes.map((volume) => volume.volumeId)).not.toContain(twoId);
   });
 });
