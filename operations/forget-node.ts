@@ -17,6 +17,14 @@ export interface ForgetOutcome {
   released: string[];
 }
 
+export interface ForgetOptions {
+  /**
+   * The caller holds its own evidence that the node had volumes (the Node-deleted policy: its PVs), so a node
+   * with neither a record nor pending operations is forgotten too: its record is made in the forgotten state.
+   */
+  allowUnregistered?: boolean;
+}
+
 /**
  * The explicit decision that a node is gone for good: it is recorded on the node's record (made if the node
  * never registered, so deletions of its volumes that arrive later end with the same outcome) and every operation
@@ -24,7 +32,13 @@ export interface ForgetOutcome {
  * a record nor pending operations, and without a reason. Safe to run again: it re-signals whatever is still
  * pending, under the first decision.
  */
-export async function forgetNode(client: Client, driverName: string, nodeId: string, reason: string) {
+export async function forgetNode(
+  client: Client,
+  driverName: string,
+  nodeId: string,
+  reason: string,
+  options: ForgetOptions = {},
+) {
   if (!isValidNodeId(nodeId)) throw new DriverError(FailureType.InvalidArgument, `"${nodeId}" is not a node ID`);
   if (!reason.trim()) throw new DriverError(FailureType.InvalidArgument, 'a reason is required (--reason TEXT)');
   const [record, pending] = await Promise.all([
@@ -38,7 +52,7 @@ export async function forgetNode(client: Client, driverName: string, nodeId: str
       `node ${nodeId} is live (last heartbeat ${heard} ago); stop its agent before forgetting it`,
     );
   }
-  if (!record && pending.length === 0)
+  if (!record && pending.length === 0 && !options.allowUnregistered)
     throw new DriverError(FailureType.NotFound, `node ${nodeId} has no record and no pending operations`);
   // Forgotten before: release what visibility had not indexed then, under the original decision.
   const notice: ForgetNotice = record?.forgotten ?? { nodeId, reason: reason.trim(), at: new Date().toISOString() };

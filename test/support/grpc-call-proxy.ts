@@ -17,6 +17,7 @@ export class GrpcCallProxy {
   readonly calls: ProxiedCall[] = [];
   private readonly upstream: http2.ClientHttp2Session;
   private readonly server = http2.createServer();
+  private readonly holds: Hold[] = [];
 
   private constructor(upstreamAddress: string) {
     this.upstream = http2.connect(`http://${upstreamAddress}`);
@@ -44,22 +45,72 @@ export class GrpcCallProxy {
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
+  /**
+   * Holds every call whose method ends with `method` and whose first request message contains `text` until the
+   * returned release is called: the client sees a slow server (a call in flight for as long as the test wants).
+   */
+  hold(method: string, text: string): () => void {
+    const hold: Hold = {
+      matches: (call) => call.method.endsWith(`/${method}`) && !!call.request?.includes(text),
+      queue: [],
+    };
+    this.holds.push(hold);
+    return () => {
+      this.holds.splice(this.holds.indexOf(hold), 1);
+      for (const forward of hold.queue.splice(0)) forward();
+    };
+  }
+
+  /** Calls held now (arrived while a hold matched them, not yet released). */
+  heldCalls(): number {
+    return this.holds.reduce((sum, hold) => sum + hold.queue.length, 0);
+  }
+
   private forward(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
     const call: ProxiedCall = { method: String(headers[':path']), open: true };
     this.calls.push(call);
     const forwarded: http2.OutgoingHttpHeaders = { ':method': 'POST', ':path': headers[':path'] };
     for (const [name, value] of Object.entries(headers)) if (!name.startsWith(':')) forwarded[name] = value;
-    const upstream = this.upstream.request(forwarded);
     const finish = () => (call.open = false);
+    // Until the first message has arrived (and no hold matched it), the request is kept here.
+    let upstream: http2.ClientHttp2Stream | undefined;
+    let buffered: Buffer[] = [];
+    let ended = false;
+    const connect = () => {
+      if (stream.closed) return;
+      upstream = this.upstream.request(forwarded);
+      this.relay(stream, upstream, finish);
+      for (const chunk of buffered) upstream.write(chunk);
+      buffered = [];
+      if (ended) upstream.end();
+    };
     let received = Buffer.alloc(0);
+    let decided = false;
     stream.on('data', (chunk: Buffer) => {
       if (call.request === undefined) {
         received = Buffer.concat([received, chunk]);
         call.request = firstMessage(received, headers['grpc-encoding']);
       }
-      upstream.write(chunk);
+      if (upstream) return void upstream.write(chunk);
+      buffered.push(chunk);
+      if (decided || call.request === undefined) return;
+      decided = true;
+      const hold = this.holds.find((candidate) => candidate.matches(call));
+      if (hold) hold.queue.push(connect);
+      else connect();
     });
-    stream.on('end', () => upstream.end());
+    stream.on('end', () => {
+      if (upstream) upstream.end();
+      else ended = true;
+    });
+    stream.on('close', () => {
+      finish();
+      if (upstream && !upstream.closed) upstream.close(http2.constants.NGHTTP2_CANCEL);
+    });
+    stream.on('error', () => upstream?.destroy());
+  }
+
+  private relay(stream: http2.ServerHttp2Stream, upstream: http2.ClientHttp2Stream, finish: () => void): void {
     upstream.on('response', (response) => {
       const { ':status': status, ...rest } = response;
       // A trailers-only answer (an error at once) carries its status in the headers and ends there.
@@ -74,13 +125,13 @@ export class GrpcCallProxy {
       finish();
       if (!stream.closed) stream.end();
     });
-    stream.on('close', () => {
-      finish();
-      if (!upstream.closed) upstream.close(http2.constants.NGHTTP2_CANCEL);
-    });
     upstream.on('error', () => stream.destroy());
-    stream.on('error', () => upstream.destroy());
   }
+}
+
+interface Hold {
+  matches(call: ProxiedCall): boolean;
+  queue: (() => void)[];
 }
 
 /** The first length-prefixed gRPC message once it has fully arrived, decompressed if it says so. */

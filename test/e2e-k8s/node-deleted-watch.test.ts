@@ -1,0 +1,116 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { readNodeRecord } from '../../activities/node-record-reads';
+import { nodeRecordWorkflowId } from '../../common/names';
+import { listPendingOperations } from '../../operations/pending-operations';
+import { TestCluster } from '../support/cluster';
+import { codeOf, deleteVolume } from '../support/csi-requests';
+import { GrpcCallProxy } from '../support/grpc-call-proxy';
+import { eventually } from '../support/run-cli';
+import { temporalAddress } from '../support/cluster';
+import { ControlPlane } from './control-plane';
+import type { KubeRest } from './kube-rest';
+import { k8sTools } from './tools';
+
+/**
+ * The Node-deleted policy (kubernetes/node-deleted-watch.ts) against a real kube-apiserver and the real Temporal
+ * dev server, the controller a real process. Its Temporal calls pass through a proxy that can hold them, so a
+ * Node can return exactly while the policy is still deciding: the race is made, not hoped for.
+ */
+jest.setTimeout(240_000);
+
+const FORGET_AFTER_S = 3;
+const plane = new ControlPlane(k8sTools(), fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-k8s-')), []);
+const cluster = new TestCluster('node-deleted');
+let proxy: GrpcCallProxy;
+let api: KubeRest;
+let endpoint = '';
+
+beforeAll(async () => {
+  try {
+    await plane.start(['namespace-controller']);
+  } catch (error) {
+    await plane.stop();
+    throw error;
+  }
+  api = plane.rest();
+  proxy = await GrpcCallProxy.start(temporalAddress());
+  process.env.KUBECONFIG = plane.adminKubeconfig();
+  const flags = ['--kubernetes', `--node-deleted=forget-after:${FORGET_AFTER_S}s`, '--temporal-address', proxy.address];
+  endpoint = (await cluster.startController('controller', flags)).endpoint;
+}, 120_000);
+
+afterAll(async () => {
+  await cluster.teardown();
+  await proxy?.close();
+  api?.close();
+  await plane.stop();
+  if (!process.env.DURABLE_CSI_KEEP_TEST_DATA) fs.rmSync(plane.root, { recursive: true, force: true });
+});
+
+const volumeIdOn = (nodeId: string) => `v1_${nodeId}_0123456789abcdef_${randomBytes(16).toString('hex')}`;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function createNode(nodeId: string): Promise<void> {
+  await api.create('/api/v1/nodes', { metadata: { name: nodeId } });
+}
+
+/** A PV of this driver on the node: what makes the policy care about a deleted Node. */
+async function createPv(volumeId: string): Promise<void> {
+  await api.create('/api/v1/persistentvolumes', {
+    metadata: { name: `pv-${volumeId.split('_')[3]!.slice(0, 12)}` },
+    spec: {
+      capacity: { storage: '1Gi' },
+      accessModes: ['ReadWriteOnce'],
+      persistentVolumeReclaimPolicy: 'Retain',
+      csi: { driver: cluster.driverName, volumeHandle: volumeId },
+    },
+  });
+}
+
+async function forgotten(nodeId: string) {
+  return (await readNodeRecord(await cluster.temporal(), cluster.driverName, nodeId))?.forgotten;
+}
+
+describe('Node-deleted policy (forget-after) on a real API server', () => {
+  it('does not forget a Node that returns while the policy is still reading what the node holds', async () => {
+    const client = await cluster.temporal();
+    const nodeId = 'node-back';
+    const volumeId = volumeIdOn(nodeId);
+    await createNode(nodeId);
+    await createPv(volumeId);
+    // A deletion waiting for the node: what a forget would release (and wrongly answer "written off").
+    const csi = cluster.csi(endpoint);
+    expect(await codeOf(deleteVolume(csi, volumeId))).toBe('ABORTED');
+    await eventually(async () => (await listPendingOperations(client, cluster.driverName, { nodeId })).length === 1);
+
+    // The policy reads the node's record while the Node is gone; the Node returns before that read answers.
+    const release = proxy.hold('DescribeWorkflowExecution', nodeRecordWorkflowId(cluster.driverName, nodeId));
+    try {
+      await api.delete(`/api/v1/nodes/${nodeId}`);
+      await eventually(() => proxy.heldCalls() > 0, 30_000, 'the policy reading the record');
+      await createNode(nodeId);
+      await sleep(2000); // the controller's informer sees the Node back (its `add` finds nothing to cancel yet)
+    } finally {
+      release();
+    }
+    await sleep((FORGET_AFTER_S + 4) * 1000);
+    expect(await forgotten(nodeId)).toBeUndefined();
+    expect(await listPendingOperations(client, cluster.driverName, { nodeId })).toHaveLength(1);
+    expect(await codeOf(deleteVolume(csi, volumeId))).toBe('ABORTED');
+  });
+
+  it('forgets a deleted Node known only by its PVs (no record, nothing pending), so their deletions end', async () => {
+    const nodeId = 'node-gone';
+    const volumeId = volumeIdOn(nodeId);
+    await createNode(nodeId);
+    await createPv(volumeId);
+    await api.delete(`/api/v1/nodes/${nodeId}`);
+    const decision = await eventually(() => forgotten(nodeId), 30_000, 'the node forgotten');
+    expect(decision.reason).toMatch(new RegExp(`Kubernetes Node ${nodeId} deleted at`));
+    // The PV's deletion ends with the recorded decision instead of waiting for a node that is gone.
+    expect(await codeOf(deleteVolume(cluster.csi(endpoint), volumeId))).toBe('OK');
+  });
+});
