@@ -75,7 +75,7 @@ export function volumesCommand(): Command {
         let token = '';
         do {
           const page = await call<ListVolumesResponse__Output>((done) =>
-            clients.controller.ListVolumes({ max_entries: 100, starting_token: token }, withDeadline(timeoutMs), done),
+            clients.controller.ListVolumes({ max_entries: 1000, starting_token: token }, withDeadline(timeoutMs), done),
           );
           for (const entry of page.entries) {
             const volume = entry.volume;
