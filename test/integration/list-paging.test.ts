@@ -9,6 +9,7 @@ import { TestCluster } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { execFile } from 'node:child_process';
 import { CLI_MAIN } from '../../agent/spawn-cli';
+import { eventually } from '../support/run-cli';
 
 const RECORDS = 20_000;
 
@@ -23,6 +24,7 @@ describe('ListVolumes pages at 20,000 volumes', () => {
   let clients: ReturnType<TestCluster['csi']>;
   let endpoint = '';
   const expected: string[] = [];
+  let node2: Awaited<ReturnType<TestCluster['startNode']>>;
 
   beforeAll(async () => {
     const node1 = await cluster.startNode('node-1', { capacity: '100Ti' });
@@ -34,7 +36,7 @@ describe('ListVolumes pages at 20,000 volumes', () => {
     await node1.stop();
     const poolId = await writeRecords(cluster.pool('node-1'), RECORDS);
     // One volume on a second node, whose ID sorts after all of node-1's: the pages cross from one node to the next.
-    await cluster.startNode('node-2');
+    node2 = await cluster.startNode('node-2');
     const other = await retryLikeCo(() =>
       createVolume(clients, createRequest('pvc-other', 64 * MiB, onNode('node-2'))),
     );
@@ -49,7 +51,7 @@ describe('ListVolumes pages at 20,000 volumes', () => {
     expected.sort();
     expect(expected).toContain(small.volume!.volume_id);
     expect(expected).toHaveLength(RECORDS + 2);
-  }, 240_000);
+  }, 480_000); // the agent reads 20,000 records at open, on a machine shared with other suites
   afterAll(() => cluster.teardown());
 
   async function listAll(maxEntries: number): Promise<{ ids: string[]; pages: number; largest: number }> {
@@ -109,6 +111,18 @@ describe('ListVolumes pages at 20,000 volumes', () => {
       .slice(1)
       .map((line) => line.split(/\s+/)[0]);
     expect(ids).toEqual(expected);
+  }, 240_000);
+
+  it('names a node that is down, and lists the others', async () => {
+    await node2.stop(); // SIGTERM: its record turns offline at once
+    const operations = new VolumeOperations(await cluster.temporal(), cluster.driverName);
+    const listing = await eventually(async () => {
+      const answer = await operations.list();
+      return answer.unreachableNodes.length > 0 && answer;
+    });
+    expect(listing.unreachableNodes).toEqual(['node-2']);
+    expect(listing.answeredNodes).toEqual(['node-1']);
+    expect(listing.volumes.map((volume) => volume.volumeId)).toEqual(expected.slice(0, RECORDS + 1));
   }, 240_000);
 });
 
