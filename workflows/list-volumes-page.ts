@@ -1,10 +1,11 @@
 import { ActivityFailure, proxyActivities } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities, NodeListPage } from '../activities/node-activities';
-import { LIST_START, MAX_PAGE_ENTRIES, pastNode } from '../common/list-position';
+import { LIST_START, MAX_PAGE_ENTRIES } from '../common/list-position';
 import { nodeTaskQueue } from '../common/names';
-import { formatVolumeId, poolIdPrefix } from '../common/volume-id';
-import type { ListedVolume, ListVolumesResult } from './list-volumes';
+import { PageBuilder, type ListVolumesPage } from './list-page-builder';
+
+export type { ListVolumesPage };
 
 /**
  * One page of every volume, sorted by volume ID, from the pools themselves. Each page is its own short workflow
@@ -20,12 +21,6 @@ export interface ListVolumesPageInput {
   maxEntries: number;
 }
 
-/** `unreachableNodes` and `answeredNodes` name only the nodes this page asked. */
-export interface ListVolumesPage extends ListVolumesResult {
-  /** Where the next page starts; '' when this is the last page. */
-  nextToken: string;
-}
-
 /** Nodes asked per page at most: a page over thousands of empty pools ends early, with a token, rather than late. */
 export const MAX_PAGE_NODES = 64;
 /** Nodes asked at once; answers past the page's end are dropped, so this bounds the waste too. */
@@ -36,33 +31,20 @@ const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '30s',
 export async function listVolumesPage(input: ListVolumesPageInput): Promise<ListVolumesPage> {
   const limit = input.maxEntries > 0 ? Math.min(input.maxEntries, MAX_PAGE_ENTRIES) : MAX_PAGE_ENTRIES;
   const registry = await control.readNodesAfter({ after: input.after, limit: MAX_PAGE_NODES });
-  const page: ListVolumesPage = { volumes: [], unreachableNodes: [], answeredNodes: [], nextToken: '' };
-  let position = input.after || LIST_START;
+  const builder = new PageBuilder(limit, input.after || LIST_START);
   for (let start = 0; start < registry.nodes.length; start += NODES_AT_ONCE) {
     const batch = registry.nodes.slice(start, start + NODES_AT_ONCE);
-    const room = limit - page.volumes.length;
+    const { after, room } = builder;
     const answers = await Promise.all(
-      batch.map((node) => (node.live ? askNode(input.driverName, node.nodeId, position, room) : undefined)),
+      batch.map((node) => (node.live ? askNode(input.driverName, node.nodeId, after, room) : undefined)),
     );
     for (const [index, node] of batch.entries()) {
-      const answer = answers[index];
       const lastNode = !registry.more && start + index === registry.nodes.length - 1;
-      if (!answer) {
-        page.unreachableNodes.push(node.nodeId);
-      } else {
-        page.answeredNodes!.push(node.nodeId);
-        const free = limit - page.volumes.length;
-        page.volumes.push(...answer.volumes.slice(0, free).map((volume) => listed(node.nodeId, answer, volume)));
-        if (answer.volumes.length > free || answer.more) {
-          // Full inside this node: the next page continues after its last volume listed here.
-          return { ...page, nextToken: page.volumes[page.volumes.length - 1]?.volumeId ?? position };
-        }
-      }
-      position = pastNode(node.nodeId);
-      if (page.volumes.length === limit) return { ...page, nextToken: lastNode ? '' : position };
+      const full = builder.add(node.nodeId, answers[index], lastNode);
+      if (full) return full;
     }
   }
-  return { ...page, nextToken: registry.more ? position : '' };
+  return builder.finish(registry.more);
 }
 
 /** Undefined when the node did not pick the work up or failed: its volumes are missing from this page. */
@@ -84,13 +66,4 @@ async function askNode(
     if (!(error instanceof ActivityFailure)) throw error;
     return undefined;
   }
-}
-
-function listed(nodeId: string, answer: NodeListPage, volume: NodeListPage['volumes'][number]): ListedVolume {
-  return {
-    volumeId: formatVolumeId({ nodeId, poolIdPrefix: poolIdPrefix(answer.poolId), key: volume.key }),
-    name: volume.name,
-    nodeId,
-    capacityBytes: volume.capacityBytes,
-  };
 }
