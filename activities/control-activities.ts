@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { supportsBlock } from '../common/backend-kinds';
+import { byVolumeIdOrder, nodeRemains } from '../common/list-position';
 import type { NodeView } from '../common/registry-types';
 import type { LivenessNotice } from '../workflows/node-liveness';
 import { nodeLivenessSignal } from '../workflows/node-liveness';
@@ -34,12 +35,28 @@ const MAX_CANDIDATES = 8;
 const MAX_READS = 64;
 const READ_BATCH = 8;
 
+/** The nodes a page of a volume listing asks next: bounded, so the list workflow's history is too. */
+export interface ListNodesAnswer {
+  nodes: Pick<NodeView, 'nodeId' | 'live'>[];
+  /** Further reported nodes come after these. */
+  more: boolean;
+}
+
 export function createControlActivities(deps: { client: Client; driverName: string }) {
   const reads = PlacementReads.fromTemporal(deps.client, deps.driverName);
   return {
     /** For list workflows and creates started by earlier releases: every reported node, from visibility. */
     async readRegistry(): Promise<NodeView[]> {
       return listNodeViews(deps.client, deps.driverName);
+    },
+
+    /** The first `limit` reported nodes, in volume-ID order, that may hold a volume after the position. */
+    async readNodesAfter(input: { after: string; limit: number }): Promise<ListNodesAnswer> {
+      const remaining = (await listNodeViews(deps.client, deps.driverName))
+        .filter((node) => nodeRemains(node.nodeId, input.after))
+        .sort((a, b) => byVolumeIdOrder(a.nodeId, b.nodeId));
+      const nodes = remaining.slice(0, input.limit).map((node) => ({ nodeId: node.nodeId, live: node.live }));
+      return { nodes, more: remaining.length > nodes.length };
     },
 
     async findCandidates(request: CandidateRequest): Promise<CandidateAnswer> {

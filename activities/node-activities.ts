@@ -1,4 +1,5 @@
 import { log } from '@temporalio/activity';
+import { continueInPool } from '../common/list-position';
 import { poolIdPrefix } from '../common/volume-id';
 import { DriverError, FailureType } from '../common/failures';
 import type { ExpandResult, StorageBackend } from '../storage/backend';
@@ -48,6 +49,26 @@ export interface NodeVolume {
   poolId: string;
 }
 
+/** Where a page of a node's listing starts (a list position, see common/list-position.ts) and how long it may be. */
+export interface NodeListInput {
+  after: string;
+  maxEntries: number;
+}
+
+export interface NodeListPage {
+  nodeId: string;
+  poolId: string;
+  volumes: Omit<NodeVolume, 'poolId'>[];
+  /** The pool holds volumes after the last one listed. */
+  more: boolean;
+}
+
+/**
+ * A page's entries stay within this many bytes of JSON whatever `maxEntries` asks (names may be 253 bytes), so the
+ * batch of nodes one list workflow asks at once stays far below Temporal's 2 MB payload limit.
+ */
+export const NODE_LIST_PAGE_BYTES = 256 * 1024;
+
 export function createNodeActivities(deps: { backend: StorageBackend; poolId: string; nodeId: string }) {
   const { backend, poolId, nodeId } = deps;
   return {
@@ -95,6 +116,20 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
       });
     },
 
+    /** A page of the pool's volumes after the position, sorted by key (so by volume ID). */
+    async listVolumePageOnNode(input: NodeListInput): Promise<NodeListPage> {
+      return withFailureTypes(async () => {
+        const empty: NodeListPage = { nodeId, poolId, volumes: [], more: false };
+        const from = continueInPool(input.after, nodeId, poolIdPrefix(poolId));
+        if (!from) return empty;
+        const page = await backend.listVolumePage(from.afterKey, input.maxEntries);
+        const volumes = page.volumes.map((v) => ({ key: v.key, name: v.name, capacityBytes: v.capacityBytes }));
+        const kept = withinBytes(volumes, NODE_LIST_PAGE_BYTES);
+        return { ...empty, volumes: kept, more: page.more || kept.length < volumes.length };
+      });
+    },
+
+    /** Every volume at once: only for list workflows of earlier releases (unbounded; listVolumePageOnNode pages). */
     async listVolumesOnNode(): Promise<NodeVolume[]> {
       return withFailureTypes(async () =>
         (await backend.listVolumes()).map((v) => ({
@@ -109,3 +144,13 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
 }
 
 export type NodeActivities = ReturnType<typeof createNodeActivities>;
+
+/** The longest prefix (at least one entry) whose JSON fits in `bytes`. */
+function withinBytes<T>(entries: T[], bytes: number): T[] {
+  let used = 2;
+  for (let index = 0; index < entries.length; index++) {
+    used += Buffer.byteLength(JSON.stringify(entries[index])) + 1;
+    if (used > bytes && index > 0) return entries.slice(0, index);
+  }
+  return entries;
+}

@@ -19,7 +19,7 @@ export async function listAllVolumes(clients: CsiClients, timeoutMs: number): Pr
     let headers = new Metadata();
     const page = await call<ListVolumesResponse__Output>((done) =>
       clients.controller
-        .ListVolumes({ max_entries: 100, starting_token: token }, withDeadline(timeoutMs), done)
+        .ListVolumes({ max_entries: 1000, starting_token: token }, withDeadline(timeoutMs), done)
         .on('metadata', (metadata: Metadata) => (headers = metadata)),
     );
     for (const nodeId of readUnansweredNodes(headers)) unanswered.add(nodeId);

@@ -25,6 +25,11 @@ export function poolIdPrefix(poolId: string): string {
   return poolId.replace(/-/g, '').slice(0, POOL_ID_PREFIX_LENGTH);
 }
 
+/** What every volume ID of the node starts with; no other node's IDs do (node IDs contain no "_"). */
+export function volumeIdPrefix(nodeId: string): string {
+  return `${VERSION}_${nodeId}_`;
+}
+
 export function formatVolumeId(parts: VolumeIdParts): string {
   if (!isValidNodeId(parts.nodeId) || !POOL_PREFIX.test(parts.poolIdPrefix) || !VOLUME_KEY.test(parts.key)) {
     throw new Error(`cannot form a volume ID from ${JSON.stringify(parts)}`);

@@ -1,7 +1,7 @@
 import type { ServerUnaryCall } from '@grpc/grpc-js';
 import { DriverError, FailureType } from '../common/failures';
 import type { NodeView } from '../common/registry-types';
-import { parseVolumeId } from '../common/volume-id';
+import { isListPosition } from '../common/list-position';
 import type { VolumeOperations } from '../operations/volume-operations';
 import type { CreateVolumeRequest__Output } from './generated/csi/v1/CreateVolumeRequest';
 import type { CreateVolumeResponse } from './generated/csi/v1/CreateVolumeResponse';
@@ -93,23 +93,25 @@ export function createControllerService(operations: VolumeOperations, options: C
       if (request.max_entries < 0)
         throw new DriverError(FailureType.InvalidArgument, 'max_entries must not be negative');
       const token = request.starting_token;
-      if (token && !parseVolumeId(token)) {
-        throw new DriverError(FailureType.Aborted, `starting_token "${token}" was not issued by this driver`);
+      // CSI: a starting_token the plugin cannot use is ABORTED (the CO starts the listing again).
+      if (!isListPosition(token)) {
+        throw new DriverError(
+          FailureType.Aborted,
+          `starting_token "${token.slice(0, 140)}" was not issued by this driver; list again without a token`,
+        );
       }
-      const { volumes, unreachableNodes } = await operations.list();
-      call.sendMetadata(listCoverageHeaders(unreachableNodes));
-      const after = token ? volumes.filter((volume) => volume.volumeId > token) : volumes;
-      const page = request.max_entries > 0 ? after.slice(0, request.max_entries) : after;
-      const more = page.length < after.length;
+      // One bounded page per call (at most 1,000 entries, also when max_entries is 0 or larger), read from the pools.
+      const page = await operations.listPage(token, request.max_entries);
+      call.sendMetadata(listCoverageHeaders(page.unreachableNodes));
       return {
-        entries: page.map((volume) => ({
+        entries: page.volumes.map((volume) => ({
           volume: {
             volume_id: volume.volumeId,
             capacity_bytes: String(volume.capacityBytes),
             accessible_topology: [nodeTopology(volume.nodeId)],
           },
         })),
-        next_token: more ? (page[page.length - 1]?.volumeId ?? '') : '',
+        next_token: page.nextToken,
       };
     },
 

@@ -12,6 +12,7 @@ import type { DeleteVolumeResult } from '../workflows/delete-volume';
 import type { ExpandVolumeResult } from '../workflows/expand-volume';
 import type { NodeVolume } from '../activities/node-activities';
 import type { ListVolumesResult } from '../workflows/list-volumes';
+import type { ListVolumesPage } from '../workflows/list-volumes-page';
 import type * as workflows from '../workflows';
 import type { SearchAttributePair, WorkflowResultType } from '@temporalio/common';
 import {
@@ -24,6 +25,7 @@ import {
 } from '../workflows/search-attribute-keys';
 import { boundedResult, type Bounded } from './bounded-result';
 import { describeWait } from './describe-wait';
+import { listEveryVolume, listVolumePage } from './list-volumes';
 import { startOrAttach } from './start-or-attach';
 
 /** When a CreateVolume call arrived, and whether its caller has given up on it (cancelled, or past its deadline). */
@@ -204,13 +206,14 @@ export class VolumeOperations {
     return { node, volume };
   }
 
+  /** Every volume, from every page (see list-volumes.ts). */
   async list(): Promise<ListVolumesResult> {
-    return this.client.workflow.execute<typeof workflows.listVolumes>('listVolumes', {
-      workflowId: `${this.driverName}/list/${Date.now()}-${Math.random().toString(16).slice(2)}`,
-      taskQueue: controlTaskQueue(this.driverName),
-      args: [{ driverName: this.driverName }],
-      workflowExecutionTimeout: '2m',
-    });
+    return listEveryVolume(this.client, this.driverName);
+  }
+
+  /** One page of the volumes after the list position `after`. */
+  async listPage(after: string, maxEntries: number): Promise<ListVolumesPage> {
+    return listVolumePage(this.client, this.driverName, after, maxEntries);
   }
 
   /** The named nodes' records, read fresh; nodes without a record are left out. */

@@ -26,6 +26,12 @@ export interface VolumeRecord {
   fsType?: string;
 }
 
+/** One page of a pool's volumes; `more` when volumes with later keys exist. */
+export interface VolumePage {
+  volumes: VolumeRecord[];
+  more: boolean;
+}
+
 export interface PoolStatus {
   /** UUID written once when the pool is first opened. */
   poolId: string;
@@ -117,6 +123,8 @@ export interface StorageBackend {
   getVolume(key: string): Promise<VolumeRecord | undefined>;
   /** Sorted by key. */
   listVolumes(): Promise<VolumeRecord[]>;
+  /** At most `limit` volumes whose key sorts after `afterKey` (from the first when undefined), sorted by key. */
+  listVolumePage(afterKey: string | undefined, limit: number): Promise<VolumePage>;
   /**
    * Grows the volume's reservation (and backing file) to at least capacityBytes; idempotent, never shrinks.
    * Absent: NotFound. No room: ResourceExhausted, nothing changed.

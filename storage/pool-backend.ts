@@ -15,6 +15,7 @@ import type {
   PublishOptions,
   StageOptions,
   StorageBackend,
+  VolumePage,
   VolumeRecord,
   VolumeStats,
 } from './backend';
@@ -152,6 +153,16 @@ export abstract class PoolBackend implements StorageBackend {
 
   listVolumes(): Promise<VolumeRecord[]> {
     return this.whenOpen(async () => (await this.records()).all().map((record) => this.toVolume(record)));
+  }
+
+  async listVolumePage(afterKey: string | undefined, limit: number): Promise<VolumePage> {
+    if (!Number.isInteger(limit) || limit < 1) {
+      throw new DriverError(FailureType.InvalidArgument, `page limit ${limit} is not a positive whole number`);
+    }
+    return this.whenOpen(async () => {
+      const { records, more } = (await this.records()).page(afterKey, limit);
+      return { volumes: records.map((record) => this.toVolume(record)), more };
+    });
   }
 
   async expandVolume(key: string, capacityBytes: number): Promise<ExpandResult> {

@@ -13,6 +13,8 @@ export class RecordIndex {
   private readonly byKey = new Map<string, StoredRecord>();
   private readonly keysByName = new Map<string, Set<string>>();
   private recordBytes = 0;
+  /** Keys in order, kept until the next change: paging through 20,000 records sorts them once, not per page. */
+  private sortedKeys?: string[];
 
   /** `pendingBytes`: creates left in the journal; settling it drops the index, so they never change here. */
   private constructor(
@@ -49,12 +51,26 @@ export class RecordIndex {
 
   /** Sorted by key. */
   all(): StoredRecord[] {
-    return [...this.byKey.keys()].sort().map((key) => this.byKey.get(key)!);
+    return this.keys().map((key) => this.byKey.get(key)!);
+  }
+
+  /** At most `limit` records with a key after `afterKey` (from the first when undefined), sorted by key. */
+  page(afterKey: string | undefined, limit: number): { records: StoredRecord[]; more: boolean } {
+    const keys = this.keys();
+    const start = afterKey === undefined ? 0 : firstAfter(keys, afterKey);
+    const records = keys.slice(start, start + limit).map((key) => this.byKey.get(key)!);
+    return { records, more: start + records.length < keys.length };
+  }
+
+  private keys(): string[] {
+    this.sortedKeys ??= [...this.byKey.keys()].sort();
+    return this.sortedKeys;
   }
 
   /** After the record was written (a new volume, or a new size). */
   put(record: StoredRecord): void {
     this.remove(record.key);
+    this.sortedKeys = undefined;
     this.byKey.set(record.key, record);
     const keys = this.keysByName.get(record.name) ?? new Set<string>();
     this.keysByName.set(record.name, keys.add(record.key));
@@ -65,10 +81,23 @@ export class RecordIndex {
   remove(key: string): void {
     const record = this.byKey.get(key);
     if (!record) return;
+    this.sortedKeys = undefined;
     this.byKey.delete(key);
     const keys = this.keysByName.get(record.name);
     keys?.delete(key);
     if (keys?.size === 0) this.keysByName.delete(record.name);
     this.recordBytes -= this.bytesOf(record.capacityBytes);
   }
+}
+
+/** The index of the first key greater than `after` in sorted `keys` (binary search). */
+function firstAfter(keys: string[], after: string): number {
+  let low = 0;
+  let high = keys.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (keys[middle]! <= after) low = middle + 1;
+    else high = middle;
+  }
+  return low;
 }

@@ -4,5 +4,6 @@ export { deleteVolume } from './delete-volume';
 export { expandVolume } from './expand-volume';
 export { inspectVolume } from './inspect-volume';
 export { listVolumes } from './list-volumes';
+export { listVolumesPage } from './list-volumes-page';
 export { nodeRegistry } from './node-registry';
 export { nodePresence } from './node-presence';

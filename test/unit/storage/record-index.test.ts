@@ -212,6 +212,35 @@ describe('the record index', () => {
   });
 });
 
+describe('listVolumePage', () => {
+  it('pages through every record once, in key order, and sees changes between pages', async () => {
+    const backend = await fixture.opened(100 * GI);
+    const keys: string[] = [];
+    for (let index = 0; index < 7; index++) keys.push((await backend.createVolume(spec())).key);
+    keys.sort();
+    const first = await backend.listVolumePage(undefined, 3);
+    expect(first.volumes.map((volume) => volume.key)).toEqual(keys.slice(0, 3));
+    expect(first.more).toBe(true);
+    // A volume deleted after the position and one created anywhere: the next page reads the index as it is now.
+    await backend.deleteVolume(keys[4]!);
+    const added = await backend.createVolume(spec());
+    const rest = await backend.listVolumePage(keys[2], 100);
+    const expected = [...keys.slice(3).filter((key) => key !== keys[4]), ...(added.key > keys[2]! ? [added.key] : [])];
+    expect(rest.volumes.map((volume) => volume.key)).toEqual(expected.sort());
+    expect(rest.more).toBe(false);
+    expect(rest.volumes[0]).toEqual(await backend.getVolume(rest.volumes[0]!.key));
+    // After a key that is not (or no longer) there, and past the last one.
+    expect((await backend.listVolumePage(keys[4], 1)).volumes.map((volume) => volume.key)).toEqual(
+      [...keys.slice(5), added.key]
+        .filter((key) => key > keys[4]!)
+        .sort()
+        .slice(0, 1),
+    );
+    expect(await backend.listVolumePage('~', 5)).toEqual({ volumes: [], more: false });
+    await expectDriverError(backend.listVolumePage(undefined, 0), FailureType.InvalidArgument, /page limit 0/);
+  });
+});
+
 describe('RecordIndex.load', () => {
   it('counts records and unfinished creates by what they take, a create with a record once', async () => {
     await (await fixture.opened()).close();

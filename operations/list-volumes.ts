@@ -1,0 +1,45 @@
+import type { Client } from '@temporalio/client';
+import { LIST_START, MAX_PAGE_ENTRIES } from '../common/list-position';
+import { controlTaskQueue } from '../common/names';
+import type * as workflows from '../workflows';
+import type { ListVolumesResult } from '../workflows/list-volumes';
+import type { ListVolumesPage } from '../workflows/list-volumes-page';
+
+/** One page of the volumes after `after` (a list position), from the pools; one short workflow. */
+export async function listVolumePage(
+  client: Client,
+  driverName: string,
+  after: string,
+  maxEntries: number,
+): Promise<ListVolumesPage> {
+  return client.workflow.execute<typeof workflows.listVolumesPage>('listVolumesPage', {
+    workflowId: `${driverName}/list/${Date.now()}-${Math.random().toString(16).slice(2)}`,
+    taskQueue: controlTaskQueue(driverName),
+    args: [{ driverName, after, maxEntries }],
+    workflowExecutionTimeout: '1m',
+  });
+}
+
+/**
+ * Every volume, page after page (the orphan report, operator views). The pages are read one after another, so a
+ * volume created or deleted meanwhile may or may not appear, as with any ListVolumes paging. A node counts as
+ * answered only if it answered every page that asked it: one that failed part way is unreachable, not judged.
+ */
+export async function listEveryVolume(client: Client, driverName: string): Promise<ListVolumesResult> {
+  const volumes: ListVolumesResult['volumes'] = [];
+  const answered = new Set<string>();
+  const unreachable = new Set<string>();
+  let after = LIST_START;
+  do {
+    const page = await listVolumePage(client, driverName, after, MAX_PAGE_ENTRIES);
+    volumes.push(...page.volumes);
+    for (const nodeId of page.answeredNodes ?? []) answered.add(nodeId);
+    for (const nodeId of page.unreachableNodes) unreachable.add(nodeId);
+    after = page.nextToken;
+  } while (after);
+  return {
+    volumes,
+    unreachableNodes: [...unreachable].sort(),
+    answeredNodes: [...answered].filter((nodeId) => !unreachable.has(nodeId)).sort(),
+  };
+}
