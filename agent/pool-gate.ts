@@ -22,9 +22,7 @@ export interface PoolGateInput {
   recheckSeconds: number;
 }
 
-export type PoolGate =
-  | { kind: 'open'; fresh: NewIdentity; note?: string }
-  | { kind: 'refuse'; message: string };
+export type PoolGate = { kind: 'open'; fresh: NewIdentity; note?: string } | { kind: 'refuse'; message: string };
 
 /** Same pool: the full identity or the 16 hex digits a volume ID carries. */
 export function samePool(a: string, b: string): boolean {

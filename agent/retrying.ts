@@ -19,7 +19,12 @@ export class Stopped extends Error {
 export async function retrying<T>(
   what: string,
   attempt: () => Promise<T>,
-  options: { logger: Logger; signal: AbortSignal; onFailure?: (message: string) => void; delayMs?: (n: number) => number },
+  options: {
+    logger: Logger;
+    signal: AbortSignal;
+    onFailure?: (message: string) => void;
+    delayMs?: (n: number) => number;
+  },
 ): Promise<T> {
   const delayMs = options.delayMs ?? ((n) => backoff(n));
   for (let n = 0; ; n++) {

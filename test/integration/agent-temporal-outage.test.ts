@@ -61,7 +61,9 @@ async function startCutOff(nodeId: string): Promise<{ agent: ManagedProcess; cli
 
 it('serves stage, publish and their undoing while Temporal is unreachable, and turns ready once it connects', async () => {
   const first = await cluster.startNode('node-1');
-  const answer = await retryLikeCo(() => createVolume(controller, createRequest('pvc-outage', 64 * MiB, onNode('node-1'))));
+  const answer = await retryLikeCo(() =>
+    createVolume(controller, createRequest('pvc-outage', 64 * MiB, onNode('node-1'))),
+  );
   const volumeId = answer.volume!.volume_id;
   // A reboot during a Temporal outage.
   await first.kill('SIGKILL');
@@ -88,12 +90,16 @@ it('serves stage, publish and their undoing while Temporal is unreachable, and t
   // Still alive, still not ready, and saying why.
   expect(agent.child.exitCode).toBeNull();
   expect(await probe(clients)).toBe(false);
-  expect(fs.readFileSync(cluster.log('node-1'), 'utf8')).toMatch(/cannot connect to Temporal at 127\.0\.0\.1:\d+.*retrying in/);
+  expect(fs.readFileSync(cluster.log('node-1'), 'utf8')).toMatch(
+    /cannot connect to Temporal at 127\.0\.0\.1:\d+.*retrying in/,
+  );
 
   forwarders.push(await TcpForwarder.start(port, temporalAddress()));
   await until('ready once Temporal answers', async () => (await probe(clients)) === true, 90_000);
   // The worker runs: an activity on this node's queue creates a volume in its pool, and deletes it.
-  const next = await retryLikeCo(() => createVolume(controller, createRequest('pvc-after', 64 * MiB, onNode('node-1'))));
+  const next = await retryLikeCo(() =>
+    createVolume(controller, createRequest('pvc-after', 64 * MiB, onNode('node-1'))),
+  );
   expect(cluster.volumesOnDisk('node-1')).toContain(parseVolumeId(next.volume!.volume_id)!.key);
   await retryLikeCo(() => deleteVolume(controller, next.volume!.volume_id));
   expect(cluster.volumesOnDisk('node-1')).not.toContain(parseVolumeId(next.volume!.volume_id)!.key);

@@ -44,7 +44,9 @@ async function until(what: string, check: () => boolean | Promise<boolean>, time
 /** A node with one volume whose deletion waits for it: the agent is down and its record remembers its pool. */
 async function nodeWithWaitingDeletion(nodeId: string): Promise<{ volumeId: string; oldPool: string }> {
   const agent = await cluster.startNode(nodeId);
-  const answer = await retryLikeCo(() => createVolume(controller, createRequest(`pvc-${nodeId}`, 64 * MiB, onNode(nodeId))));
+  const answer = await retryLikeCo(() =>
+    createVolume(controller, createRequest(`pvc-${nodeId}`, 64 * MiB, onNode(nodeId))),
+  );
   const volumeId = answer.volume!.volume_id;
   const oldPool = poolIdentity(nodeId).poolId;
   await agent.stop();
