@@ -47,16 +47,24 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60
 }
 
 /** Starts the agent against a port nothing listens on; resolves once its CSI socket answers. */
-async function startCutOff(nodeId: string): Promise<{ agent: ManagedProcess; clients: CsiClients; port: number }> {
+async function startCutOff(
+  nodeId: string,
+): Promise<{ agent: ManagedProcess; clients: CsiClients; port: number; http: (path: string) => Promise<number> }> {
   const port = await findFreePort();
-  const agent = await cluster.startNode(nodeId, { temporalAddress: `127.0.0.1:${port}`, waitReady: false });
+  const metrics = `127.0.0.1:${await findFreePort()}`;
+  const agent = await cluster.startNode(nodeId, {
+    temporalAddress: `127.0.0.1:${port}`,
+    waitReady: false,
+    extra: ['--metrics-address', metrics],
+  });
+  const http = async (route: string) => (await fetch(`http://${metrics}${route}`)).status;
   const clients = cluster.csi(agent.endpoint);
   const exited = agent.exited.then(() => {
     throw new Error(`${nodeId} exited: ${fs.readFileSync(cluster.log(nodeId), 'utf8').slice(-2000)}`);
   });
   exited.catch(() => undefined);
   await Promise.race([until(`${nodeId} serves CSI`, async () => (await probe(clients)) !== undefined), exited]);
-  return { agent, clients, port };
+  return { agent, clients, port, http };
 }
 
 it('serves stage, publish and their undoing while Temporal is unreachable, and turns ready once it connects', async () => {
@@ -67,8 +75,11 @@ it('serves stage, publish and their undoing while Temporal is unreachable, and t
   const volumeId = answer.volume!.volume_id;
   // A reboot during a Temporal outage.
   await first.kill('SIGKILL');
-  const { agent, clients, port } = await startCutOff('node-1');
+  const { agent, clients, port, http } = await startCutOff('node-1');
   expect(await probe(clients)).toBe(false);
+  // Liveness (what the DaemonSet probes) holds; readiness does not.
+  expect(await http('/livez')).toBe(200);
+  expect(await http('/readyz')).toBe(503);
 
   const rpcs = nodeRpcs(clients);
   const info = await call<NodeGetInfoResponse__Output>((done) => clients.node.NodeGetInfo({}, withDeadline(), done));
@@ -96,6 +107,7 @@ it('serves stage, publish and their undoing while Temporal is unreachable, and t
 
   forwarders.push(await TcpForwarder.start(port, temporalAddress()));
   await until('ready once Temporal answers', async () => (await probe(clients)) === true, 90_000);
+  expect(await http('/readyz')).toBe(200);
   // The worker runs: an activity on this node's queue creates a volume in its pool, and deletes it.
   const next = await retryLikeCo(() =>
     createVolume(controller, createRequest('pvc-after', 64 * MiB, onNode('node-1'))),
