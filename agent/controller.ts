@@ -78,8 +78,8 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
   const identity = createIdentityService({
     driverName: config.driverName,
     version: driverVersion(),
-    // Liveness only (csi/identity-service.ts): Temporal reachability is readiness, served as /readyz below.
-    live: async () => worker.getState() === 'RUNNING',
+    // Initialised (csi/identity-service.ts); whether Temporal answers now is /readyz below.
+    ready: async () => worker.getState() === 'RUNNING',
   });
   const readiness = async () =>
     (await temporalAnswers(client)) ? undefined : `Temporal at ${config.temporal.address} does not answer`;

@@ -1,24 +1,19 @@
-import { Client } from '@temporalio/client';
-import { Worker } from '@temporalio/worker';
-import { createNodeActivities } from '../activities/node-activities';
-import { createPresenceActivities } from '../activities/presence-activities';
-import { createLogger } from '../common/logger';
-import { nodeTaskQueue } from '../common/names';
+import { createLogger, type Logger } from '../common/logger';
 import type { TemporalConfig } from '../common/temporal-config';
-import { connectTemporal } from '../common/temporal-connection';
 import { driverVersion } from '../common/version';
+import { call, connectCsi, withDeadline } from '../csi/client';
 import { createIdentityService } from '../csi/identity-service';
 import { createNodeService } from '../csi/node-service';
 import { serveCsi } from '../csi/server';
-import { createBackend, type BackendConfig } from './create-backend';
-import { armedFailpoints, withFailpoints } from './failpoints';
-import { startPresence } from './presence';
-import { installTemporalRuntime } from './runtime';
-import { applyAgentHeapTuning } from './process-tuning';
-import { onShutdownSignal } from './shutdown';
-import { nodeWorkerTuning } from './worker-options';
 import { registerNodeMetrics } from '../metrics/node-metrics';
 import { createProcessMetrics, serveMetrics } from '../metrics/registry';
+import { AgentPool } from './agent-pool';
+import { createBackend, type BackendConfig } from './create-backend';
+import { armedFailpoints, withFailpoints } from './failpoints';
+import { startNodeTemporal } from './node-temporal';
+import { applyAgentHeapTuning } from './process-tuning';
+import { installTemporalRuntime } from './runtime';
+import { onShutdownSignal } from './shutdown';
 
 export interface NodeAgentConfig {
   endpoint: string;
@@ -26,7 +21,9 @@ export interface NodeAgentConfig {
   nodeId: string;
   backend: BackendConfig;
   temporal: TemporalConfig;
-  /** host:port for our Prometheus metrics; off when empty. */
+  /** `--accept-new-pool`: the pool identity the operator declared gone for good (agent/pool-gate.ts). */
+  acceptNewPool?: string;
+  /** host:port for our Prometheus metrics, /readyz and /livez; off when empty. */
   metricsAddress?: string;
   /** host:port for the Temporal SDK's own Prometheus metrics; off when empty. */
   sdkMetricsAddress?: string;
@@ -34,79 +31,74 @@ export interface NodeAgentConfig {
 
 /**
  * The node agent: CSI Identity + Node for kubelet, and a worker that polls only this node's task queue and
- * runs the storage activities. The pool is opened (journal reconciled) before any work is taken.
+ * runs the storage activities. kubelet is served first and whatever Temporal's state (a reboot during an outage
+ * must still stage, publish and unpublish); everything that needs Temporal starts in the background
+ * (agent/node-temporal.ts), and readiness says when it runs.
  */
 export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): Promise<void> }> {
   applyAgentHeapTuning();
   installTemporalRuntime(config.sdkMetricsAddress);
   const logger = createLogger('node').child({ node: config.nodeId });
-  const failpoints = armedFailpoints();
-  if (failpoints.size > 0)
-    logger.warn({ failpoints: [...failpoints] }, 'failpoints armed: this agent will kill itself');
-  const backend = withFailpoints(createBackend(config.backend), failpoints);
-  const report = await backend.open();
-  logger.info({ poolId: report.poolId, created: report.created, reconciled: report.reconciled }, 'pool open');
-  if (report.strays.length > 0) logger.warn({ strays: report.strays }, 'pool holds entries no record explains');
-  if (report.repaired.length > 0)
-    logger.warn({ repaired: report.repaired }, 'staged volumes and loop devices repaired at open');
 
-  const connection = await connectTemporal(config.temporal);
-  const client = new Client({ connection, namespace: config.temporal.namespace });
-  const presence = startPresence({ client, driverName: config.driverName, nodeId: config.nodeId, logger });
-  const worker = await Worker.create({
-    connection,
-    namespace: config.temporal.namespace,
-    taskQueue: nodeTaskQueue(config.driverName, config.nodeId),
-    activities: {
-      ...createNodeActivities({ backend, poolId: report.poolId, nodeId: config.nodeId }),
-      ...createPresenceActivities({
-        nodeId: config.nodeId,
-        backend,
-        agentVersion: driverVersion(),
-        leaving: presence.leaving,
-        onRecordLost: () => presence.recordLost(),
-      }),
-    },
-    shutdownGraceTime: '5s',
-    ...nodeWorkerTuning(),
-  });
-  const workerDone = worker.run();
-
-  const identity = createIdentityService({
-    driverName: config.driverName,
-    version: driverVersion(),
-    // Liveness (csi/identity-service.ts): the worker runs and the record was started once; never Temporal's health.
-    live: async () => worker.getState() === 'RUNNING' && presence.registered(),
-  });
+  const pool = await openPool(config, logger);
+  const temporal = startNodeTemporal(
+    { ...config, poolDir: config.backend.pool, acceptNewPool: config.acceptNewPool },
+    pool,
+    logger,
+  );
+  // Readiness (csi/identity-service.ts): false until the worker runs; never a reason to restart the process.
+  const readiness = async () => temporal.notReady();
   const metrics = createProcessMetrics('node');
-  registerNodeMetrics(metrics.registry, backend, config.nodeId);
-  const stopMetrics = config.metricsAddress
-    ? await serveMetrics(config.metricsAddress, metrics.registry, logger)
-    : undefined;
+  registerNodeMetrics(metrics.registry, pool.backend, config.nodeId);
   const server = await serveCsi(
     config.endpoint,
-    { identity, node: createNodeService({ nodeId: config.nodeId, poolId: report.poolId, backend }) },
+    {
+      identity: createIdentityService({
+        driverName: config.driverName,
+        version: driverVersion(),
+        ready: async () => temporal.notReady() === undefined,
+      }),
+      node: createNodeService({ nodeId: config.nodeId, poolId: () => pool.poolId(), backend: pool.backend }),
+    },
     logger,
     metrics,
   );
-  logger.info({ driver: config.driverName, backend: backend.kind }, 'node agent ready');
+  const stopMetrics = config.metricsAddress
+    ? await serveMetrics(config.metricsAddress, metrics.registry, logger, readiness, () => csiAnswers(config.endpoint))
+    : undefined;
+  logger.info({ driver: config.driverName, backend: pool.backend.kind }, 'node agent serving CSI');
 
   let stopped: Promise<void> | undefined;
   const stop = () =>
     (stopped ??= (async () => {
-      // First: the held presence activity returns "leaving", so the record turns offline now, not in 30 s.
-      presence.stop();
+      await temporal.stop();
       await server.close();
       await stopMetrics?.();
-      worker.shutdown();
-      await workerDone;
-      await backend.close();
-      await connection.close();
+      await pool.close();
     })());
   onShutdownSignal(logger, stop);
-  workerDone.catch((error: unknown) => {
-    logger.fatal({ err: error }, 'activity worker stopped');
-    process.exit(1);
-  });
   return { stop };
+}
+
+/** The backend, failpoints armed if asked, and its pool opened now if it has an identity (agent/agent-pool.ts). */
+async function openPool(config: NodeAgentConfig, logger: Logger): Promise<AgentPool> {
+  const failpoints = armedFailpoints();
+  if (failpoints.size > 0)
+    logger.warn({ failpoints: [...failpoints] }, 'failpoints armed: this agent will kill itself');
+  const pool = new AgentPool(withFailpoints(createBackend(config.backend), failpoints), logger);
+  await pool.openIfIdentified(config.nodeId);
+  return pool;
+}
+
+/** Liveness (/livez): our own CSI socket answers. Undefined when it does, else why not. */
+async function csiAnswers(endpoint: string): Promise<string | undefined> {
+  const clients = connectCsi(endpoint);
+  try {
+    await call((done) => clients.identity.GetPluginInfo({}, withDeadline(3000), done));
+    return undefined;
+  } catch (error) {
+    return `CSI endpoint ${endpoint} does not answer: ${error instanceof Error ? error.message : String(error)}`;
+  } finally {
+    clients.close();
+  }
 }

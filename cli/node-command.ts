@@ -12,7 +12,11 @@ interface NodeFlags extends TemporalFlags {
   backend: string;
   pool: string;
   capacity: string;
+  acceptNewPool?: string;
 }
+
+/** A pool identity as the error, `durable-csi nodes` and pool.json show it, or the 16 hex digits a volume ID carries. */
+const POOL_IDENTITY = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{16})$/i;
 
 export function nodeCommand(defaultDriverName: string): Command {
   const command = new Command('node')
@@ -32,11 +36,21 @@ export function nodeCommand(defaultDriverName: string): Command {
         .default('dir'),
     )
     .requiredOption('--pool <dir>', 'pool directory holding the volumes')
-    .option('--capacity <size>', 'pool capacity, e.g. 10Gi', '10Gi');
+    .option('--capacity <size>', 'pool capacity, e.g. 10Gi', '10Gi')
+    .option(
+      '--accept-new-pool <pool-id>',
+      "the operator's decision that the pool the node's record remembers (this identity) is gone for good: the " +
+        'agent may make a new pool on an empty --pool directory, or serve the other pool found there (docs/operations.md)',
+    );
   return addMetricsOptions(addTemporalOptions(command)).action(async (flags: NodeFlags) => {
     if (!isValidNodeId(flags.nodeId)) {
       throw new Error(
         `--node-id "${flags.nodeId}" must be a lower-case DNS name ([a-z0-9.-]) of at most ${MAX_NODE_ID_LENGTH} characters`,
+      );
+    }
+    if (flags.acceptNewPool !== undefined && !POOL_IDENTITY.test(flags.acceptNewPool)) {
+      throw new Error(
+        `--accept-new-pool "${flags.acceptNewPool}" must be a pool identity (a UUID) or the 16 hex digits of one`,
       );
     }
     await runNodeAgent({
@@ -45,6 +59,7 @@ export function nodeCommand(defaultDriverName: string): Command {
       nodeId: flags.nodeId,
       backend: { kind: flags.backend, pool: flags.pool, capacityBytes: parseQuantity(flags.capacity) },
       temporal: temporalConfig(flags),
+      acceptNewPool: flags.acceptNewPool,
       metricsAddress: flags.metricsAddress,
       sdkMetricsAddress: flags.sdkMetricsAddress,
     });

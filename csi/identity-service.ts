@@ -1,16 +1,18 @@
 /**
- * CSI Identity: who we are, what we serve, and whether this process works (both processes serve it).
+ * CSI Identity: who we are, what we serve, and whether this process is ready (both processes serve it).
  *
- * Probe is liveness, not readiness: livenessprobe turns `ready: false` into a container restart, and restarting
- * does not bring Temporal back. So Probe answers whether this process can do its own work (its worker runs, its
- * storage is open), never whether Temporal is reachable; that is readiness (the metrics server's /readyz) and
- * each call's own error (UNAVAILABLE). docs/kubernetes.md has what every probe means.
+ * Probe's `ready` is the CSI spec's readiness: false while the plugin is still initialising but otherwise healthy,
+ * true once it has; it never turns false again because Temporal went away later (each call then fails on its
+ * own, UNAVAILABLE). The controller is ready when its workflow worker runs. The node agent serves kubelet before it
+ * has reached Temporal (agent/node-agent.ts) and is ready once its worker runs and its record was started; until
+ * then its Node calls on volumes work and Probe says not ready. Because livenessprobe turns `ready: false` into a
+ * restart, the node's liveness is its own /livez, not Probe (deploy/README.md, docs/kubernetes.md).
  */
 export interface IdentityOptions {
   driverName: string;
   version: string;
-  /** Resolves true while the process can do its work; must not depend on Temporal being reachable. */
-  live: () => Promise<boolean>;
+  /** Resolves true once the process has initialised; must not turn false on a later Temporal outage. */
+  ready: () => Promise<boolean>;
 }
 
 export function createIdentityService(options: IdentityOptions) {
@@ -25,7 +27,7 @@ export function createIdentityService(options: IdentityOptions) {
       return { capabilities: [...services.map((type) => ({ service: { type } })), ...expansion] };
     },
     async Probe() {
-      return { ready: { value: await options.live() } };
+      return { ready: { value: await options.ready() } };
     },
   };
 }

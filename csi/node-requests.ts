@@ -11,8 +11,8 @@ import { checkCapabilities } from './validate-capabilities';
 
 export interface NodeContext {
   nodeId: string;
-  /** The identity of the pool this agent opened; volume IDs carry its prefix. */
-  poolId: string;
+  /** The identity of the pool this agent opened (volume IDs carry its prefix); throws UNAVAILABLE until it is open. */
+  poolId: () => string;
   backend: StorageBackend;
 }
 
@@ -52,7 +52,7 @@ export function volumeKey(volumeId: string, context: NodeContext): string {
   if (parts.nodeId !== context.nodeId) {
     throw notFound(`volume ${volumeId} lives on node ${parts.nodeId}, not on ${context.nodeId}`);
   }
-  if (parts.poolIdPrefix !== poolIdPrefix(context.poolId)) {
+  if (parts.poolIdPrefix !== poolIdPrefix(context.poolId())) {
     throw notFound(`volume ${volumeId} was issued on a pool this node no longer has`);
   }
   return parts.key;

@@ -32,18 +32,23 @@ export function createProcessMetrics(component: string): ProcessMetrics {
 /** Readiness for GET /readyz: undefined when ready, else why not (the 503's body). */
 export type ReadinessCheck = () => Promise<string | undefined>;
 
-/** Serves GET /metrics on host:port (an empty address turns it off), and GET /readyz when given a check. */
+/**
+ * Serves GET /metrics on host:port (an empty address turns it off), and GET /readyz and GET /livez when given
+ * their checks.
+ */
 export async function serveMetrics(
   address: string,
   registry: Registry,
   logger: Logger,
   readiness?: ReadinessCheck,
+  liveness?: ReadinessCheck,
 ): Promise<() => Promise<void>> {
   const match = /^(.*):(\d+)$/.exec(address);
   if (!match) throw new Error(`metrics address "${address}" is not host:port`);
   const server = http.createServer((request, response) => {
-    if (request.url === '/readyz' && readiness) {
-      readiness().then(
+    const check = request.url === '/readyz' ? readiness : request.url === '/livez' ? liveness : undefined;
+    if (check) {
+      check().then(
         (notReady) => response.writeHead(notReady ? 503 : 200).end(notReady ?? 'ok'),
         (error: unknown) => response.writeHead(503).end(String(error)),
       );

@@ -7,6 +7,8 @@
  * is journaled before anything is allocated, and open() reconciles the journal with what exists on disk.
  * Staging is recorded in the pool before anything is attached or mounted, and open() re-establishes it.
  */
+import type { NewIdentity, PoolIdentity } from './pool-identity';
+
 export type AccessType = 'mount' | 'block';
 
 export interface VolumeRecord {
@@ -108,8 +110,13 @@ export interface VolumeStats {
 export interface StorageBackend {
   readonly kind: string;
   readonly capabilities: BackendCapabilities;
-  /** Creates the pool (identity file) if needed and reconciles the journal. Must be called first. */
-  open(): Promise<OpenReport>;
+  /**
+   * Creates the pool (identity file, with `fresh` in it) if it has none and reconciles the journal. Must be called
+   * first. Whether a pool without an identity may get one is the caller's decision (agent/pool-gate.ts).
+   */
+  open(fresh?: NewIdentity): Promise<OpenReport>;
+  /** The pool's identity, read without creating or locking anything; undefined when it has none yet. */
+  identity(): Promise<PoolIdentity | undefined>;
   status(): Promise<PoolStatus>;
   /**
    * Same key: returns the existing record (AlreadyExists if its name or size differ).

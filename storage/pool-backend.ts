@@ -23,7 +23,8 @@ import { AsyncMutex } from './async-mutex';
 import { fsyncDir } from './atomic-file';
 import { removeIntent, writeIntent } from './journal';
 import type { Intent } from './journal';
-import { ensurePoolIdentity } from './pool-identity';
+import { ensurePoolIdentity, readIdentity } from './pool-identity';
+import type { NewIdentity, PoolIdentity } from './pool-identity';
 import { PoolLayout, assertVolumeKey } from './pool-layout';
 import { acquirePoolLock } from './pool-lock';
 import type { PoolLock } from './pool-lock';
@@ -106,8 +107,12 @@ export abstract class PoolBackend implements StorageBackend {
     return [];
   }
 
-  open(): Promise<OpenReport> {
-    return this.mutex.run(() => this.openPool());
+  open(fresh?: NewIdentity): Promise<OpenReport> {
+    return this.mutex.run(() => this.openPool(fresh));
+  }
+
+  identity(): Promise<PoolIdentity | undefined> {
+    return readIdentity(this.layout);
   }
 
   close(): Promise<void> {
@@ -249,11 +254,11 @@ export abstract class PoolBackend implements StorageBackend {
     return record;
   }
 
-  private async openPool(): Promise<OpenReport> {
+  private async openPool(fresh?: NewIdentity): Promise<OpenReport> {
     await fs.mkdir(this.layout.root, { recursive: true });
     const lock = this.opened?.lock ?? (await acquirePoolLock(this.layout));
     try {
-      const { identity, created } = await ensurePoolIdentity(this.layout, this.kind);
+      const { identity, created } = await ensurePoolIdentity(this.layout, this.kind, fresh);
       const { volumesDir, recordsDir, journalDir, stagingDir } = this.layout;
       for (const dir of [volumesDir, recordsDir, journalDir, stagingDir]) await fs.mkdir(dir, { recursive: true });
       await fsyncDir(this.layout.root);

@@ -1,6 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { spawnCli } from '../../agent/spawn-cli';
+import { spawnCli, stopChild } from '../../agent/spawn-cli';
+import { call, connectCsi, withDeadline } from '../../csi/client';
+import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
 import type { TemporalConfig } from '../../common/temporal-config';
 import { API_KEY_SERVER_NAME, certificatesIn } from '../../temporal-prod/certificates';
 import { temporalConfigFlags } from '../../temporal-prod/prod-temporal';
@@ -11,7 +13,8 @@ import { testTemporalConfig } from '../support/test-temporal';
 /**
  * mTLS between the driver and the production-style frontend, with certificates the harness made: every README TLS
  * flag, and the startup errors for each way the TLS setup can be wrong. Each error must name the address and the
- * TLS problem (the SDK alone says "Failed to connect before the deadline" for all of them).
+ * TLS problem (the SDK alone says "Failed to connect before the deadline" for all of them). A controller or CLI
+ * stops; a node agent keeps serving kubelet and logs the same error with every retry.
  */
 describe('TLS to the Temporal frontend', () => {
   const config = testTemporalConfig();
@@ -28,6 +31,28 @@ describe('TLS to the Temporal frontend', () => {
     const child = spawnCli([...args, ...flags], log);
     const code = await new Promise<number | null>((resolve) => child.once('exit', (exitCode) => resolve(exitCode)));
     return { code, output: fs.readFileSync(log, 'utf8') };
+  };
+  /**
+   * Runs a node agent whose Temporal connection cannot work: it serves CSI meanwhile (kubelet needs it) and retries,
+   * logging why; resolves once the explanation is logged, with its Probe readiness, then stops it.
+   */
+  const retrying = async (name: string, args: string[], tls: Partial<TemporalConfig>) => {
+    const log = cluster.log(name);
+    const flags = temporalConfigFlags({ address, namespace: config.namespace, ...tls });
+    const child = spawnCli([...args, ...flags], log);
+    try {
+      const until = Date.now() + 60_000;
+      const read = () => (fs.existsSync(log) ? fs.readFileSync(log, 'utf8') : '');
+      while (!read().includes(prefix) && Date.now() < until && child.exitCode === null)
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      const clients = connectCsi(`unix://${path.join(cluster.root, `${name}.sock`)}`);
+      const ready = await call<ProbeResponse__Output>((done) => clients.identity.Probe({}, withDeadline(3000), done))
+        .then((probe) => probe.ready?.value)
+        .finally(() => clients.close());
+      return { code: child.exitCode, output: read(), alive: child.exitCode === null, ready };
+    } finally {
+      await stopChild(child);
+    }
   };
   const controllerArgs = (name: string) => [
     'controller',
@@ -52,11 +77,11 @@ describe('TLS to the Temporal frontend', () => {
   const clientPair = { tlsCert: certs.client.cert, tlsKey: certs.client.key };
 
   // Each refused start waits out the SDK's 10 s connect timeout: they run side by side, and the tests read the results.
-  let results: Record<string, Promise<{ code: number | null; output: string }>> = {};
+  let results: Record<string, Promise<{ code: number | null; output: string; alive?: boolean; ready?: boolean }>> = {};
   beforeAll(() => {
     results = {
       wrongCa: failing('wrong-ca', controllerArgs('wrong-ca'), { tlsCa: certs.otherCa, ...clientPair, tlsServerName }),
-      noCert: failing('no-cert', nodeArgs('no-cert'), { tlsCa: certs.ca, tlsServerName }),
+      noCert: retrying('no-cert', nodeArgs('no-cert'), { tlsCa: certs.ca, tlsServerName }),
       stranger: failing('stranger', controllerArgs('stranger'), {
         tlsCa: certs.ca,
         tlsCert: certs.strangerClient.cert,
@@ -71,7 +96,8 @@ describe('TLS to the Temporal frontend', () => {
       }),
     };
   });
-  const result = (name: string) => results[name] as Promise<{ code: number | null; output: string }>;
+  const result = (name: string) =>
+    results[name] as Promise<{ code: number | null; output: string; alive?: boolean; ready?: boolean }>;
 
   it('a wrong CA stops the controller at start, naming the address, the certificate and the CA file', async () => {
     const { code, output } = await result('wrongCa');
@@ -82,9 +108,10 @@ describe('TLS to the Temporal frontend', () => {
     );
   });
 
-  it('a missing client certificate stops the node agent at start', async () => {
-    const { code, output } = await result('noCert');
-    expect(code).not.toBe(0);
+  it('a missing client certificate keeps the node agent serving CSI, not ready, naming the problem', async () => {
+    const { alive, output, ready } = await result('noCert');
+    expect(alive).toBe(true);
+    expect(ready).toBe(false);
     expect(output).toContain(
       `${prefix}the server requires a client certificate (mTLS): pass --temporal-tls-cert and --temporal-tls-key`,
     );

@@ -17,6 +17,7 @@ export const FAULT_KINDS = [
   'history-restart',
   'matching-restart',
   'postgres-outage',
+  'outage-node-restart',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 

@@ -93,6 +93,8 @@ export class TestCluster {
       backend?: 'dir' | 'loop';
       /** Reach Temporal through this host:port instead (a proxy in front of the test server). */
       temporalAddress?: string;
+      /** More flags for `durable-csi node`. */
+      extra?: string[];
     } = {},
   ): Promise<ManagedProcess> {
     const endpoint = `unix://${path.join(this.root, `${nodeId}.sock`)}`;
@@ -102,7 +104,7 @@ export class TestCluster {
     const temporalFlags = testTemporalFlags();
     if (options.temporalAddress)
       temporalFlags[temporalFlags.indexOf('--temporal-address') + 1] = options.temporalAddress;
-    args.push(...temporalFlags);
+    args.push(...temporalFlags, ...(options.extra ?? []));
     const waitReady = options.waitReady ?? true;
     const node = await this.start(nodeId, endpoint, args, { ...process.env, ...options.env }, waitReady);
     this.nodes.set(nodeId, node);

@@ -4,6 +4,7 @@ import { controllerKill, controllerRollout } from './controllers';
 import { nodeFailpoints } from './node-failpoints';
 import { nodeLongDown } from './node-long-down';
 import { nodeRollout } from './node-rollout';
+import { outageNodeRestart } from './outage-node-restart';
 import { registryLoss } from './registry-loss';
 import { temporalRestart } from './temporal-restart';
 import { historyRestart, matchingRestart, postgresOutage } from './temporal-services';
@@ -23,6 +24,7 @@ const FAULTS: Record<FaultKind, Fault> = {
   'history-restart': historyRestart,
   'matching-restart': matchingRestart,
   'postgres-outage': postgresOutage,
+  'outage-node-restart': outageNodeRestart,
 };
 
 export interface PlannedFault {

@@ -1,0 +1,62 @@
+import { DriverError, FailureType } from '../common/failures';
+import type { Logger } from '../common/logger';
+import type { OpenReport, StorageBackend } from '../storage/backend';
+import type { NewIdentity } from '../storage/pool-identity';
+
+/**
+ * The pool as the agent holds it. A pool that has an identity is opened at start, before Temporal is reached, so
+ * kubelet's calls on its volumes are served at once; a pool without one is opened (and given one) only once the
+ * pool gate has read the node's record (agent/pool-gate.ts). Until then the node's calls answer UNAVAILABLE
+ * with the reason.
+ */
+export class AgentPool {
+  private report: OpenReport | undefined;
+  private waiting = 'the pool is not open yet';
+
+  constructor(
+    readonly backend: StorageBackend,
+    private readonly logger: Logger,
+  ) {}
+
+  /** At start: opens the pool if it has an identity; never makes one. */
+  async openIfIdentified(nodeId: string): Promise<void> {
+    if (await this.backend.identity()) {
+      await this.open({});
+      return;
+    }
+    this.waiting =
+      `the pool of node ${nodeId} has no identity yet (an empty directory, or its disk is not mounted): ` +
+      `it gets one only after the agent has read the node's record in Temporal`;
+    this.logger.warn(this.waiting);
+  }
+
+  /** Opens the pool (again, when the identity on disk is no longer the one open), making `fresh` if it has none. */
+  async open(fresh: NewIdentity): Promise<OpenReport> {
+    const onDisk = await this.backend.identity();
+    if (this.report && onDisk?.poolId === this.report.poolId) return this.report;
+    if (this.report) await this.backend.close();
+    const report = await this.backend.open(fresh);
+    const { poolId, created, reconciled, strays, repaired } = report;
+    this.logger.info({ poolId, created, replaces: fresh.replaces, reconciled }, 'pool open');
+    if (strays.length > 0) this.logger.warn({ strays }, 'pool holds entries no record explains');
+    if (repaired.length > 0) this.logger.warn({ repaired }, 'staged volumes and loop devices repaired at open');
+    this.report = report;
+    return report;
+  }
+
+  /** Why the storage work waits, shown by the node's calls until the pool is open. */
+  wait(reason: string): void {
+    this.waiting = reason;
+  }
+
+  /** The open pool's identity; UNAVAILABLE (retried by kubelet) with the reason while it is not open. */
+  poolId(): string {
+    if (!this.report) throw new DriverError(FailureType.Unavailable, this.waiting);
+    return this.report.poolId;
+  }
+
+  async close(): Promise<void> {
+    this.report = undefined;
+    await this.backend.close();
+  }
+}

@@ -1,0 +1,62 @@
+import { poolIdPrefix } from '../common/volume-id';
+import type { NewIdentity, PoolIdentity } from '../storage/pool-identity';
+
+/**
+ * Whether the agent may open its pool and run storage work on it. After a reboot the pool's disk may not be
+ * mounted yet: the directory is empty (deploy/ makes it with DirectoryOrCreate), and a new identity there would
+ * answer every waiting deletion of the real pool's volumes with "pool replaced" and put new volumes on the root
+ * filesystem. So a pool identity other than the one the node's record remembers is never made or served on the
+ * agent's own: the operator decides, by naming the identity that is gone (`--accept-new-pool`). docs/operations.md.
+ */
+export interface PoolGateInput {
+  nodeId: string;
+  /** The pool directory. */
+  pool: string;
+  /** The pool's identity on disk; undefined when it has none. */
+  onDisk?: PoolIdentity;
+  /** The pool identity the node's record remembers; undefined when there is no record or it never heard a report. */
+  remembered?: string;
+  /** `--accept-new-pool`: the identity the operator says is gone for good. */
+  accepted?: string;
+  /** How often the agent looks again, for the message. */
+  recheckSeconds: number;
+}
+
+export type PoolGate = { kind: 'open'; fresh: NewIdentity; note?: string } | { kind: 'refuse'; message: string };
+
+/** Same pool: the full identity or the 16 hex digits a volume ID carries. */
+export function samePool(a: string, b: string): boolean {
+  return poolIdPrefix(a.toLowerCase()) === poolIdPrefix(b.toLowerCase());
+}
+
+export function decidePool(input: PoolGateInput): PoolGate {
+  const { onDisk, remembered, accepted } = input;
+  // First start (or a record that never heard a report): nothing to confuse the pool with.
+  if (remembered === undefined) return { kind: 'open', fresh: {} };
+  if (onDisk && samePool(onDisk.poolId, remembered)) return { kind: 'open', fresh: {} };
+  // The replacement was decided when this pool was made; the record has not heard of it yet.
+  if (onDisk?.replaces && samePool(onDisk.replaces, remembered)) return { kind: 'open', fresh: {} };
+  if (accepted && samePool(accepted, remembered)) {
+    const note = onDisk
+      ? `pool ${onDisk.poolId} replaces pool ${remembered} (--accept-new-pool)`
+      : `a new pool replaces pool ${remembered} (--accept-new-pool)`;
+    return { kind: 'open', fresh: { replaces: remembered }, note };
+  }
+  return { kind: 'refuse', message: refusal(input, remembered) };
+}
+
+function refusal(input: PoolGateInput, remembered: string): string {
+  const { nodeId, pool, onDisk, accepted } = input;
+  const found = onDisk ? `holds pool ${onDisk.poolId}` : 'has no pool identity (an empty directory)';
+  const serve = onDisk ? `serve pool ${onDisk.poolId} instead` : 'make a new pool there';
+  return (
+    `pool ${pool} ${found}, but the record of node ${nodeId} remembers pool ${remembered}; ` +
+    `this agent runs no storage work until that is settled. ` +
+    `If the disk holding pool ${remembered} is not mounted at ${pool} yet, mount it there: ` +
+    `the agent looks again every ${input.recheckSeconds} s. ` +
+    `If pool ${remembered} is gone for good (wiped or replaced), restart the agent with ` +
+    `--accept-new-pool=${remembered} to ${serve}: deletions waiting for its volumes then answer that their pool ` +
+    `was replaced.` +
+    (accepted ? ` (--accept-new-pool names ${accepted}, which is not the pool the record remembers.)` : '')
+  );
+}

@@ -1,0 +1,110 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { call, withDeadline, type CsiClients } from '../../csi/client';
+import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
+import { parseVolumeId, poolIdPrefix } from '../../common/volume-id';
+import { TestCluster } from '../support/cluster';
+import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
+
+/**
+ * After a reboot the pool's disk may not be mounted yet. A node whose record remembers a pool must not make a
+ * new one on the empty directory (deletions would answer "pool replaced", new volumes would land on the root
+ * filesystem): it waits, and opens the real pool once the disk is there. A wiped pool is replaced only when the
+ * operator names the identity that is gone (--accept-new-pool); then the waiting deletions end.
+ */
+jest.setTimeout(240_000);
+
+const cluster = new TestCluster('pool-gate');
+let controller: CsiClients;
+
+beforeAll(async () => {
+  controller = cluster.csi((await cluster.startController()).endpoint);
+});
+afterAll(() => cluster.teardown());
+
+const identityFile = (nodeId: string) => path.join(cluster.pool(nodeId), 'pool.json');
+const poolIdentity = (nodeId: string) =>
+  JSON.parse(fs.readFileSync(identityFile(nodeId), 'utf8')) as { poolId: string; replaces?: string };
+const logOf = (nodeId: string) => fs.readFileSync(cluster.log(nodeId), 'utf8');
+
+async function probe(clients: CsiClients): Promise<boolean | undefined> {
+  const answer = await call<ProbeResponse__Output>((done) => clients.identity.Probe({}, withDeadline(3000), done));
+  return answer.ready?.value;
+}
+
+async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await Promise.resolve(check()).catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+/** A node with one volume whose deletion waits for it: the agent is down and its record remembers its pool. */
+async function nodeWithWaitingDeletion(nodeId: string): Promise<{ volumeId: string; oldPool: string }> {
+  const agent = await cluster.startNode(nodeId);
+  const answer = await retryLikeCo(() =>
+    createVolume(controller, createRequest(`pvc-${nodeId}`, 64 * MiB, onNode(nodeId))),
+  );
+  const volumeId = answer.volume!.volume_id;
+  const oldPool = poolIdentity(nodeId).poolId;
+  await agent.stop();
+  expect(await codeOf(deleteVolume(controller, volumeId, 10_000))).toBe('ABORTED');
+  return { volumeId, oldPool };
+}
+
+it('makes no identity on an empty pool directory its record does not know, and opens the disk once it is mounted', async () => {
+  const { volumeId, oldPool } = await nodeWithWaitingDeletion('node-1');
+  // The reboot: the disk is not mounted yet, the directory is empty.
+  const disk = `${cluster.pool('node-1')}.disk`;
+  fs.renameSync(cluster.pool('node-1'), disk);
+  fs.mkdirSync(cluster.pool('node-1'));
+
+  const agent = await cluster.startNode('node-1', { waitReady: false });
+  const clients = cluster.csi(agent.endpoint);
+  await until('the refusal is logged', () => logOf('node-1').includes(`--accept-new-pool=${oldPool}`));
+  expect(logOf('node-1')).toContain(`the record of node node-1 remembers pool ${oldPool}`);
+  expect(fs.existsSync(identityFile('node-1'))).toBe(false);
+  expect(await probe(clients)).toBe(false);
+  expect(await codeOf(deleteVolume(controller, volumeId, 10_000))).toBe('ABORTED');
+  expect(agent.child.exitCode).toBeNull();
+
+  // The disk is mounted: the agent finds its pool and the deletion ends for real.
+  fs.rmdirSync(cluster.pool('node-1'));
+  fs.renameSync(disk, cluster.pool('node-1'));
+  await until('ready on the real pool', async () => (await probe(clients)) === true, 90_000);
+  expect(poolIdentity('node-1').poolId).toBe(oldPool);
+  await retryLikeCo(() => deleteVolume(controller, volumeId));
+  expect(cluster.volumesOnDisk('node-1')).not.toContain(parseVolumeId(volumeId)!.key);
+});
+
+it('replaces a wiped pool only when --accept-new-pool names the identity that is gone', async () => {
+  const { volumeId, oldPool } = await nodeWithWaitingDeletion('node-2');
+  fs.rmSync(cluster.pool('node-2'), { recursive: true });
+  fs.mkdirSync(cluster.pool('node-2'));
+
+  // A decision that names another pool decides nothing.
+  const wrong = '0123abcd-0000-4000-8000-000000000000';
+  const refused = await cluster.startNode('node-2', { waitReady: false, extra: [`--accept-new-pool=${wrong}`] });
+  await until('the refusal is logged', () => logOf('node-2').includes(`--accept-new-pool names ${wrong}`));
+  expect(fs.existsSync(identityFile('node-2'))).toBe(false);
+  await refused.stop();
+
+  // Named by the 16 hex digits its volume IDs carry.
+  const prefix = parseVolumeId(volumeId)!.poolIdPrefix;
+  const agent = await cluster.startNode('node-2', { extra: [`--accept-new-pool=${prefix}`] });
+  const made = poolIdentity('node-2');
+  expect(made.poolId).not.toBe(oldPool);
+  expect(made.replaces).toBe(oldPool);
+  expect(logOf('node-2')).toMatch(new RegExp(`pool identity decision: a new pool replaces pool ${oldPool}`));
+  // The waiting deletion ends: the node's own pool says the volume's pool was replaced.
+  await retryLikeCo(() => deleteVolume(controller, volumeId));
+  const next = await retryLikeCo(() => createVolume(controller, createRequest('pvc-next', 64 * MiB, onNode('node-2'))));
+  expect(parseVolumeId(next.volume!.volume_id)!.poolIdPrefix).toBe(poolIdPrefix(made.poolId));
+
+  // The decision is kept with the pool: the next start needs no flag.
+  await agent.stop();
+  await cluster.startNode('node-2');
+  expect(poolIdentity('node-2').poolId).toBe(made.poolId);
+});
