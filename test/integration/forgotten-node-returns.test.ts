@@ -1,4 +1,6 @@
+import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Client, WorkflowUpdateFailedError } from '@temporalio/client';
+import { buildOrphanReport } from '../../kubernetes/orphan-report';
 import { readNodeRecord } from '../../activities/node-record-reads';
 import { controlTaskQueue, deleteWorkflowId, nodeRecordWorkflowId } from '../../common/names';
 import { parseVolumeId } from '../../common/volume-id';
@@ -132,6 +134,27 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     expect((await readNodeRecord(client, cluster.driverName, 'node-4'))?.forgotten).toBeUndefined();
   });
 
+  it('should the record be lost with what was written off, the orphan report still shows those volumes', async () => {
+    let node5 = await cluster.startNode('node-5');
+    const csi = await controller('controller-6');
+    const client = await cluster.temporal();
+    const created = await retryLikeCo(() =>
+      createVolume(csi, createRequest('pvc-lost-list', undefined, onNode('node-5'))),
+    );
+    const volumeId = created.volume!.volume_id;
+    await node5.kill('SIGKILL');
+    await untilOffline(client, 'node-5');
+    await forgetNode(client, cluster.driverName, 'node-5', 'gone');
+    await expect(deleteVolume(csi, volumeId, 8000)).resolves.toEqual({});
+    // An operator clears long-running workflows: the record, and with it the list of what was written off.
+    await client.workflow.getHandle(nodeRecordWorkflowId(cluster.driverName, 'node-5')).terminate('test: record lost');
+    node5 = await cluster.startNode('node-5');
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    expect(cluster.volumesOnDisk('node-5')).toEqual([keyOf(volumeId)]);
+    const report = await buildOrphanReport(client, kubernetesWithoutPvs, cluster.driverName);
+    expect(report.unclaimedVolumes.map((volume) => volume.volumeId)).toContain(volumeId);
+  });
+
   it('a deletion that started before the forget was visible gets the decision from a later DeleteVolume', async () => {
     const node3 = await cluster.startNode('node-3');
     const csi = await controller('controller-3');
@@ -149,6 +172,15 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     expect(result).toMatchObject({ outcome: 'node-forgotten', reason: 'gone for good' });
   });
 });
+
+/**
+ * The Kubernetes API as the orphan report reads it, after the CO removed the PVs of the written-off volumes: no
+ * PV and no claim being provisioned. (Temporal, the agents and the pools are real.)
+ */
+const kubernetesWithoutPvs = {
+  listPersistentVolume: async () => ({ items: [] }),
+  listPersistentVolumeClaimForAllNamespaces: async () => ({ items: [] }),
+} as unknown as CoreV1Api;
 
 async function eventually(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const until = Date.now() + timeoutMs;
