@@ -1,10 +1,14 @@
+import { log } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { supportsBlock } from '../common/backend-kinds';
 import { byVolumeIdOrder, nodeRemains } from '../common/list-position';
-import type { NodeView } from '../common/registry-types';
+import { controlTaskQueue, nodeRecordWorkflowId } from '../common/names';
+import type { NodeView, WrittenOffVolume } from '../common/registry-types';
+import { NODE_MEMO_KEY } from '../common/registry-types';
 import type { LivenessNotice } from '../workflows/node-liveness';
 import { nodeLivenessSignal } from '../workflows/node-liveness';
-import { NodeIdKey } from '../workflows/search-attribute-keys';
+import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
+import { writeOffVolumeSignal } from '../workflows/write-off-signal';
 import { listNodeViews } from './node-record-reads';
 import { PlacementReads } from './placement-reads';
 
@@ -42,7 +46,20 @@ export interface ListNodesAnswer {
   more: boolean;
 }
 
-export function createControlActivities(deps: { client: Client; driverName: string }) {
+/** Written-off volumes a returning node has just deleted (or found gone), for the log and Kubernetes Events. */
+export interface WrittenOffReport {
+  nodeId: string;
+  volumes: (WrittenOffVolume & { outcome: string })[];
+}
+
+export interface ControlDeps {
+  client: Client;
+  driverName: string;
+  /** Set once Kubernetes is on (`--kubernetes`): records Events; never throws. */
+  writtenOffEvents?: { report?(report: WrittenOffReport): Promise<void> };
+}
+
+export function createControlActivities(deps: ControlDeps) {
   const reads = PlacementReads.fromTemporal(deps.client, deps.driverName);
   return {
     /** For list workflows and creates started by earlier releases: every reported node, from visibility. */
@@ -81,6 +98,37 @@ export function createControlActivities(deps: { client: Client; driverName: stri
           .catch(() => undefined); // it finished meanwhile
       }
       return told;
+    },
+
+    /**
+     * Keeps a written-off volume on its node's record, to be deleted when the node returns. Starts the record if
+     * it was lost (it then waits for the node like any record), so the note survives whatever happened to it.
+     */
+    async recordWriteOff(input: { driverName: string; nodeId: string; volume: WrittenOffVolume }): Promise<void> {
+      await deps.client.workflow.signalWithStart('nodePresence', {
+        workflowId: nodeRecordWorkflowId(input.driverName, input.nodeId),
+        taskQueue: controlTaskQueue(input.driverName),
+        args: [{ driverName: input.driverName, nodeId: input.nodeId }],
+        signal: writeOffVolumeSignal,
+        signalArgs: [input.volume],
+        memo: { [NODE_MEMO_KEY]: { nodeId: input.nodeId, live: false } },
+        typedSearchAttributes: [
+          { key: OperationKey, value: 'node' },
+          { key: NodeIdKey, value: input.nodeId },
+          { key: PhaseKey, value: 'offline' },
+        ],
+      });
+    },
+
+    async reportWrittenOffDeleted(input: WrittenOffReport & { driverName: string }): Promise<void> {
+      for (const volume of input.volumes)
+        log.warn('a volume written off while its node was forgotten was deleted on the returning node', {
+          nodeId: input.nodeId,
+          volumeId: volume.volumeId,
+          outcome: volume.outcome,
+          reason: volume.reason,
+        });
+      await deps.writtenOffEvents?.report?.(input);
     },
   };
 }

@@ -1,7 +1,7 @@
 import { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import fs from 'node:fs';
-import { createControlActivities } from '../activities/control-activities';
+import { createControlActivities, type ControlDeps } from '../activities/control-activities';
 import { createLogger } from '../common/logger';
 import { controlTaskQueue } from '../common/names';
 import type { TemporalConfig } from '../common/temporal-config';
@@ -60,6 +60,8 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
     );
   }
 
+  // Filled in once Kubernetes is watched (below): the worker starts first, and Events are only reports.
+  const writtenOffEvents: ControlDeps['writtenOffEvents'] = {};
   const worker = await Worker.create({
     connection,
     namespace: config.temporal.namespace,
@@ -67,7 +69,7 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
     ...(fs.existsSync(WORKFLOW_BUNDLE_PATH)
       ? { workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH } }
       : { workflowsPath: WORKFLOWS_PATH }),
-    activities: createControlActivities({ client, driverName: config.driverName }),
+    activities: createControlActivities({ client, driverName: config.driverName, writtenOffEvents }),
     shutdownGraceTime: '5s',
     ...controllerWorkerTuning(),
   });
@@ -98,6 +100,7 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
         logger,
       })
     : undefined;
+  writtenOffEvents.report = kubernetes?.reportWrittenOff;
   const stopMetrics = config.metricsAddress
     ? await serveMetrics(config.metricsAddress, metrics.registry, logger, readiness)
     : undefined;

@@ -34,6 +34,19 @@ export interface ForgottenNode {
   lastHeartbeat?: number;
 }
 
+/**
+ * A volume whose deletion ended with the decision that its node is gone (`node-forgotten`): the CO was told it is
+ * gone, but nothing could delete it. Its node's record keeps it until the node returns with the pool it names and
+ * deletes it there for real (or returns with another pool: then the volume is gone with the old pool).
+ */
+export interface WrittenOffVolume {
+  volumeId: string;
+  key: string;
+  poolIdPrefix: string;
+  /** The forget's reason. */
+  reason: string;
+}
+
 /** What the node record workflow keeps in its memo, under {@link NODE_MEMO_KEY}. */
 export interface NodeRecordMemo {
   nodeId: string;
@@ -41,6 +54,8 @@ export interface NodeRecordMemo {
   record?: NodeRecord;
   live: boolean;
   forgotten?: ForgottenNode;
+  /** Written-off volumes still to delete on the node when it returns (the list itself is kept in the workflow). */
+  writtenOff?: number;
 }
 
 export const NODE_MEMO_KEY = 'node';

@@ -1,5 +1,10 @@
 import type { Client } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/client';
+import {
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  WorkflowUpdateRPCTimeoutOrCancelledError,
+} from '@temporalio/client';
+import { status as grpcStatus } from '@grpc/grpc-js';
 import { readNodeRecord } from '../activities/node-record-reads';
 import { DriverError, FailureType } from '../common/failures';
 import { controlTaskQueue, nodeRecordWorkflowId } from '../common/names';
@@ -7,7 +12,8 @@ import { isValidNodeId } from '../common/node-id';
 import { formatDuration } from './describe-wait';
 import type { ForgetNotice } from '../workflows/node-forgotten';
 import { nodeForgottenSignal } from '../workflows/node-forgotten';
-import { forgetNodeRecordSignal, type nodePresence } from '../workflows/node-presence';
+import { forgetNodeRecordUpdate, type nodePresence } from '../workflows/node-presence';
+import { NODE_MEMO_KEY } from '../common/registry-types';
 import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
 import { listPendingOperations } from './pending-operations';
 
@@ -28,8 +34,8 @@ export interface ForgetOptions {
 /**
  * The explicit decision that a node is gone for good: it is recorded on the node's record (made if the node
  * never registered, so deletions of its volumes that arrive later end with the same outcome) and every operation
- * still waiting for it ends with the outcome "node-forgotten". Refused for a live node, for a node with neither
- * a record nor pending operations, and without a reason. Safe to run again: it re-signals whatever is still
+ * still waiting for it ends with the outcome "node-forgotten". Refused for a live node (by our read, and then by
+ * the record itself), for a node with neither a record nor pending operations, and without a reason. Safe to run again: it re-signals whatever is still
  * pending, under the first decision.
  */
 export async function forgetNode(
@@ -55,20 +61,8 @@ export async function forgetNode(
   if (!record && pending.length === 0 && !options.allowUnregistered)
     throw new DriverError(FailureType.NotFound, `node ${nodeId} has no record and no pending operations`);
   // Forgotten before: release what visibility had not indexed then, under the original decision.
-  const notice: ForgetNotice = record?.forgotten ?? { nodeId, reason: reason.trim(), at: new Date().toISOString() };
-  if (!record?.forgotten)
-    await client.workflow.signalWithStart<typeof nodePresence, [ForgetNotice]>('nodePresence', {
-      workflowId: nodeRecordWorkflowId(driverName, nodeId),
-      taskQueue: controlTaskQueue(driverName),
-      args: [{ driverName, nodeId }],
-      signal: forgetNodeRecordSignal,
-      signalArgs: [notice],
-      typedSearchAttributes: [
-        { key: OperationKey, value: 'node' },
-        { key: NodeIdKey, value: nodeId },
-        { key: PhaseKey, value: 'forgotten' },
-      ],
-    });
+  const notice: ForgetNotice =
+    record?.forgotten ?? (await askRecord(client, driverName, nodeId, { nodeId, reason: reason.trim(), at: now() }));
   const released: string[] = [];
   for (const operation of pending) {
     try {
@@ -79,4 +73,51 @@ export async function forgetNode(
     }
   }
   return { notice, released } satisfies ForgetOutcome;
+}
+
+/** How long the record has to decide: it needs a controller's worker, and none may be running. */
+const DECISION_WAIT_MS = 20_000;
+
+/**
+ * The record decides, on its own state (an Update with a validator): our read above may be stale (its node may
+ * be between presence holds, or have come back since), so a node the record sees live is refused there.
+ * Starts the record first if it does not exist (a node that never registered), so later deletions find the
+ * decision. Returns the decision the record keeps (the first one, if it was forgotten meanwhile).
+ */
+async function askRecord(client: Client, driverName: string, nodeId: string, notice: ForgetNotice) {
+  const handle = await client.workflow.start<typeof nodePresence>('nodePresence', {
+    workflowId: nodeRecordWorkflowId(driverName, nodeId),
+    taskQueue: controlTaskQueue(driverName),
+    args: [{ driverName, nodeId }],
+    memo: { [NODE_MEMO_KEY]: { nodeId, live: false } },
+    typedSearchAttributes: [
+      { key: OperationKey, value: 'node' },
+      { key: NodeIdKey, value: nodeId },
+      { key: PhaseKey, value: 'offline' },
+    ],
+    workflowIdConflictPolicy: 'USE_EXISTING',
+  });
+  try {
+    return await client.withDeadline(Date.now() + DECISION_WAIT_MS, () =>
+      handle.executeUpdate(forgetNodeRecordUpdate, { args: [notice] }),
+    );
+  } catch (error) {
+    if (error instanceof WorkflowUpdateFailedError)
+      throw new DriverError(FailureType.FailedPrecondition, error.cause?.message ?? error.message);
+    if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError || isDeadline(error))
+      throw new DriverError(
+        FailureType.Unavailable,
+        `the record of node ${nodeId} did not decide within ${DECISION_WAIT_MS / 1000} s (is a controller running?); ` +
+          'nothing was released: run the command again (it may still be recorded once a controller runs the record)',
+      );
+    throw error;
+  }
+}
+
+function isDeadline(error: unknown): boolean {
+  return (error as { code?: number } | undefined)?.code === grpcStatus.DEADLINE_EXCEEDED;
+}
+
+function now(): string {
+  return new Date().toISOString();
 }

@@ -10,6 +10,7 @@ import { incompatibility, requestShape, type CapacityRange, type CreateRequestSh
 import type { CreateVolumeInput, CreateVolumeResult } from '../workflows/create-volume';
 import type { DeleteVolumeResult } from '../workflows/delete-volume';
 import type { ExpandVolumeResult } from '../workflows/expand-volume';
+import { nodeForgottenSignal, type ForgetNotice } from '../workflows/node-forgotten';
 import type { NodeVolume } from '../activities/node-activities';
 import type { ListVolumesResult } from '../workflows/list-volumes';
 import type { ListVolumesPage } from '../workflows/list-volumes-page';
@@ -134,6 +135,7 @@ export class VolumeOperations {
       staticSummary: `delete ${volumeId} on node ${parts.nodeId}${waitingSuffix(record)}`,
       staticDetails: requestDetails(`delete volume \`${volumeId}\``, parts.nodeId, record),
     });
+    if (record?.forgotten) await deliverForget(handle, record.forgotten);
     return this.resultOrWait('deletion', handle, volumeId, parts.nodeId, waitMs);
   }
 
@@ -263,6 +265,19 @@ export class VolumeOperations {
       if (error instanceof WorkflowNotFoundError) return undefined;
       throw error;
     }
+  }
+}
+
+/**
+ * A deletion that started just before its node was forgotten (its controller read the record a moment too early,
+ * and the forget's visibility query did not list it yet) would wait for ever: every later call that sees the
+ * decision hands it over. A run started by this call has it in its input already; one that has ended ignores it.
+ */
+async function deliverForget(handle: WorkflowHandle, notice: ForgetNotice): Promise<void> {
+  try {
+    await handle.signal(nodeForgottenSignal, notice);
+  } catch (error) {
+    if (!(error instanceof WorkflowNotFoundError)) throw error; // completed meanwhile: nothing waits
   }
 }
 

@@ -55,9 +55,7 @@ export async function deleteVolume(input: DeleteVolumeInput): Promise<DeleteVolu
   const withoutRegistry = patched('delete-without-registry');
   const liveness = withoutRegistry ? followNodeLiveness() : undefined;
   if (withoutRegistry) {
-    if (input.forgotten) {
-      return finish({ outcome: 'node-forgotten', nodeId: input.nodeId, reason: input.forgotten.reason });
-    }
+    if (input.forgotten) return writtenOff(input, input.forgotten);
     // The controller started this workflow with the node ID and the phase matching `nodeLive`.
     liveness?.waitOn({ nodeId: input.nodeId, doing: 'deletion' }, input.nodeLive, workflowInfo().startTime, true);
   } else {
@@ -75,9 +73,7 @@ export async function deleteVolume(input: DeleteVolumeInput): Promise<DeleteVolu
     onNode.deleteVolumeOnNode({ key: input.key, poolIdPrefix: input.poolIdPrefix }),
   );
   liveness?.stop();
-  if (result.forgotten) {
-    return finish({ outcome: 'node-forgotten', nodeId: input.nodeId, reason: result.notice.reason });
-  }
+  if (result.forgotten) return writtenOff(input, result.notice);
   return finish({ outcome: result.value, nodeId: input.nodeId });
 }
 
@@ -102,6 +98,23 @@ async function legacyStart(input: DeleteVolumeInput): Promise<DeleteVolumeResult
     setCurrentDetails(`waiting for node ${input.nodeId} since ${now.toISOString()}`);
   }
   return undefined;
+}
+
+/**
+ * The node is gone for good, so nothing deleted the volume. Before the CO is told it is gone, the volume is kept
+ * on the node's record, which deletes it for real should the node ever return with this pool.
+ */
+async function writtenOff(input: DeleteVolumeInput, notice: ForgetNotice): Promise<DeleteVolumeResult> {
+  if (patched('delete-records-write-off')) {
+    const volume = {
+      volumeId: input.volumeId,
+      key: input.key,
+      poolIdPrefix: input.poolIdPrefix,
+      reason: notice.reason,
+    };
+    await control.recordWriteOff({ driverName: input.driverName, nodeId: input.nodeId, volume });
+  }
+  return finish({ outcome: 'node-forgotten', nodeId: input.nodeId, reason: notice.reason });
 }
 
 function finish(result: DeleteVolumeResult): DeleteVolumeResult {

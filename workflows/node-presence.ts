@@ -1,9 +1,13 @@
 import {
   ActivityFailure,
+  ApplicationFailure,
   CancellationScope,
   condition,
   defineSignal,
+  defineUpdate,
+  log,
   makeContinueAsNewFunc,
+  patched,
   proxyActivities,
   setHandler,
   upsertMemo,
@@ -13,8 +17,10 @@ import {
 import type { ControlActivities } from '../activities/control-activities';
 import type { PresenceActivities } from '../activities/presence-activities';
 import { nodeTaskQueue } from '../common/names';
-import type { ForgottenNode, NodeRecord, NodeRecordMemo, NodeReport } from '../common/registry-types';
+import type { ForgottenNode, NodeRecord, NodeRecordMemo, NodeReport, WrittenOffVolume } from '../common/registry-types';
 import { NODE_MEMO_KEY, PRESENCE_HEARTBEAT_TIMEOUT_MS } from '../common/registry-types';
+import { writeOffVolumeSignal } from './write-off-signal';
+import { writtenOffCleaner } from './written-off-volumes';
 import type { ForgetNotice } from './node-forgotten';
 import { NodeIdKey, OperationKey, PhaseKey } from './search-attribute-keys';
 
@@ -31,10 +37,14 @@ export interface NodePresenceInput {
   nodeId: string;
   /** Carried over continue-as-new. */
   memo?: NodeRecordMemo;
+  /** Carried over continue-as-new: volumes written off while the node was forgotten, still on its pool. */
+  writtenOff?: WrittenOffVolume[];
 }
 
 /** The decision that the node is gone for good (`durable-csi nodes forget`, or the Kubernetes Node policy). */
 export const forgetNodeRecordSignal = defineSignal<[ForgetNotice]>('forgetNodeRecord');
+/** The same decision asked of the record, which refuses it while its node is live (returns the decision kept). */
+export const forgetNodeRecordUpdate = defineUpdate<ForgottenNode, [ForgetNotice]>('forgetNodeRecord');
 /** Continue as new at the next point where no presence activity is pending (compaction, and the soak's faults). */
 export const renewRecordSignal = defineSignal('renewRecord');
 
@@ -69,10 +79,45 @@ export async function nodePresence(input: NodePresenceInput): Promise<void> {
   // Handlers after publish: setHandler delivers a signal that came with signalWithStart at once.
   let renew = false;
   setHandler(renewRecordSignal, () => void (renew = true));
-  setHandler(forgetNodeRecordSignal, (notice) => {
-    const forgotten: ForgottenNode = { ...notice, lastHeartbeat: memo.record?.lastHeartbeat };
-    memo.forgotten = forgotten;
+  // True from the node's report until it is offline again: its agent answers, so it cannot be forgotten.
+  let answering = memo.live;
+  const forget = (notice: ForgetNotice): ForgottenNode => {
+    memo.forgotten ??= { ...notice, lastHeartbeat: memo.record?.lastHeartbeat };
     publish();
+    return memo.forgotten;
+  };
+  setHandler(forgetNodeRecordSignal, (notice) => {
+    // Sent by earlier releases after their own read of the record: the record's own state decides now.
+    if (patched('forget-refused-while-live') && answering) {
+      log.warn('forget ignored: the node is live', { nodeId: input.nodeId, reason: notice.reason });
+      return;
+    }
+    forget(notice);
+  });
+  setHandler(forgetNodeRecordUpdate, forget, {
+    validator: (_notice: ForgetNotice) => {
+      if (!answering) return;
+      const heard = memo.record ? ` (last report ${new Date(memo.record.lastHeartbeat).toISOString()})` : '';
+      throw ApplicationFailure.nonRetryable(
+        `node ${input.nodeId} is live${heard}; stop its agent before forgetting it`,
+        'FailedPrecondition',
+      );
+    },
+  });
+  const cleaner = writtenOffCleaner({
+    driverName: input.driverName,
+    nodeId: input.nodeId,
+    kept: input.writtenOff ?? [],
+    onChange: (pending) => {
+      if (memo.writtenOff === (pending || undefined)) return;
+      memo.writtenOff = pending || undefined;
+      publish();
+    },
+  });
+  setHandler(writeOffVolumeSignal, (volume) => {
+    cleaner.add(volume);
+    // Written off while the node is back (the deletion's notice raced its return): delete it now.
+    if (answering && memo.record) cleaner.drainInBackground(memo.record.poolId);
   });
   const record = (fresh: NodeReport): NodeRecord => ({
     ...fresh,
@@ -105,6 +150,11 @@ export async function nodePresence(input: NodePresenceInput): Promise<void> {
       if (!reported) break;
       const fresh = reported.value;
       const returning = memo.record !== undefined;
+      // What was written off while the node was away goes first, before the node turns live: until then no
+      // create is placed on it, so a re-created name cannot find the old volume on the pool. (A forget accepted
+      // meanwhile is cleared just below; whatever it releases is written off and deleted in the background.)
+      if (patched('record-deletes-written-off')) await cleaner.drain(fresh.poolId);
+      answering = true;
       // A node that reports again after being forgotten is a new registration; its pool identity tells its old
       // volumes apart.
       Object.assign(memo, { record: record(fresh), live: true, forgotten: undefined });
@@ -119,13 +169,17 @@ export async function nodePresence(input: NodePresenceInput): Promise<void> {
       if (!held) break; // still live: the next run holds presence again
       memo.record = record(held.value.report);
       if (held.value.leaving) memo.live = false;
+      // A forget applied while the node was live (by an earlier release) is void: the node answers.
+      if (memo.forgotten && memo.live && patched('forget-refused-while-live')) memo.forgotten = undefined;
     } catch (error) {
       if (!(error instanceof ActivityFailure)) throw error;
       memo.live = false;
     }
+    answering = memo.live;
     publish();
     if (!memo.live) await announce();
   }
+  await cleaner.settled(); // a deletion of written-off volumes in flight ends before the list is handed over
   // Memo and search attributes are given explicitly: a new run otherwise starts with those its first run started
   // with, and readers would see a stale record until its first workflow task.
   await makeContinueAsNewFunc<typeof nodePresence>({
@@ -135,5 +189,5 @@ export async function nodePresence(input: NodePresenceInput): Promise<void> {
       { key: NodeIdKey, value: input.nodeId },
       { key: PhaseKey, value: phase() },
     ],
-  })({ ...input, memo });
+  })({ ...input, memo, writtenOff: cleaner.pending().length > 0 ? cleaner.pending() : undefined });
 }

@@ -35,7 +35,10 @@ export interface AuditResult {
   /** A directory without a record, or a record without a directory. */
   torn: DiskVolume[];
   pending: { workflowId: string; type: string; startTime: string }[];
-  /** DeleteVolume answered OK although the volume's node had no process during the whole call. */
+  /**
+   * DeleteVolume answered OK although the volume's node had no process during the whole call, and was not
+   * forgotten by an operator meanwhile (then the volume is written off; the leak check sees it if it stays).
+   */
   deletesAckedWhileNodeDown: { op: number; volumeId: string; node: string }[];
   /** Volume IDs answered by CreateVolume whose pool prefix is the pool of another node than the ID names. */
   misaddressed: { op: number; name: string; volumeId: string; poolOf: string }[];
@@ -149,7 +152,11 @@ export function auditPools(cluster: Cluster, model: Model, pending: AuditResult[
     .flatMap((op) => {
       const node = parseVolumeId(op.volumeId as string)?.nodeId;
       const process = node ? cluster.nodes.find((candidate) => candidate.name === node) : undefined;
-      return process?.downThroughout(op.startedAt, op.endedAt as number)
+      const forgotten = model.forgotten.some(
+        (window) =>
+          window.node === node && window.from <= (op.endedAt as number) && (window.to ?? Infinity) >= op.startedAt,
+      );
+      return !forgotten && process?.downThroughout(op.startedAt, op.endedAt as number)
         ? [{ op: op.id, volumeId: op.volumeId as string, node: node as string }]
         : [];
     });

@@ -44,6 +44,8 @@ const SIZES = [16 * MiB, 32 * MiB, 64 * MiB, 128 * MiB];
 export class Model {
   readonly ops: OpRecord[] = [];
   readonly anomalies: Anomaly[] = [];
+  /** While a node was forgotten (faults/forget-then-return.ts): deletes acknowledged then are the operator's call. */
+  readonly forgotten: { node: string; from: number; to?: number }[] = [];
   private readonly names = new Map<string, NameState>();
   private unique = 0;
 

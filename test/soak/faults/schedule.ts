@@ -1,6 +1,7 @@
 import type { FaultKind, SoakOptions } from '../options';
 import type { Prng } from '../prng';
 import { controllerKill, controllerRollout } from './controllers';
+import { forgetThenReturn } from './forget-then-return';
 import { nodeFailpoints } from './node-failpoints';
 import { nodeLongDown } from './node-long-down';
 import { nodeRollout } from './node-rollout';
@@ -21,6 +22,7 @@ const FAULTS: Record<FaultKind, Fault> = {
   'node-long-down': nodeLongDown,
   'temporal-restart': temporalRestart,
   'registry-loss': registryLoss,
+  'forget-then-return': forgetThenReturn,
   'history-restart': historyRestart,
   'matching-restart': matchingRestart,
   'postgres-outage': postgresOutage,

@@ -1,0 +1,191 @@
+import type { CoreV1Api } from '@kubernetes/client-node';
+import type { Client, WorkflowUpdateFailedError } from '@temporalio/client';
+import { buildOrphanReport } from '../../kubernetes/orphan-report';
+import { readNodeRecord } from '../../activities/node-record-reads';
+import { controlTaskQueue, deleteWorkflowId, nodeRecordWorkflowId } from '../../common/names';
+import { parseVolumeId } from '../../common/volume-id';
+import { forgetNode } from '../../operations/forget-node';
+import type { DeleteVolumeResult } from '../../workflows/delete-volume';
+import { forgetNodeRecordSignal, forgetNodeRecordUpdate } from '../../workflows/node-presence';
+import type * as workflows from '../../workflows';
+import { NodeIdKey, OperationKey, PhaseKey, VolumeIdKey } from '../../workflows/search-attribute-keys';
+import { TestCluster, type ManagedProcess } from '../support/cluster';
+import { listPendingOperations } from '../../operations/pending-operations';
+import { createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
+
+/**
+ * `nodes forget` is a decision about a node that is away; these are the paths where the node comes back, or was
+ * never away: what was written off is deleted on its disk for real, a re-create makes a new volume, a live node
+ * cannot be forgotten, and a deletion that raced the forget still gets the decision.
+ */
+describe('a forgotten node that comes back, and forgets that race', () => {
+  const cluster = new TestCluster('forget-truth');
+  afterAll(() => cluster.teardown());
+
+  const keyOf = (volumeId: string) => parseVolumeId(volumeId)!.key;
+  const controllers: ManagedProcess[] = [];
+  const controller = async (name: string) => {
+    const started = await cluster.startController(name);
+    controllers.push(started);
+    return cluster.csi(started.endpoint);
+  };
+  /** A deletion as a controller starts it after reading the node's record (not forgotten yet). */
+  const startDeletion = async (client: Client, volumeId: string, nodeLive: boolean) => {
+    const parts = parseVolumeId(volumeId)!;
+    return client.workflow.start<typeof workflows.deleteVolume>('deleteVolume', {
+      workflowId: deleteWorkflowId(cluster.driverName, volumeId),
+      taskQueue: controlTaskQueue(cluster.driverName),
+      args: [{ driverName: cluster.driverName, volumeId, ...parts, nodeLive }],
+      typedSearchAttributes: [
+        { key: OperationKey, value: 'delete' },
+        { key: VolumeIdKey, value: volumeId },
+        { key: NodeIdKey, value: parts.nodeId },
+        { key: PhaseKey, value: nodeLive ? 'running' : 'waiting-for-node' },
+      ],
+    });
+  };
+  const untilOffline = (client: Client, nodeId: string) =>
+    eventually(async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.live === false, 60_000);
+
+  it('deletes on its disk every volume written off while it was forgotten, and a re-create makes a new volume', async () => {
+    await cluster.startNode('node-1');
+    let node2 = await cluster.startNode('node-2');
+    const csi = await controller('controller');
+    const client = await cluster.temporal();
+    const created = await retryLikeCo(() => createVolume(csi, createRequest('pvc-y', undefined, onNode('node-2'))));
+    const written = created.volume!.volume_id;
+    expect(cluster.volumesOnDisk('node-2')).toEqual([keyOf(written)]);
+
+    await node2.kill('SIGKILL');
+    await untilOffline(client, 'node-2');
+    await forgetNode(client, cluster.driverName, 'node-2', 'the machine is gone');
+    await expect(deleteVolume(csi, written, 8000)).resolves.toEqual({}); // the CO is told it is gone
+    expect(cluster.volumesOnDisk('node-2')).toEqual([keyOf(written)]); // nothing could delete it yet
+
+    node2 = await cluster.startNode('node-2'); // the same pool comes back
+    await eventually(async () => cluster.volumesOnDisk('node-2').length === 0, 60_000);
+    const record = await readNodeRecord(client, cluster.driverName, 'node-2');
+    expect(record?.forgotten).toBeUndefined();
+
+    const again = await retryLikeCo(() => createVolume(csi, createRequest('pvc-y', undefined, onNode('node-2'))));
+    expect(again.volume!.volume_id).not.toBe(written);
+    expect(cluster.volumesOnDisk('node-2')).toEqual([keyOf(again.volume!.volume_id)]);
+    await retryLikeCo(() => deleteVolume(csi, again.volume!.volume_id));
+    expect(cluster.volumesOnDisk('node-2')).toEqual([]);
+  });
+
+  it('a forget that reaches a live record (read and signal raced) is ignored: deletions still delete', async () => {
+    const csi = await controller('controller-2');
+    const client = await cluster.temporal();
+    const created = await retryLikeCo(() => createVolume(csi, createRequest('pvc-live', undefined, onNode('node-1'))));
+    const volumeId = created.volume!.volume_id;
+    // What `forgetNode` sends after a read that saw the node offline (between holds, or just before it returned).
+    await client.workflow
+      .getHandle(nodeRecordWorkflowId(cluster.driverName, 'node-1'))
+      .signal(forgetNodeRecordSignal, { nodeId: 'node-1', reason: 'stale read', at: new Date().toISOString() });
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    const record = await readNodeRecord(client, cluster.driverName, 'node-1');
+    expect(record?.node?.live).toBe(true);
+    expect(record?.forgotten).toBeUndefined();
+    await retryLikeCo(() => deleteVolume(csi, volumeId));
+    const result = await client.workflow.getHandle(deleteWorkflowId(cluster.driverName, volumeId)).result();
+    expect(result).toMatchObject<Partial<DeleteVolumeResult>>({ outcome: 'deleted' });
+    expect(cluster.volumesOnDisk('node-1')).not.toContain(keyOf(volumeId));
+  });
+
+  it('the record refuses the forget itself while its node is live, whatever the caller read', async () => {
+    const client = await cluster.temporal();
+    // What `forgetNode` asks of the record after its own read: the record decides on its own state.
+    const notice = { nodeId: 'node-1', reason: 'stale read', at: new Date().toISOString() };
+    const handle = client.workflow.getHandle(nodeRecordWorkflowId(cluster.driverName, 'node-1'));
+    const refused = await handle.executeUpdate(forgetNodeRecordUpdate, { args: [notice] }).then(
+      () => undefined,
+      (error: WorkflowUpdateFailedError) => error,
+    );
+    expect(refused?.cause?.message).toMatch(/node node-1 is live .*stop its agent before forgetting it/);
+    expect((await readNodeRecord(client, cluster.driverName, 'node-1'))?.forgotten).toBeUndefined();
+  });
+
+  it('with no controller to run the record, a forget is not decided and releases nothing', async () => {
+    const csi = await controller('controller-4');
+    let node4 = await cluster.startNode('node-4');
+    const client = await cluster.temporal();
+    const created = await retryLikeCo(() => createVolume(csi, createRequest('pvc-gap', undefined, onNode('node-4'))));
+    const volumeId = created.volume!.volume_id;
+    await Promise.all(controllers.map((running) => running.stop()));
+    // The server times the dead agent's presence out on its own: a read sees node-4 offline, while its record,
+    // with no worker to run it, has not decided anything; the agent is back before any controller is.
+    await node4.kill('SIGKILL');
+    await untilOffline(client, 'node-4');
+    node4 = await cluster.startNode('node-4');
+    const deletion = await startDeletion(client, volumeId, false);
+    await eventually(
+      async () => (await listPendingOperations(client, cluster.driverName, { nodeId: 'node-4' })).length > 0,
+      30_000,
+    );
+    const started = Date.now();
+    await expect(forgetNode(client, cluster.driverName, 'node-4', 'looked dead')).rejects.toThrow(
+      /record of node node-4 did not decide .*nothing was released/,
+    );
+    expect(Date.now() - started).toBeLessThan(30_000);
+    await controller('controller-5');
+    const result = await deletion.result();
+    expect(result).toMatchObject({ outcome: 'deleted' });
+    expect((await readNodeRecord(client, cluster.driverName, 'node-4'))?.forgotten).toBeUndefined();
+  });
+
+  it('should the record be lost with what was written off, the orphan report still shows those volumes', async () => {
+    let node5 = await cluster.startNode('node-5');
+    const csi = await controller('controller-6');
+    const client = await cluster.temporal();
+    const created = await retryLikeCo(() =>
+      createVolume(csi, createRequest('pvc-lost-list', undefined, onNode('node-5'))),
+    );
+    const volumeId = created.volume!.volume_id;
+    await node5.kill('SIGKILL');
+    await untilOffline(client, 'node-5');
+    await forgetNode(client, cluster.driverName, 'node-5', 'gone');
+    await expect(deleteVolume(csi, volumeId, 8000)).resolves.toEqual({});
+    // An operator clears long-running workflows: the record, and with it the list of what was written off.
+    await client.workflow.getHandle(nodeRecordWorkflowId(cluster.driverName, 'node-5')).terminate('test: record lost');
+    node5 = await cluster.startNode('node-5');
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    expect(cluster.volumesOnDisk('node-5')).toEqual([keyOf(volumeId)]);
+    const report = await buildOrphanReport(client, kubernetesWithoutPvs, cluster.driverName);
+    expect(report.unclaimedVolumes.map((volume) => volume.volumeId)).toContain(volumeId);
+  });
+
+  it('a deletion that started before the forget was visible gets the decision from a later DeleteVolume', async () => {
+    const node3 = await cluster.startNode('node-3');
+    const csi = await controller('controller-3');
+    const client = await cluster.temporal();
+    const created = await retryLikeCo(() => createVolume(csi, createRequest('pvc-race', undefined, onNode('node-3'))));
+    const volumeId = created.volume!.volume_id;
+    await node3.kill('SIGKILL');
+    await untilOffline(client, 'node-3');
+    await forgetNode(client, cluster.driverName, 'node-3', 'gone for good');
+    // A controller that read the record just before the forget started the deletion without the decision, and
+    // the forget's visibility query did not list it yet.
+    await startDeletion(client, volumeId, false);
+    await expect(deleteVolume(csi, volumeId, 8000)).resolves.toEqual({});
+    const result = await client.workflow.getHandle(deleteWorkflowId(cluster.driverName, volumeId)).result();
+    expect(result).toMatchObject({ outcome: 'node-forgotten', reason: 'gone for good' });
+  });
+});
+
+/**
+ * The Kubernetes API as the orphan report reads it, after the CO removed the PVs of the written-off volumes: no
+ * PV and no claim being provisioned. (Temporal, the agents and the pools are real.)
+ */
+const kubernetesWithoutPvs = {
+  listPersistentVolume: async () => ({ items: [] }),
+  listPersistentVolumeClaimForAllNamespaces: async () => ({ items: [] }),
+} as unknown as CoreV1Api;
+
+async function eventually(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}

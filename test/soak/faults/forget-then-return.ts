@@ -1,0 +1,80 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { readNodeRecord } from '../../../activities/node-record-reads';
+import { connectionOptions } from '../../../common/temporal-config';
+import { parseVolumeId } from '../../../common/volume-id';
+import { forgetNode } from '../../../operations/forget-node';
+import type { Fault } from './types';
+import { awaitOps, sleep, step } from './types';
+
+/**
+ * An operator forgets a node that is down (`nodes forget`), deletions of its volumes are answered OK (written
+ * off: the CO is told they are gone), and then the node comes back with the same pool. Every written-off volume
+ * must be deleted on its disk for real: the fault checks the pool itself once the node is back, and the audit's
+ * leak check sees any that stayed. Deletions acknowledged while the node was forgotten are the operator's
+ * decision, not a false "deleted" (the model's `forgotten` windows exempt them from that check).
+ */
+export const forgetThenReturn: Fault = {
+  kind: 'forget-then-return',
+  plannedOps: () => 8,
+  async run(context, record) {
+    const { cluster, workload, prng } = context;
+    const connection = await Connection.connect(connectionOptions(context.temporal.config));
+    const client = new Client({ connection });
+    const driverName = cluster.config.driverName;
+    const node = prng.pick(cluster.nodes);
+    let window: { node: string; from: number; to?: number } | undefined;
+    try {
+      const count = prng.int(2, 5);
+      await workload.ensureOn(node.name, count, record.kind, 60_000);
+      step(context, record, `SIGKILL ${node.name}, wait until its record sees it offline, forget it`);
+      await node.kill('SIGKILL');
+      const offlineBy = Date.now() + 90_000;
+      while ((await readNodeRecord(client, driverName, node.name))?.node?.live !== false && Date.now() < offlineBy)
+        await sleep(1000);
+      window = { node: node.name, from: Date.now() };
+      workload.model.forgotten.push(window);
+      let released = 0;
+      for (let attempt = 0; ; attempt++) {
+        try {
+          released = (await forgetNode(client, driverName, node.name, 'soak: forget-then-return')).released.length;
+          break;
+        } catch (error) {
+          if (attempt >= 10) throw error; // the record decides once a controller runs it
+          await sleep(3000);
+        }
+      }
+      const ops = Array.from({ length: count }, () => workload.deleteOne(record.kind, { node: node.name }));
+      const ids = ops.flatMap((op) => (op ? [op.id] : []));
+      record.issuedOps.push(...ids);
+      const unfinished = await awaitOps(context, ids, 60_000);
+      const writtenOff = workload.model.ops
+        .filter((op) => op.kind === 'delete' && op.outcome === 'ok' && op.node === node.name)
+        .filter((op) => (op.endedAt ?? 0) >= (window?.from ?? 0))
+        .flatMap((op) => (op.volumeId ? [op.volumeId] : []));
+      const keys = writtenOff.flatMap((volumeId) => parseVolumeId(volumeId)?.key ?? []);
+      const onDisk = () => keys.filter((key) => fs.existsSync(path.join(cluster.pool(node.name), 'volumes', key)));
+      step(
+        context,
+        record,
+        `${released} waiting released, ${writtenOff.length} written off (${onDisk().length} still on disk, ` +
+          `${unfinished} unanswered); start ${node.name} with the same pool`,
+      );
+      await node.start(context.builds.current);
+      const backBy = Date.now() + 120_000;
+      while ((await readNodeRecord(client, driverName, node.name))?.node?.live !== true && Date.now() < backBy)
+        await sleep(1000);
+      window.to = Date.now();
+      while (onDisk().length > 0 && Date.now() < backBy) await sleep(1000);
+      const left = onDisk();
+      step(context, record, `${writtenOff.length - left.length} of ${writtenOff.length} written-off volumes deleted`);
+      record.details = { node: node.name, released, writtenOff, stillOnDisk: left, unanswered: unfinished };
+      if (left.length > 0) throw new Error(`written-off volumes still on ${node.name}: ${left.join(', ')}`);
+    } finally {
+      if (!node.alive()) await node.start(context.builds.current);
+      if (window) window.to ??= Date.now();
+      await connection.close();
+    }
+  },
+};
