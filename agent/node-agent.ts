@@ -40,29 +40,29 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
   installTemporalRuntime(config.sdkMetricsAddress);
   const logger = createLogger('node').child({ node: config.nodeId });
 
+  // 1. The pool, if it has an identity: kubelet's calls on its volumes need nothing else.
   const pool = await openPool(config, logger);
-  const temporal = startNodeTemporal(
-    { ...config, poolDir: config.backend.pool, acceptNewPool: config.acceptNewPool },
-    pool,
-    logger,
-  );
+  // 2. Everything that needs Temporal, in the background: connect, settle the pool, worker, record.
+  const temporal = startNodeTemporal({ ...config, poolDir: config.backend.pool }, pool, logger);
   // Readiness (csi/identity-service.ts): false until the worker runs; never a reason to restart the process.
   const readiness = async () => temporal.notReady();
   const metrics = createProcessMetrics('node');
   registerNodeMetrics(metrics.registry, pool.backend, config.nodeId);
+  // 3. CSI for kubelet, at once, whatever Temporal's state.
   const server = await serveCsi(
     config.endpoint,
     {
       identity: createIdentityService({
         driverName: config.driverName,
         version: driverVersion(),
-        ready: async () => temporal.notReady() === undefined,
+        ready: async () => (await readiness()) === undefined,
       }),
       node: createNodeService({ nodeId: config.nodeId, poolId: () => pool.poolId(), backend: pool.backend }),
     },
     logger,
     metrics,
   );
+  // 4. Metrics, /readyz (readiness) and /livez (liveness: our CSI socket answers).
   const stopMetrics = config.metricsAddress
     ? await serveMetrics(config.metricsAddress, metrics.registry, logger, readiness, () => csiAnswers(config.endpoint))
     : undefined;
