@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { readNodeRecord } from '../../activities/node-record-reads';
+import { listNodeRecords, readNodeRecord } from '../../activities/node-record-reads';
 import { nodeRecordWorkflowId } from '../../common/names';
 import { listPendingOperations } from '../../operations/pending-operations';
-import { TestCluster } from '../support/cluster';
+import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { codeOf, deleteVolume } from '../support/csi-requests';
 import { GrpcCallProxy } from '../support/grpc-call-proxy';
 import { eventually } from '../support/run-cli';
@@ -27,6 +27,13 @@ const cluster = new TestCluster('node-deleted');
 let proxy: GrpcCallProxy;
 let api: KubeRest;
 let endpoint = '';
+let controller: ManagedProcess | undefined;
+const controllerFlags = () => [
+  '--kubernetes',
+  `--node-deleted=forget-after:${FORGET_AFTER_S}s`,
+  '--temporal-address',
+  proxy.address,
+];
 
 beforeAll(async () => {
   try {
@@ -38,8 +45,8 @@ beforeAll(async () => {
   api = plane.rest();
   proxy = await GrpcCallProxy.start(temporalAddress());
   process.env.KUBECONFIG = plane.adminKubeconfig();
-  const flags = ['--kubernetes', `--node-deleted=forget-after:${FORGET_AFTER_S}s`, '--temporal-address', proxy.address];
-  endpoint = (await cluster.startController('controller', flags)).endpoint;
+  controller = await cluster.startController('controller', controllerFlags());
+  endpoint = controller.endpoint;
 }, 120_000);
 
 afterAll(async () => {
@@ -112,5 +119,32 @@ describe('Node-deleted policy (forget-after) on a real API server', () => {
     expect(decision.reason).toMatch(new RegExp(`Kubernetes Node ${nodeId} deleted at`));
     // The PV's deletion ends with the recorded decision instead of waiting for a node that is gone.
     expect(await codeOf(deleteVolume(cluster.csi(endpoint), volumeId))).toBe('OK');
+  });
+
+  it('does not forget a registered node whose Node appears while a restarted controller looks for missing Nodes', async () => {
+    const client = await cluster.temporal();
+    const nodeId = 'node-late';
+    await createPv(volumeIdOn(nodeId));
+    // A registered node without a Node object, its agent stopped: what a controller start finds "deleted".
+    const agent = await cluster.startNode(nodeId);
+    await agent.stop();
+    await eventually(async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.live === false);
+    await eventually(async () => (await listNodeRecords(client, cluster.driverName)).some((r) => r.nodeId === nodeId));
+
+    await controller?.stop();
+    const release = proxy.hold('DescribeWorkflowExecution', nodeRecordWorkflowId(cluster.driverName, nodeId));
+    // The restarted controller serves CSI once its look for missing Nodes is done: it waits for the release.
+    const restarted = cluster.startController('controller-2', controllerFlags());
+    try {
+      await eventually(() => proxy.heldCalls() > 0, 60_000, 'the restarted controller reading the record');
+      await createNode(nodeId);
+      await sleep(2000); // its informer sees the Node (nothing to cancel yet)
+    } finally {
+      release();
+    }
+    controller = await restarted;
+    endpoint = controller.endpoint;
+    await sleep((FORGET_AFTER_S + 4) * 1000);
+    expect(await forgotten(nodeId)).toBeUndefined();
   });
 });
