@@ -31,6 +31,11 @@ export interface CandidateAnswer {
   full: number;
   /** Nodes whose backend cannot serve the access type (block needs loop). */
   incapable: number;
+  /**
+   * Without topology: how many node records visibility listed (live or not). Visibility lags the records by seconds,
+   * so 0 right after a stack starts means "none listed yet", not "none registered". Absent in older histories.
+   */
+  listed?: number;
 }
 
 /** Enough choice for placement; more would only make the history longer. */
@@ -157,17 +162,31 @@ async function readNamedNodes(
   return answer;
 }
 
-/** No topology: the preferred nodes' records, then a bounded sample of live records from visibility. */
-async function sampleLiveNodes(reads: PlacementReads, request: CandidateRequest): Promise<CandidateAnswer> {
+/**
+ * No topology: the preferred nodes' records, then a bounded sample of live records from visibility. Visibility lags
+ * the records (a record that just turned live may still be listed with the phase it started with, or not at all):
+ * when the live sample yields nothing, the most recent records of any phase are described, which is current.
+ */
+export async function sampleLiveNodes(reads: PlacementReads, request: CandidateRequest): Promise<CandidateAnswer> {
   const answer = emptyAnswer();
-  const preferred = [...new Set(request.preferred)].slice(0, READ_BATCH);
-  const views = await Promise.all(preferred.map((nodeId) => reads.record(nodeId)));
+  const judged = new Set([...new Set(request.preferred)].slice(0, READ_BATCH));
+  const views = await Promise.all([...judged].map((nodeId) => reads.record(nodeId)));
   for (const view of views) if (view?.node) judge(answer, view.node, request);
   const sample = await reads.liveSample(MAX_READS);
   for (const view of shuffle(sample)) {
     if (answer.candidates.length >= MAX_CANDIDATES) break;
-    if (view.node && !preferred.includes(view.nodeId)) judge(answer, view.node, request);
+    if (view.node && !judged.has(view.nodeId)) judge(answer, view.node, request);
+    judged.add(view.nodeId);
   }
+  const listed = new Set(sample.map((view) => view.nodeId));
+  if (answer.candidates.length === 0) {
+    const recent = (await reads.recentSample(MAX_READS)).filter((view) => !view.forgotten);
+    recent.forEach((view) => listed.add(view.nodeId));
+    const unjudged = recent.filter((view) => !judged.has(view.nodeId)).slice(0, READ_BATCH);
+    const fresh = await Promise.all(unjudged.map((view) => reads.record(view.nodeId)));
+    for (const view of fresh) if (view?.node && !view.forgotten) judge(answer, view.node, request);
+  }
+  answer.listed = listed.size;
   return answer;
 }
 

@@ -12,6 +12,7 @@ import { listNodeRecords, readNodeRecord } from './node-record-reads';
 export class PlacementReads {
   private readonly records = new Map<string, Cached<NodeRecordView | undefined>>();
   private sample: Cached<NodeRecordView[]> | undefined;
+  private recent: Cached<NodeRecordView[]> | undefined;
 
   constructor(
     private readonly source: RecordSource,
@@ -22,6 +23,7 @@ export class PlacementReads {
     return new PlacementReads({
       record: (nodeId) => readNodeRecord(client, driverName, nodeId),
       liveSample: (limit) => listNodeRecords(client, driverName, { phase: 'live', limit }),
+      recentSample: (limit) => listNodeRecords(client, driverName, { limit }),
     });
   }
 
@@ -45,6 +47,15 @@ export class PlacementReads {
     return entry.value;
   }
 
+  /** Up to `limit` records of any phase from visibility (the most recently started first), listed at most `maxAgeMs` ago. */
+  recentSample(limit: number): Promise<NodeRecordView[]> {
+    if (this.recent && fresh(this.recent, this.maxAgeMs)) return this.recent.value;
+    const entry = this.remember(this.source.recentSample(limit));
+    entry.forget = () => this.recent === entry && (this.recent = undefined);
+    this.recent = entry;
+    return entry.value;
+  }
+
   /** Until it settles, callers share the read in flight; its age counts from when it settled. */
   private remember<T>(read: Promise<T>, notWorthKeeping: (value: T) => boolean = () => false): Cached<T> {
     const entry: Cached<T> = { value: read, settledAt: undefined, forget: () => undefined };
@@ -65,10 +76,11 @@ export class PlacementReads {
   }
 }
 
-/** Where records come from: DescribeWorkflowExecution of one record, a visibility listing of live ones. */
+/** Where records come from: DescribeWorkflowExecution of one record, visibility listings of live or any records. */
 export interface RecordSource {
   record(nodeId: string): Promise<NodeRecordView | undefined>;
   liveSample(limit: number): Promise<NodeRecordView[]>;
+  recentSample(limit: number): Promise<NodeRecordView[]>;
 }
 
 /** How long placement reuses a record it read; well under the records' heartbeat interval (10 s). */

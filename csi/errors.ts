@@ -26,7 +26,9 @@ const CODES: Record<FailureType, status> = {
 export function toGrpcStatus(error: unknown): GrpcStatus {
   if (error instanceof DriverError) return { code: CODES[error.type], message: error.message, unexpected: false };
   if (error instanceof WorkflowFailedError) return fromWorkflowFailure(error);
-  if (isTemporalUnreachable(error)) {
+  const answered = fromTemporalStatus(error);
+  if (answered) return answered;
+  if (error instanceof Error && /Failed to connect|TransportError|ECONNREFUSED|tcp connect error/.test(error.message)) {
     return { code: status.UNAVAILABLE, message: `Temporal is unreachable: ${messageOf(error)}`, unexpected: false };
   }
   return { code: status.INTERNAL, message: `internal error: ${messageOf(error)}`, unexpected: true };
@@ -50,20 +52,43 @@ function fromWorkflowFailure(error: WorkflowFailedError): GrpcStatus {
 }
 
 /**
- * Temporal calls that could not reach the server, or lost it on the way: retriable. Through the native connection
- * (agents) the error is itself the gRPC status, often wrapped by the SDK as the cause of its own ServiceError;
- * CANCELLED there is a dropped transport ("operation was canceled"), never our caller's cancellation.
+ * A Temporal call that failed with a gRPC status. Through the native connection the error is itself the status,
+ * usually wrapped by the SDK as the cause of its own ServiceError. Whatever the SDK itself retries is answered
+ * with a retriable code: external-provisioner treats every code but CANCELLED, DEADLINE_EXCEEDED, UNAVAILABLE,
+ * ABORTED and RESOURCE_EXHAUSTED as final (pkg/controller/controller.go, checkError), while the workflow this call
+ * started or waited on may be running. A frontend rate limit (RESOURCE_EXHAUSTED) becomes UNAVAILABLE: passed on as
+ * RESOURCE_EXHAUSTED it would read as "no room on this node" and make the CO reschedule the pod.
  */
-function isTemporalUnreachable(error: unknown): boolean {
-  for (const candidate of [error, error instanceof Error ? error.cause : undefined]) {
-    if (isGrpcServiceError(candidate) && UNREACHABLE_CODES.has(candidate.code)) return true;
+function fromTemporalStatus(error: unknown): GrpcStatus | undefined {
+  const grpcError = [error, error instanceof Error ? error.cause : undefined].find(isGrpcServiceError);
+  if (!grpcError) return undefined;
+  const what = `${status[grpcError.code] ?? grpcError.code}: ${grpcError.details || grpcError.message}`;
+  // CANCELLED here is a dropped transport ("operation was canceled"), never our caller's cancellation.
+  if (UNREACHABLE_CODES.has(grpcError.code)) {
+    return { code: status.UNAVAILABLE, message: `Temporal is unreachable: ${messageOf(error)}`, unexpected: false };
   }
-  return (
-    error instanceof Error && /Failed to connect|TransportError|ECONNREFUSED|tcp connect error/.test(error.message)
-  );
+  if (grpcError.code === status.RESOURCE_EXHAUSTED) {
+    const message = `Temporal throttled the request (${what}): its rate limits, not this driver's capacity; retry`;
+    return { code: status.UNAVAILABLE, message, unexpected: false };
+  }
+  if (TRANSIENT_CODES.has(grpcError.code) || isTransientTransport(grpcError)) {
+    // Unknown, data loss and transport resets deserve their stack in the log; ABORTED is a routine conflict.
+    const unexpected = grpcError.code !== status.ABORTED;
+    return { code: status.UNAVAILABLE, message: `Temporal could not serve the request (${what}); retry`, unexpected };
+  }
+  return undefined;
 }
 
 const UNREACHABLE_CODES = new Set<number>([status.UNAVAILABLE, status.DEADLINE_EXCEEDED, status.CANCELLED]);
+/** The codes @temporalio/client's own retry interceptor retries (grpc-retry.ts), besides UNAVAILABLE. */
+const TRANSIENT_CODES = new Set<number>([status.UNKNOWN, status.ABORTED, status.DATA_LOSS, status.OUT_OF_RANGE]);
+
+/** INTERNAL that the SDK also retries: an HTTP/2 stream reset under the call, not a TLS or encoding problem. */
+function isTransientTransport(error: { code: number; details: string }): boolean {
+  if (error.code !== status.INTERNAL) return false;
+  if (/RST_STREAM with code 0|Call ended without gRPC status/i.test(error.details)) return true;
+  return /RST_STREAM with code 2/i.test(error.details) && !/SSL alert number/i.test(error.details);
+}
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

@@ -145,7 +145,9 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
   }
 
   upsertSearchAttributes([{ key: PhaseKey, value: 'failed' }]);
-  const failure = noPlacement(input, found, candidates.length, timedOut);
+  const failure = patched('no-placement-reschedules-and-says-what-is-known')
+    ? noPlacementAnswer(input, found, candidates.length, timedOut)
+    : noPlacement(input, found, candidates.length, timedOut);
   setCurrentDetails(`failed: ${failure.message}`);
   throw ApplicationFailure.create({ ...failure, nonRetryable: true });
 }
@@ -198,6 +200,42 @@ function noPlacement(input: CreateVolumeInput, found: CandidateAnswer, tried: nu
   return undecided
     ? { type: FailureType.Unavailable, message: `${what} right now: ${detail}; retry` }
     : { type: FailureType.ResourceExhausted, message: `${what}: ${detail}` };
+}
+
+/**
+ * Why nothing was placed, as this release answers it. Beyond noPlacement: a node the CO chose (requisite) whose
+ * backend cannot serve block is RESOURCE_EXHAUSTED, which makes external-provisioner drop the selected node so the
+ * scheduler chooses again (INVALID_ARGUMENT left the PVC pending for ever); and "nothing seen" says what is known:
+ * visibility, which a create without topology samples, lags the records by seconds.
+ */
+function noPlacementAnswer(input: CreateVolumeInput, found: CandidateAnswer, tried: number, timedOut: number) {
+  const where = input.requisite ? `on nodes ${input.requisite.join(', ')}` : 'on any live node';
+  const what = `cannot place ${input.capacityBytes} bytes ${where}`;
+  const full = found.full + tried - timedOut;
+  const notAnswering = found.offline + timedOut;
+  const seen = [
+    full > 0 ? `${full} without room` : '',
+    notAnswering > 0 ? `${notAnswering} offline or not answering` : '',
+    found.unknown.length > 0 ? `no record of ${found.unknown.join(', ')} (no agent registered it)` : '',
+    found.incapable > 0 ? `${found.incapable} cannot serve block (block volumes need the loop backend)` : '',
+  ].filter(Boolean);
+  if (seen.length === 0) {
+    const listed = found.listed ?? 0;
+    const detail = input.requisite
+      ? 'no candidate answered'
+      : listed === 0
+        ? 'visibility lists no node record of this driver yet (it lags the records by seconds)'
+        : `visibility lists ${listed} node records, none live and reported yet (it lags the records by seconds)`;
+    return { type: FailureType.Unavailable, message: `${what} right now: ${detail}; retry` };
+  }
+  const detail = seen.join('; ');
+  if (notAnswering + found.unknown.length > 0)
+    return { type: FailureType.Unavailable, message: `${what} right now: ${detail}; retry` };
+  // Without topology there is no other node to reschedule to: block on a cluster of dir nodes is bad input.
+  if (found.incapable > 0 && full === 0 && !input.requisite)
+    return { type: FailureType.InvalidArgument, message: `${what}: ${detail}` };
+  const elsewhere = found.incapable > 0 ? '; another node may serve it' : '';
+  return { type: FailureType.ResourceExhausted, message: `${what}: ${detail}${elsewhere}` };
 }
 
 function neverStarted(error: unknown): boolean {

@@ -36,6 +36,9 @@ function countingSource(table: Map<string, NodeRecordView>) {
       counts.liveSample++;
       return [...table.values()].slice(0, limit);
     },
+    async recentSample(limit) {
+      return [...table.values()].slice(0, limit);
+    },
   };
   return { source, counts, failOnce: () => (failNext = true) };
 }

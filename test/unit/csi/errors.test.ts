@@ -171,6 +171,64 @@ describe('toGrpcStatus', () => {
     });
   });
 
+  describe('Temporal answering with a retriable status', () => {
+    // external-provisioner treats only CANCELLED, DEADLINE_EXCEEDED, UNAVAILABLE, ABORTED (and RESOURCE_EXHAUSTED)
+    // as "may still be in progress"; anything else is final although the workflow may already run.
+    it('maps a frontend rate limit (RESOURCE_EXHAUSTED) to UNAVAILABLE saying Temporal throttled, not to a reschedule', () => {
+      const throttled = new ServiceError('Failed to start Workflow', {
+        cause: grpcServiceError(status.RESOURCE_EXHAUSTED, 'namespace rate limit exceeded'),
+      });
+      expect(toGrpcStatus(throttled)).toEqual({
+        code: status.UNAVAILABLE,
+        message: expect.stringMatching(
+          /^Temporal throttled the request \(RESOURCE_EXHAUSTED: namespace rate limit exceeded\)/,
+        ),
+        unexpected: false,
+      });
+    });
+
+    it('maps the native connection rate-limit error, itself a gRPC-shaped ServiceError, to UNAVAILABLE', () => {
+      const native = Object.assign(new ServiceError('Status { code: ResourceExhausted }'), {
+        code: status.RESOURCE_EXHAUSTED,
+        details: 'namespace rate limit exceeded',
+        metadata: new Metadata(),
+      });
+      expect(toGrpcStatus(new ServiceError('Failed to start Workflow', { cause: native }))).toMatchObject({
+        code: status.UNAVAILABLE,
+        message: expect.stringContaining('Temporal throttled'),
+      });
+      expect(toGrpcStatus(native).code).toBe(status.UNAVAILABLE);
+    });
+
+    it.each([status.ABORTED, status.UNKNOWN, status.DATA_LOSS, status.OUT_OF_RANGE])(
+      'maps code %d, which the SDK itself retries, to UNAVAILABLE naming the code',
+      (code) => {
+        const error = new ServiceError('Failed to start Workflow', { cause: grpcServiceError(code, 'transient') });
+        const result = toGrpcStatus(error);
+        expect(result.code).toBe(status.UNAVAILABLE);
+        expect(result.message).toContain(`${status[code]}: transient`);
+      },
+    );
+
+    it('maps a transient transport INTERNAL (RST_STREAM) to UNAVAILABLE, another INTERNAL stays INTERNAL', () => {
+      const reset = grpcServiceError(
+        status.INTERNAL,
+        'Received RST_STREAM with code 2 triggered by internal client error',
+      );
+      expect(toGrpcStatus(new ServiceError('Failed', { cause: reset })).code).toBe(status.UNAVAILABLE);
+      const bug = grpcServiceError(status.INTERNAL, 'proto: cannot parse invalid wire-format data');
+      expect(toGrpcStatus(new ServiceError('Failed', { cause: bug }))).toMatchObject({
+        code: status.INTERNAL,
+        unexpected: true,
+      });
+    });
+
+    it('keeps a definite refusal from Temporal (PERMISSION_DENIED inside a ServiceError) INTERNAL', () => {
+      const denied = new ServiceError('Failed', { cause: grpcServiceError(status.PERMISSION_DENIED, 'no access') });
+      expect(toGrpcStatus(denied)).toMatchObject({ code: status.INTERNAL, unexpected: true });
+    });
+  });
+
   describe('anything else', () => {
     it('maps an unknown Error to INTERNAL, unexpected, with its message', () => {
       expect(toGrpcStatus(new TypeError('x is undefined'))).toEqual({
