@@ -12,6 +12,9 @@ const FIXTURES = path.join(__dirname, '..', 'fixtures', 'histories');
 /** Histories written by the current code, and (under release-*) by earlier releases still running in clusters. */
 const EXPECTED = [
   'create-volume',
+  'create-volume-completion',
+  'create-volume-foreign-forget',
+  'create-volume-forgotten',
   'delete-volume',
   'delete-volume-unknown-node',
   'delete-volume-waiting-for-node',
