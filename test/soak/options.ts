@@ -14,6 +14,7 @@ export const FAULT_KINDS = [
   'node-long-down',
   'temporal-restart',
   'registry-loss',
+  'delete-then-create',
   'history-restart',
   'matching-restart',
   'postgres-outage',

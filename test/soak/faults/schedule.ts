@@ -4,6 +4,7 @@ import { controllerKill, controllerRollout } from './controllers';
 import { nodeFailpoints } from './node-failpoints';
 import { nodeLongDown } from './node-long-down';
 import { nodeRollout } from './node-rollout';
+import { deleteThenCreate } from './delete-then-create';
 import { registryLoss } from './registry-loss';
 import { temporalRestart } from './temporal-restart';
 import { historyRestart, matchingRestart, postgresOutage } from './temporal-services';
@@ -20,6 +21,7 @@ const FAULTS: Record<FaultKind, Fault> = {
   'node-long-down': nodeLongDown,
   'temporal-restart': temporalRestart,
   'registry-loss': registryLoss,
+  'delete-then-create': deleteThenCreate,
   'history-restart': historyRestart,
   'matching-restart': matchingRestart,
   'postgres-outage': postgresOutage,
