@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { createWorkflowId } from '../../common/names';
+import { TOPOLOGY_NODE_KEY, createWorkflowId } from '../../common/names';
 import type { CsiClients } from '../../csi/client';
 import { readNodeRecord } from '../../activities/node-record-reads';
 import { forgetNode } from '../../operations/forget-node';
@@ -7,7 +7,6 @@ import { nodeForgottenSignal } from '../../workflows/node-forgotten';
 import type { TestCluster } from '../support/cluster';
 import { createAttempts, until } from '../support/create-history';
 import { codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
-import { TOPOLOGY_NODE_KEY } from '../../common/names';
 
 /** The agent SIGKILLs itself after allocating, before answering: the create must complete on that node. */
 const DIES_AFTER_ALLOCATING = { env: { DURABLE_CSI_FAILPOINTS: 'create.after-allocate' } };
