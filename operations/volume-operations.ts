@@ -94,8 +94,11 @@ export class VolumeOperations {
       const earlier = await this.client.workflow
         .getHandle<typeof workflows.createVolume>(attached.handle.workflowId, runId)
         .result();
-      const deletionStarted = await this.completedDeletionStart(earlier.volumeId);
-      if (!deletionStarted) return attached.handle;
+      const deletion = await this.deletionOf(earlier.volumeId);
+      if (!deletion || deletion.status === 'ENDED_OTHERWISE') return attached.handle;
+      // Answering the volume now would hand the CO a volume its own deletion is about to remove (a lost volume).
+      if (deletion.status === 'RUNNING') throw await this.deletionStillRunning(input.name, earlier.volumeId, deletion);
+      const deletionStarted = deletion.startTime;
       if (request.receivedAt < deletionStarted)
         throw new DriverError(
           FailureType.Aborted,
@@ -256,16 +259,42 @@ export class VolumeOperations {
     if (request) assertCompatible(request, input, range);
   }
 
-  /** When the deletion of `volumeId` started, if it has completed; undefined while it runs or was never asked. */
-  private async completedDeletionStart(volumeId: string): Promise<Date | undefined> {
+  /**
+   * The deletion of `volumeId`, if one was ever asked: running (the volume may still be there, and will not be),
+   * completed (gone), or ended otherwise (terminated by hand: the volume may still be there, so it stands).
+   */
+  private async deletionOf(volumeId: string): Promise<Deletion | undefined> {
     try {
       const description = await this.client.workflow.getHandle(deleteWorkflowId(this.driverName, volumeId)).describe();
-      return description.status.name === 'COMPLETED' ? description.startTime : undefined;
+      const status = description.status.name;
+      return {
+        workflowId: description.workflowId,
+        startTime: description.startTime,
+        status: status === 'RUNNING' || status === 'COMPLETED' ? status : 'ENDED_OTHERWISE',
+      };
     } catch (error) {
       if (error instanceof WorkflowNotFoundError) return undefined;
       throw error;
     }
   }
+
+  /** ABORTED naming the deletion that holds the name: the CO retries, and gets a new volume once it has ended. */
+  private async deletionStillRunning(name: string, volumeId: string, deletion: Deletion): Promise<DriverError> {
+    const nodeId = parseVolumeId(volumeId)?.nodeId ?? 'unknown';
+    const record = await readNodeRecord(this.client, this.driverName, nodeId);
+    const waiting = describeWait('deletion', volumeId, nodeId, record, deletion.startTime, new Date());
+    return new DriverError(
+      FailureType.Aborted,
+      `volume "${name}" was created as ${volumeId}, whose deletion is still running (workflow ${deletion.workflowId}): ` +
+        `${waiting}. A new volume is created for "${name}" once that deletion has ended: retry`,
+    );
+  }
+}
+
+interface Deletion {
+  workflowId: string;
+  startTime: Date;
+  status: 'RUNNING' | 'COMPLETED' | 'ENDED_OTHERWISE';
 }
 
 /**

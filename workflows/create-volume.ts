@@ -120,7 +120,7 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
       // The phase is already "running" for this node: from here it follows the node's record.
       liveness?.waitOn({ nodeId: node.nodeId, doing: 'finishing the allocation' }, true, new Date(), true);
       try {
-        const finished = await untilForgotten(() => completion(queue).createVolumeOnNode(nodeInput));
+        const finished = await untilForgotten(node.nodeId, () => completion(queue).createVolumeOnNode(nodeInput));
         liveness?.stop();
         // A node forgotten for good took any allocation with it: another node may now be tried.
         if (finished.forgotten) continue;

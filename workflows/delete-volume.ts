@@ -69,7 +69,7 @@ export async function deleteVolume(input: DeleteVolumeInput): Promise<DeleteVolu
     retry: { initialInterval: '1s', maximumInterval: '30s', nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES] },
     summary: `delete volume ${input.key} from the pool of ${input.nodeId}`,
   });
-  const result = await untilForgotten(() =>
+  const result = await untilForgotten(input.nodeId, () =>
     onNode.deleteVolumeOnNode({ key: input.key, poolIdPrefix: input.poolIdPrefix }),
   );
   liveness?.stop();

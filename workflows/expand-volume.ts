@@ -55,7 +55,7 @@ export async function expandVolume(input: ExpandVolumeInput): Promise<ExpandVolu
     summary: `grow ${input.volumeId} to ${input.capacityBytes} bytes`,
   });
   const untilForgotten = listenForForget();
-  const result = await untilForgotten(() =>
+  const result = await untilForgotten(input.nodeId, () =>
     onNode.expandVolumeOnNode({ key: input.key, poolIdPrefix: input.poolIdPrefix, capacityBytes: input.capacityBytes }),
   );
   liveness?.stop();

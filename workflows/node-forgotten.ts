@@ -1,4 +1,4 @@
-import { CancellationScope, condition, defineSignal, setHandler } from '@temporalio/workflow';
+import { CancellationScope, condition, defineSignal, patched, setHandler } from '@temporalio/workflow';
 
 /**
  * The operator's decision that a node is gone for good (`durable-csi nodes forget`). Operations waiting on
@@ -15,22 +15,46 @@ export const nodeForgottenSignal = defineSignal<[ForgetNotice]>('nodeForgotten')
 
 export type UntilForgotten<T> = { forgotten: false; value: T } | { forgotten: true; notice: ForgetNotice };
 
-/** Runs work against a node until it finishes or the node is forgotten, in which case the work is cancelled. */
-export function listenForForget(): <T>(work: () => Promise<T>) => Promise<UntilForgotten<T>> {
-  let notice: ForgetNotice | undefined;
+/**
+ * Earlier builds let any notice end any node's work: a forget of node A (or a late one, about a node the create had
+ * already left) skipped node B's completion after B may have allocated. Their histories keep that path.
+ */
+export const NOTICE_PER_NODE_PATCH = 'forget-notice-per-node';
+
+/**
+ * Runs work against a node until it finishes or that node is forgotten, in which case the work is cancelled.
+ * Notices are kept for the whole workflow (a create visits several nodes); each ends only work on the node it names.
+ */
+export function listenForForget(): <T>(nodeId: string, work: () => Promise<T>) => Promise<UntilForgotten<T>> {
+  const notices: ForgetNotice[] = [];
   setHandler(nodeForgottenSignal, (received) => {
-    notice = received;
+    notices.push(received);
   });
-  return async <T>(work: () => Promise<T>): Promise<UntilForgotten<T>> => {
-    if (notice) return { forgotten: true, notice };
+  return async <T>(nodeId: string, work: () => Promise<T>): Promise<UntilForgotten<T>> => {
+    let judged = 0;
+    /** The first notice not judged yet that ends this work; patched() only where the two builds differ. */
+    const ending = (): ForgetNotice | undefined => {
+      while (judged < notices.length) {
+        const notice = notices[judged++]!;
+        if (notice.nodeId === nodeId) return notice;
+        if (!patched(NOTICE_PER_NODE_PATCH)) return notices[notices.length - 1]; // as earlier builds: the latest
+      }
+      return undefined;
+    };
+    const early = ending();
+    if (early) return { forgotten: true, notice: early };
     const scope = new CancellationScope();
     const running = scope.run(work);
     running.catch(() => undefined); // once cancelled, its failure is expected and ignored
-    const winner = await Promise.race([
-      running.then((value) => ({ forgotten: false as const, value })),
-      condition(() => notice !== undefined).then(() => ({ forgotten: true as const, notice: notice! })),
-    ]);
-    if (winner.forgotten) scope.cancel();
-    return winner;
+    const finished = running.then((value) => ({ forgotten: false as const, value }));
+    for (;;) {
+      const winner = await Promise.race([finished, condition(() => judged < notices.length).then(() => undefined)]);
+      if (winner) return winner;
+      const notice = ending();
+      if (notice) {
+        scope.cancel();
+        return { forgotten: true, notice };
+      }
+    }
   };
 }

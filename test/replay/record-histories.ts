@@ -13,11 +13,13 @@ import { findFreePort } from '../../temporal-dev/free-port';
 import { TestCluster } from '../support/cluster';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { call, withDeadline } from '../../csi/client';
+import { recordCreateScenarios } from './create-scenarios';
 
 /**
  * Records the workflow histories that replay.test.ts replays against the current workflow code: a create, a
  * delete, a delete that waited for its node (its phase following the node), a delete for a node with no record
- * ended by `nodes forget`, an expansion and a node record through offline, online and a renewal. Run it after a
+ * ended by `nodes forget`, an expansion, a node record through offline, online and a renewal, and creates whose
+ * first try dies on the node (create-scenarios.ts: completion, forget, a notice naming another node). Run it after a
  * deliberate, patched() change to workflow code (docs/workflow-changes.md): `node dist/test/replay/record-histories.js`.
  * Histories of earlier releases stay in their own folders (release-*), replayed too.
  */
@@ -32,6 +34,9 @@ async function main(): Promise<void> {
     await cluster.startNode('node-1');
     const node2 = await cluster.startNode('node-2');
     const clients = cluster.csi((await cluster.startController()).endpoint);
+    // The creates that die on their node run on nodes of their own, alongside the rest.
+    const createScenarios = recordCreateScenarios(cluster, clients, await cluster.temporal());
+    createScenarios.catch(() => undefined); // awaited below; a failure there must not go unhandled meanwhile
     const created = await retryLikeCo(() =>
       createVolume(clients, createRequest('pvc-recorded', undefined, onNode('node-1'))),
     );
@@ -76,6 +81,7 @@ async function main(): Promise<void> {
       'delete-volume-unknown-node': deleteWorkflowId(cluster.driverName, unknownId),
       'expand-volume': expandId,
       'node-presence': nodeRecordWorkflowId(cluster.driverName, 'node-2'),
+      ...(await createScenarios),
     };
     fs.mkdirSync(FIXTURES, { recursive: true });
     for (const [name, workflowId] of Object.entries(recordings)) {

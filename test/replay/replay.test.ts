@@ -9,14 +9,20 @@ import path from 'node:path';
  * docs/workflow-changes.md for patched() and for refreshing the fixtures.
  */
 const FIXTURES = path.join(__dirname, '..', 'fixtures', 'histories');
-/** Histories written by the current code, and (under release-*) by earlier releases still running in clusters. */
+/** Histories written by the current code, and (in folders) by earlier builds and releases still running in clusters. */
 const EXPECTED = [
   'create-volume',
+  'create-volume-completion',
+  'create-volume-foreign-forget',
+  'create-volume-forgotten',
   'delete-volume',
   'delete-volume-unknown-node',
   'delete-volume-waiting-for-node',
   'expand-volume',
   'node-presence',
+  // Main at b2fdf7c, before forget-notice-per-node: a notice of one node ended the completion on another.
+  'b2fdf7c/create-volume-foreign-forget',
+  'b2fdf7c/create-volume-forgotten',
   'release-0.1/create-volume',
   'release-0.1/delete-volume',
   'release-0.1/delete-volume-waiting-for-node',

@@ -29,6 +29,10 @@ interface NameState {
   volumeId?: string;
   busy: boolean;
   deletedIds: string[];
+  /** When the create that set volumeId answered: a deletion issued before then does not take it from the CO. */
+  answeredAt?: number;
+  /** A re-create issued while this volume's deletion was in flight: it must answer another volume. */
+  supersedes?: string;
 }
 
 export interface Anomaly {
@@ -113,7 +117,12 @@ export class Model {
     const key = (id: string) => id.split('_')[3];
     const reused = state.deletedIds.find((id) => key(id) === key(volumeId));
     if (reused) this.anomaly(op, `create of ${op.name} answered ${volumeId}: the volume ${reused}, already deleted`);
-    if (state.volumeId !== undefined && state.volumeId !== volumeId) {
+    if (state.supersedes === volumeId)
+      this.anomaly(
+        op,
+        `re-create of ${op.name} answered ${volumeId}, whose deletion was in flight: a PV for a volume being deleted`,
+      );
+    else if (state.volumeId !== undefined && state.volumeId !== volumeId && state.volumeId !== state.supersedes) {
       this.anomaly(op, `create of ${op.name} answered ${volumeId} while ${state.volumeId} exists`);
     }
     for (const other of this.names.values()) {
@@ -121,12 +130,16 @@ export class Model {
         this.anomaly(op, `create of ${op.name} answered ${volumeId}, the volume of ${other.name}`);
     }
     state.volumeId = volumeId;
+    state.answeredAt = Date.now();
+    state.supersedes = undefined;
   }
 
   deleted(op: OpRecord): void {
     const state = this.state(op.name);
     if (op.volumeId) state.deletedIds.push(op.volumeId);
-    if (state.volumeId === op.volumeId) state.volumeId = undefined;
+    // A create answered with this volume after the deletion was issued gave the CO a PV for it: it stays known,
+    // and the audit reports it lost if the deletion removed it.
+    if (state.volumeId === op.volumeId && (state.answeredAt ?? 0) < op.startedAt) state.volumeId = undefined;
   }
 
   /** name -> volume ID of every volume the orchestrator was told exists. */

@@ -15,6 +15,7 @@ export const FAULT_KINDS = [
   'temporal-restart',
   'registry-loss',
   'forget-then-return',
+  'delete-then-create',
   'history-restart',
   'matching-restart',
   'postgres-outage',

@@ -115,22 +115,23 @@ export class Workload {
     const state = recurring ?? this.model.newUnique(this.model.randomSize(() => this.prng.next()));
     state.busy = true;
     const op = this.model.newOp('create', state.name, origin, options.prefer ? { node: options.prefer } : {});
-    const topology = options.prefer ? { segments: { [TOPOLOGY_NODE_KEY]: options.prefer } } : undefined;
-    const request = createRequest(
-      state.name,
-      state.sizeBytes,
-      topology ? { accessibility_requirements: { preferred: [topology] } } : {},
-    );
-    this.launch(op, options.via, async (client) => {
-      const answer = await call<CreateVolumeResponse__Output>((done) =>
-        client.CreateVolume(request, withDeadline(this.config.callTimeoutMs), done),
-      );
-      const volumeId = answer.volume?.volume_id;
-      if (!volumeId) throw new Error(`CreateVolume ${state.name} answered without a volume_id`);
-      op.volumeId = volumeId;
-      this.model.created(op, volumeId);
-    });
+    this.launchCreate(op, state, options.via);
     void this.running.get(op.id)?.then(() => (state.busy = false));
+    return op;
+  }
+
+  /**
+   * A CreateVolume of the name a deletion in flight removes, with the same request: what external-provisioner does
+   * when saving the PV failed after the create (it deletes the volume, then retries the name). The name stays busy
+   * until both have ended.
+   */
+  recreate(origin: string, deletion: OpRecord): OpRecord {
+    const state = this.model.state(deletion.name);
+    state.supersedes = deletion.volumeId;
+    const op = this.model.newOp('create', state.name, origin, deletion.node ? { node: deletion.node } : {});
+    this.launchCreate(op, state, undefined);
+    void this.done(deletion).then(() => (state.busy = op.endedAt === undefined));
+    void this.done(op).then(() => (state.busy = deletion.endedAt === undefined));
     return op;
   }
 
@@ -150,6 +151,25 @@ export class Workload {
     });
     void this.running.get(op.id)?.then(() => (state.busy = false));
     return op;
+  }
+
+  /** Sends the create (preferring op.node, if any) and records its answer in the model. */
+  private launchCreate(op: OpRecord, state: { name: string; sizeBytes: number }, via: number | undefined): void {
+    const topology = op.node ? { segments: { [TOPOLOGY_NODE_KEY]: op.node } } : undefined;
+    const request = createRequest(
+      state.name,
+      state.sizeBytes,
+      topology ? { accessibility_requirements: { preferred: [topology] } } : {},
+    );
+    this.launch(op, via, async (client) => {
+      const answer = await call<CreateVolumeResponse__Output>((done) =>
+        client.CreateVolume(request, withDeadline(this.config.callTimeoutMs), done),
+      );
+      const volumeId = answer.volume?.volume_id;
+      if (!volumeId) throw new Error(`CreateVolume ${state.name} answered without a volume_id`);
+      op.volumeId = volumeId;
+      this.model.created(op, volumeId);
+    });
   }
 
   /** Creates volumes preferring `node` until it holds `count` idle ones (bounded), waiting for them. */

@@ -5,6 +5,7 @@ import { forgetThenReturn } from './forget-then-return';
 import { nodeFailpoints } from './node-failpoints';
 import { nodeLongDown } from './node-long-down';
 import { nodeRollout } from './node-rollout';
+import { deleteThenCreate } from './delete-then-create';
 import { outageNodeRestart } from './outage-node-restart';
 import { registryLoss } from './registry-loss';
 import { temporalRestart } from './temporal-restart';
@@ -23,6 +24,7 @@ const FAULTS: Record<FaultKind, Fault> = {
   'temporal-restart': temporalRestart,
   'registry-loss': registryLoss,
   'forget-then-return': forgetThenReturn,
+  'delete-then-create': deleteThenCreate,
   'history-restart': historyRestart,
   'matching-restart': matchingRestart,
   'postgres-outage': postgresOutage,
