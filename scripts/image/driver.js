@@ -36,7 +36,7 @@ function imageKey(spec, rootDir = root) {
     rootfs: rootfsKey(spec),
     deps: depsKey(spec, rootDir),
     dist: inputsFingerprint(rootDir),
-    recipe: recipeHash([__filename]),
+    recipe: recipeHash([path.join(__dirname, 'driver.js')]),
   });
 }
 

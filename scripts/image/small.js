@@ -14,7 +14,7 @@ const { BUSYBOX_IMAGE, BUSYBOX_VERSION, PAUSE_IMAGE, SIDECARS, root } = require(
 
 const PAUSE_SOURCE = path.join(__dirname, 'pause.c');
 const BUSYBOX = '/bin/busybox';
-const RECIPE = [__filename, path.join(__dirname, 'elf.js')];
+const RECIPE = [path.join(__dirname, 'small.js'), path.join(__dirname, 'elf.js')];
 
 /** /etc/passwd and /etc/group: root, and the non-root user of the Pods that set none (distroless: 65532). */
 const ACCOUNTS = {

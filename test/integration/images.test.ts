@@ -67,18 +67,11 @@ describe('pause (scripts/image/pause.c)', () => {
       const [inside] = children(unshare.pid!);
       expect(inside).toBeDefined();
       // Two sleeps left behind by a shell that exits at once: they become pause's children, exit, and must go.
-      execFileSync('nsenter', [
-        '--target',
-        String(inside!.pid),
-        '--pid',
-        '--',
-        'sh',
-        '-c',
-        'sleep 0.2 & sleep 0.4 & exit 0',
-      ]);
-      await sleep(100);
-      expect(children(inside!.pid).length).toBe(2);
-      await sleep(800);
+      // stdio ignored: the sleeps would hold a pipe open, and execFileSync would wait for them too.
+      const shell = ['--target', String(inside!.pid), '--pid', '--', 'sh', '-c', 'sleep 2 & sleep 3 & exit 0'];
+      execFileSync('nsenter', shell, { stdio: 'ignore' });
+      expect(children(inside!.pid).length).toBe(2); // the orphans are pause's now
+      for (let i = 0; i < 100 && children(inside!.pid).length > 0; i++) await sleep(100);
       expect(children(inside!.pid)).toEqual([]); // no zombie left
       process.kill(inside!.pid, 'SIGTERM');
       expect(await exited(unshare)).toBe(0);
