@@ -66,6 +66,16 @@ function symlinks(run) {
   return links;
 }
 
+/** The paths every `rm -rf PATH` in a RUN removes (relative to WORKDIR, as image.json "omit" says them). */
+function removals(run) {
+  const paths = [];
+  for (const command of run.split(/&&|;/)) {
+    const words = command.trim().split(/\s+/);
+    if (words[0] === 'rm') paths.push(...words.slice(1).filter((word) => !word.startsWith('-')));
+  }
+  return paths;
+}
+
 /** What the Containerfile's final image is made of, in deploy/image.json's terms. */
 function describe(text) {
   const all = stages(instructions(text));
@@ -76,6 +86,7 @@ function describe(text) {
     packages: [],
     env: {},
     links: {},
+    omit: [],
     user: undefined,
     workdir: undefined,
   };
@@ -83,6 +94,7 @@ function describe(text) {
     if (op === 'RUN') {
       found.packages.push(...aptPackages(args));
       Object.assign(found.links, symlinks(args));
+      found.omit.push(...removals(args).filter((removed) => !removed.startsWith('/')));
     } else if (op === 'ENV') Object.assign(found.env, envPairs(args));
     else if (op === 'ENTRYPOINT') found.entrypoint = JSON.parse(args);
     else if (op === 'USER') found.user = args;
@@ -118,6 +130,8 @@ function drift(spec, text) {
     problems.push(`WORKDIR is ${found.workdir}, deploy/image.json says ${spec.workdir}`);
   if (!same(sortedEntries(found.links), sortedEntries(spec.links)))
     problems.push(`ln -s makes ${JSON.stringify(found.links)}, deploy/image.json says ${JSON.stringify(spec.links)}`);
+  if (!same([...found.omit].sort(), [...(spec.omit || [])].sort()))
+    problems.push(`rm -rf removes ${JSON.stringify(found.omit)}, deploy/image.json omits ${JSON.stringify(spec.omit)}`);
   return problems;
 }
 

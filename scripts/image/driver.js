@@ -9,7 +9,7 @@
 // CNI or policy), smoke-tested inside the image, and written as a docker-archive tar.
 const fs = require('fs');
 const path = require('path');
-const { inputsFingerprint, isBuildFresh, forgetBuild, recordBuild } = require('../build-inputs');
+const { inputFiles, inputsFingerprint, isBuildFresh, forgetBuild, recordBuild } = require('../build-inputs');
 const { cacheRoot, contentKey, fileHash, publish, recipeHash, removeScratch, scratchDir } = require('./cache');
 const { requireTool, run, timed } = require('./run');
 const { driverSpec, root, satisfies } = require('./spec');
@@ -29,13 +29,25 @@ function depsKey(spec, rootDir = root) {
   return contentKey({ lock: fileHash(path.join(rootDir, 'package-lock.json')), manifest, node: spec.node });
 }
 
-/** The image's key: every part's key, the sources dist/ is built from, the spec and this recipe. */
+/**
+ * The sources of the dist/ files the image holds: the build's inputs less those of what it omits (the compiled
+ * tests), so editing a test does not rebuild the image.
+ */
+function distKey(spec, rootDir) {
+  const omitted = (spec.omit || []).map((dir) => dir.replace(/^dist\//, '') + path.sep);
+  const files = inputFiles(rootDir).filter((file) => !omitted.some((prefix) => file.startsWith(prefix)));
+  return contentKey(
+    files.map((file) => [file, fs.existsSync(path.join(rootDir, file)) ? fileHash(path.join(rootDir, file)) : null]),
+  );
+}
+
+/** The image's key: every part's key, the sources of its dist/ files, the spec and this recipe. */
 function imageKey(spec, rootDir = root) {
   return contentKey({
     spec,
     rootfs: rootfsKey(spec),
     deps: depsKey(spec, rootDir),
-    dist: inputsFingerprint(rootDir),
+    dist: distKey(spec, rootDir),
     recipe: recipeHash([path.join(__dirname, 'driver.js')]),
   });
 }
@@ -165,7 +177,11 @@ function buildahIn(scratch) {
 function stageApp(spec, stage) {
   const app = path.join(stage, spec.workdir.replace(/^\//, ''));
   fs.mkdirSync(app, { recursive: true });
-  fs.cpSync(path.join(root, 'dist'), path.join(app, 'dist'), { recursive: true });
+  const omitted = (spec.omit || []).map((relative) => path.join(root, relative));
+  fs.cpSync(path.join(root, 'dist'), path.join(app, 'dist'), {
+    recursive: true,
+    filter: (source) => !omitted.some((dir) => source === dir || source.startsWith(`${dir}${path.sep}`)),
+  });
   fs.copyFileSync(path.join(root, 'package.json'), path.join(app, 'package.json'));
   fs.chmodSync(path.join(app, 'dist', 'cli', 'main.js'), 0o755);
   for (const [link, target] of Object.entries(spec.links)) {

@@ -71,9 +71,12 @@ describe('scripts/image cache keys', () => {
     expect(driver.depsKey({ ...spec(), node: '22.22.0' }, root)).not.toBe(again);
   });
 
-  it('rebuilds the image when a source of dist/ changes, not when the README does', () => {
+  it('rebuilds the image when a source of dist/ changes, not when the README or a test does', () => {
+    write('test/unit/some.test.ts', 'export {};\n');
     const before = driver.imageKey(spec(), root);
     write('README.md', '# changed readme\n');
+    expect(driver.imageKey(spec(), root)).toBe(before);
+    write('test/unit/some.test.ts', 'export const changed = 1;\n'); // dist/test is no part of the image
     expect(driver.imageKey(spec(), root)).toBe(before);
     write('cli/main.ts', 'export const changed = 1;\n');
     expect(driver.imageKey(spec(), root)).not.toBe(before);
