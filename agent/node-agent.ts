@@ -16,6 +16,8 @@ import { startPresence } from './presence';
 import { installTemporalRuntime } from './runtime';
 import { applyAgentHeapTuning } from './process-tuning';
 import { onShutdownSignal } from './shutdown';
+import { serveHealth } from './health-endpoint';
+import { startPluginRegistration, type PluginRegistrationOptions } from './plugin-registration';
 import { nodeWorkerTuning } from './worker-options';
 import { registerNodeMetrics } from '../metrics/node-metrics';
 import { createProcessMetrics, serveMetrics } from '../metrics/registry';
@@ -30,6 +32,10 @@ export interface NodeAgentConfig {
   metricsAddress?: string;
   /** host:port for the Temporal SDK's own Prometheus metrics; off when empty. */
   sdkMetricsAddress?: string;
+  /** host:port for the Pod's probes (/healthz, /readyz); off when empty. */
+  healthAddress?: string;
+  /** Register with kubelet (plugins_registry) once CSI answers; off when absent. */
+  registration?: Pick<PluginRegistrationOptions, 'registrationDir' | 'kubeletEndpoint'>;
 }
 
 /**
@@ -72,12 +78,9 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
   });
   const workerDone = worker.run();
 
-  const identity = createIdentityService({
-    driverName: config.driverName,
-    version: driverVersion(),
-    // Liveness (csi/identity-service.ts): the worker runs and the record was started once; never Temporal's health.
-    live: async () => worker.getState() === 'RUNNING' && presence.registered(),
-  });
+  // Liveness (csi/identity-service.ts): the worker runs and the record was started once; never Temporal's health.
+  const live = async () => worker.getState() === 'RUNNING' && presence.registered();
+  const identity = createIdentityService({ driverName: config.driverName, version: driverVersion(), live });
   const metrics = createProcessMetrics('node');
   registerNodeMetrics(metrics.registry, backend, config.nodeId);
   const stopMetrics = config.metricsAddress
@@ -89,6 +92,14 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
     logger,
     metrics,
   );
+  // kubelet's side (docs/kubernetes.md, "Registration"): registration once CSI answers; ready = registered.
+  const { driverName, endpoint: csiEndpoint } = config;
+  const registration =
+    config.registration && (await startPluginRegistration({ ...config.registration, driverName, csiEndpoint, logger }));
+  const ready = async () => (!registration || registration.registered() ? undefined : 'kubelet has not registered us');
+  const stopHealth = config.healthAddress
+    ? await serveHealth(config.healthAddress, { live, ready }, logger)
+    : undefined;
   logger.info({ driver: config.driverName, backend: backend.kind }, 'node agent ready');
 
   let stopped: Promise<void> | undefined;
@@ -96,7 +107,9 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
     (stopped ??= (async () => {
       // First: the held presence activity returns "leaving", so the record turns offline now, not in 30 s.
       presence.stop();
+      await registration?.stop();
       await server.close();
+      await stopHealth?.();
       await stopMetrics?.();
       worker.shutdown();
       await workerDone;

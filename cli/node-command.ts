@@ -12,6 +12,9 @@ interface NodeFlags extends TemporalFlags {
   backend: string;
   pool: string;
   capacity: string;
+  healthAddress?: string;
+  registrationDir?: string;
+  kubeletRegistrationPath?: string;
 }
 
 export function nodeCommand(defaultDriverName: string): Command {
@@ -32,13 +35,18 @@ export function nodeCommand(defaultDriverName: string): Command {
         .default('dir'),
     )
     .requiredOption('--pool <dir>', 'pool directory holding the volumes')
-    .option('--capacity <size>', 'pool capacity, e.g. 10Gi', '10Gi');
+    .option('--capacity <size>', 'pool capacity, e.g. 10Gi', '10Gi')
+    .option('--health-address <host:port>', "serve the Pod's probes: /healthz (liveness), /readyz (registered)")
+    .option('--registration-dir <dir>', 'register with kubelet: its plugins_registry directory as mounted here')
+    .option('--kubelet-registration-path <path>', 'the CSI socket as kubelet sees it (with --registration-dir)');
   return addMetricsOptions(addTemporalOptions(command)).action(async (flags: NodeFlags) => {
     if (!isValidNodeId(flags.nodeId)) {
       throw new Error(
         `--node-id "${flags.nodeId}" must be a lower-case DNS name ([a-z0-9.-]) of at most ${MAX_NODE_ID_LENGTH} characters`,
       );
     }
+    if (!flags.registrationDir !== !flags.kubeletRegistrationPath)
+      throw new Error('--registration-dir and --kubelet-registration-path go together (the socket kubelet dials)');
     await runNodeAgent({
       endpoint: flags.endpoint,
       driverName: flags.driverName,
@@ -47,6 +55,10 @@ export function nodeCommand(defaultDriverName: string): Command {
       temporal: temporalConfig(flags),
       metricsAddress: flags.metricsAddress,
       sdkMetricsAddress: flags.sdkMetricsAddress,
+      healthAddress: flags.healthAddress,
+      registration: flags.registrationDir
+        ? { registrationDir: flags.registrationDir, kubeletEndpoint: flags.kubeletRegistrationPath ?? '' }
+        : undefined,
     });
   });
 }
