@@ -1,5 +1,7 @@
 import type { V1CSINode, V1DaemonSet, V1Deployment, V1PodList } from '@kubernetes/client-node';
+import fs from 'node:fs';
 import path from 'node:path';
+import { summarize } from '../bench/stats';
 import { eventually } from '../e2e-k8s/processes';
 import { writeOverlay } from './deploy-overlay';
 import { imageRef, nodeImages, type ImageTars } from './images';
@@ -110,9 +112,52 @@ test('a dir PVC mounted by a Pod: written and read, fsGroup applied; deleting th
   expect(node.ns.mountinfo()).toContain(pv.metadata?.name ?? 'no PV name');
   await work.deletePod('dir-1');
   expect(node.ns.mountinfo()).not.toContain(pv.metadata?.name ?? 'no PV name');
+  // The pool on disk holds the volume (the handle's last part names its directory).
+  const onDisk = handle.split('_').pop() ?? handle;
+  expect(fs.readdirSync(path.join(node.poolDir, 'volumes'))).toContain(onDisk);
+
+  // Data survives: a new Pod on the same claim reads what the first wrote.
+  await work.pod('dir-1b', 'dir-1');
+  await work.waitRunning('dir-1b');
+  expect(work.exec('dir-1b', 'cat /data/file')).toBe('hello-dir\n');
+  await work.deletePod('dir-1b');
   await work.deleteClaim('dir-1');
   await work.waitGone(`/api/v1/persistentvolumes/${pv.metadata?.name}`, `PV of dir-1 (${handle})`);
+  expect(fs.readdirSync(path.join(node.poolDir, 'volumes'))).not.toContain(onDisk);
 });
+
+test('figures: PVC created -> Pod Running and PVC deleted -> PV gone, 30 dir Pods, 5 at a time', async () => {
+  const running: number[] = [];
+  const gone: number[] = [];
+  const started = Date.now();
+  const names = Array.from({ length: 30 }, (_, i) => `fig-${i}`);
+  for (let i = 0; i < names.length; i += 5) {
+    await Promise.all(
+      names.slice(i, i + 5).map(async (name) => {
+        const t0 = Date.now();
+        await work.claim(name, 'durable-csi-dir');
+        await work.pod(name, name, { script: `echo ${name} > /data/f` });
+        await work.waitRunning(name);
+        running.push(Date.now() - t0);
+        await work.deletePod(name);
+        const pv = (await work.getClaim(name)).spec?.volumeName ?? '';
+        const t1 = Date.now();
+        await work.deleteClaim(name);
+        await work.waitGone(`/api/v1/persistentvolumes/${pv}`, `PV ${pv}`);
+        gone.push(Date.now() - t1);
+      }),
+    );
+  }
+  const up = summarize(running, Date.now() - started);
+  const down = summarize(gone, Date.now() - started);
+  node.timings['dir: PVC created -> Pod Running p50'] = up.p50 / 1000;
+  node.timings['dir: PVC created -> Pod Running p99'] = up.p99 / 1000;
+  node.timings['dir: PVC deleted -> PV gone p50'] = down.p50 / 1000;
+  node.timings['dir: PVC deleted -> PV gone p99'] = down.p99 / 1000;
+  expect(running).toHaveLength(30);
+  expect(fs.readdirSync(path.join(node.poolDir, 'volumes'))).toEqual([]);
+  expect(node.ns.mountinfo()).not.toContain('kubernetes.io~csi');
+}, 600_000);
 
 test('teardown leaves nothing: no process, mount, loop device, interface or directory', async () => {
   await node.stop();
