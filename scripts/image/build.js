@@ -1,0 +1,91 @@
+'use strict';
+// npm run image: builds the driver's OCI image from the package registries alone, as a docker-archive tar, and
+// the small images a real node and the tests need. Node built-ins only. Everything is cached by content under
+// ~/.cache/durable-csi/images ($DURABLE_CSI_IMAGES): a second run rebuilds only what an input changed for.
+//
+//   npm run image                              the driver: ghcr.io/durable-csi/durable-csi:<package.json version>
+//   npm run image -- pause busybox             those images (durable-csi csi-provisioner csi-resizer pause busybox)
+//   npm run image -- --all                     every image
+//   npm run image -- --all --load=SOCKET       and import them into the containerd at SOCKET (namespace k8s.io)
+//   npm run image -- --print                   {"<image ref>": "<tar path>"} for every image (null: cannot know yet,
+//                                              its input is missing), without building
+const fs = require('fs');
+const { run, requireTool, timed } = require('./run');
+const { driverImage } = require('./driver');
+const { smallImages } = require('./small');
+
+const USAGE = 'usage: npm run image -- [IMAGE...] [--all] [--load=CONTAINERD_SOCKET] [--print]';
+
+function allImages() {
+  return [driverImage(), ...smallImages()];
+}
+
+function parseArgs(argv, known) {
+  const options = { names: [], all: false, print: false, load: undefined };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === '--all') options.all = true;
+    else if (arg === '--print') options.print = true;
+    else if (arg === '--load') options.load = argv[++i];
+    else if (arg.startsWith('--load=')) options.load = arg.slice('--load='.length);
+    else if (arg === '-h' || arg === '--help') options.help = true;
+    else if (known.includes(arg)) options.names.push(arg);
+    else throw new Error(`unknown argument "${arg}" (images: ${known.join(', ')})\n${USAGE}`);
+  }
+  if (options.load === '') throw new Error(`--load needs containerd's socket\n${USAGE}`);
+  return options;
+}
+
+function mib(bytes) {
+  return `${(bytes / 1024 / 1024).toFixed(0)} MiB`;
+}
+
+/** ctr import into the namespace kubelet's CRI uses; the images are then there for imagePullPolicy Never. */
+function load(socket, image, tar, timings) {
+  requireTool('ctr', 'containerd');
+  timed(timings, `load into ${socket}`, () =>
+    run('ctr', ['--address', socket, '--namespace', 'k8s.io', 'images', 'import', tar]),
+  );
+}
+
+function report(name, ref, tar, timings) {
+  console.error(`image: ${name} ${ref}`);
+  for (const { label, seconds, cached } of timings)
+    console.error(`image:   ${label.padEnd(38)} ${cached ? 'cached' : `${seconds.toFixed(1)} s`}`);
+  console.error(`image:   ${'tar'.padEnd(38)} ${tar} (${mib(fs.statSync(tar).size)})`);
+}
+
+function main(argv) {
+  const images = allImages();
+  const options = parseArgs(
+    argv,
+    images.map((image) => image.name),
+  );
+  if (options.help) return console.log(USAGE);
+  if (options.print) {
+    const paths = Object.fromEntries(images.map((image) => [image.ref, image.tar()]));
+    return process.stdout.write(`${JSON.stringify(paths, null, 2)}\n`);
+  }
+  const wanted = options.all
+    ? images
+    : images.filter((image) => (options.names.length ? options.names : ['durable-csi']).includes(image.name));
+  const started = Date.now();
+  for (const image of wanted) {
+    const timings = [];
+    const tar = image.build(timings);
+    if (options.load) load(options.load, image, tar, timings);
+    report(image.name, image.ref, tar, timings);
+  }
+  console.error(`image: done in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+}
+
+module.exports = { allImages, parseArgs };
+
+if (require.main === module) {
+  try {
+    main(process.argv.slice(2));
+  } catch (error) {
+    console.error(`image: ${error instanceof Error ? error.message : String(error)}`);
+    process.exit(1);
+  }
+}

@@ -1,0 +1,82 @@
+'use strict';
+// What the images are: the driver's recipe (deploy/image.json, the one list that deploy/Containerfile must match),
+// the names the node and the tests use, and the check that the pinned Node.js satisfies package.json's engines.
+// Node built-ins only (scripts/image runs before node_modules may exist).
+const fs = require('fs');
+const path = require('path');
+const { BUILDS } = require('../install-k8s-tools');
+
+const root = path.resolve(__dirname, '..', '..');
+
+/**
+ * containerd's sandbox_image. kubelet 1.36 has no default of its own (the CRI runtime chooses); this is the pause
+ * kubeadm v1.36.3 and Kubernetes' e2e image manifest name (cmd/kubeadm/app/constants PauseVersion 3.10.2).
+ */
+const PAUSE_IMAGE = 'registry.k8s.io/pause:3.10.2';
+/** Debian bookworm's busybox-static, tagged with its own version (the build checks that the binary reports it). */
+const BUSYBOX_VERSION = '1.35.0';
+const BUSYBOX_IMAGE = `docker.io/library/busybox:${BUSYBOX_VERSION}`;
+
+/** The sidecars built by scripts/install-k8s-tools.js, named as deploy/base/controller.yaml names them. */
+const SIDECARS = ['csi-provisioner', 'csi-resizer'].map((binary) => {
+  const build = BUILDS.find((b) => Object.hasOwn(b.packages, binary));
+  if (!build) throw new Error(`scripts/install-k8s-tools.js builds no ${binary}`);
+  return {
+    name: binary,
+    binary,
+    version: build.version,
+    ref: `registry.k8s.io/sig-storage/${binary}:${build.version}`,
+  };
+});
+
+function readJsonFile(file) {
+  return JSON.parse(fs.readFileSync(file, 'utf8'));
+}
+
+/** deploy/image.json with the tag (package.json's version) and the image reference filled in. */
+function driverSpec(rootDir = root) {
+  const spec = readJsonFile(path.join(rootDir, 'deploy', 'image.json'));
+  const pkg = readJsonFile(path.join(rootDir, 'package.json'));
+  return { ...spec, tag: pkg.version, ref: `${spec.name}:${pkg.version}`, engines: (pkg.engines || {}).node };
+}
+
+/** The official Node.js image the Containerfile must build on for the same Node and Debian as ours. */
+function nodeBaseImage(spec) {
+  return `docker.io/library/node:${spec.node}-${spec.debian.suite}-slim`;
+}
+
+function parseVersion(text) {
+  const match = /^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?$/.exec(text.trim());
+  return match ? { parts: [1, 2, 3].map((i) => Number(match[i] || 0)), full: match[3] !== undefined } : undefined;
+}
+
+function compare(a, b) {
+  for (let i = 0; i < 3; i++) if (a[i] !== b[i]) return a[i] < b[i] ? -1 : 1;
+  return 0;
+}
+
+const HOLDS = { '>=': (c) => c >= 0, '>': (c) => c > 0, '<=': (c) => c <= 0, '<': (c) => c < 0, '=': (c) => c === 0 };
+
+/**
+ * Whether a version satisfies an npm engines range made of comparators (>=, >, <=, <, = or a bare version), space
+ * for "and", `||` for "or". Anything else (^, ~, x-ranges, hyphens) is refused rather than guessed.
+ */
+function satisfies(versionText, range) {
+  const version = parseVersion(versionText);
+  if (!version || !version.full) throw new Error(`not a full version: "${versionText}"`);
+  return range.split('||').some((alternative) =>
+    alternative
+      .trim()
+      .replace(/(>=|<=|>|<|=)\s+/g, '$1')
+      .split(/\s+/)
+      .filter(Boolean)
+      .every((comparator) => {
+        const match = /^(>=|<=|>|<|=)?(.+)$/.exec(comparator);
+        const bound = match && parseVersion(match[2]);
+        if (!bound) throw new Error(`unsupported engines comparator "${comparator}" (only >=, >, <=, <, =)`);
+        return HOLDS[match[1] || '='](compare(version.parts, bound.parts));
+      }),
+  );
+}
+
+module.exports = { BUSYBOX_IMAGE, BUSYBOX_VERSION, PAUSE_IMAGE, SIDECARS, driverSpec, nodeBaseImage, root, satisfies };

@@ -1,0 +1,117 @@
+import fs from 'node:fs';
+import path from 'node:path';
+
+interface Spec {
+  ref: string;
+  node: string;
+  engines: string;
+  debian: { packages: string[] };
+  env: Record<string, string>;
+  entrypoint: string[];
+}
+// Plain Node scripts (npm run image runs them before node_modules may exist), loaded as such.
+const spec = jest.requireActual<{
+  driverSpec(): Spec;
+  satisfies(version: string, range: string): boolean;
+  SIDECARS: { ref: string }[];
+}>('../../../scripts/image/spec');
+const { drift } = jest.requireActual<{ drift(spec: Spec, text: string): string[] }>(
+  '../../../scripts/image/containerfile',
+);
+
+const root = path.resolve(__dirname, '../../..');
+const containerfile = fs.readFileSync(path.join(root, 'deploy/Containerfile'), 'utf8');
+
+/** deploy/Containerfile and npm run image follow one list, deploy/image.json: a change to one alone fails here. */
+describe('deploy/Containerfile follows deploy/image.json', () => {
+  it('agrees on the Node.js base, the Debian packages, ENV, USER, WORKDIR, the links and ENTRYPOINT', () => {
+    expect(drift(spec.driverSpec(), containerfile)).toEqual([]);
+  });
+
+  it.each([
+    ['a package dropped', (t: string) => t.replace(' xfsprogs ', ' '), 'apt-get install lacks xfsprogs'],
+    ['a package added', (t: string) => t.replace(' xfsprogs ', ' xfsprogs lvm2 '), 'apt-get install has lvm2'],
+    ['an ENV value changed', (t: string) => t.replace('MALLOC_ARENA_MAX=2', 'MALLOC_ARENA_MAX=4'), 'ENV is'],
+    ['an ENV line dropped', (t: string) => t.replace('ENV NODE_ENV=production\n', ''), 'ENV is'],
+    ['another entrypoint', (t: string) => t.replace('ENTRYPOINT ["durable-csi"]', 'ENTRYPOINT ["node"]'), 'ENTRYPOINT'],
+    [
+      'another Node.js',
+      (t: string) => t.replace(/node:20\.20\.2-bookworm-slim AS deps/, 'node:22-bookworm-slim AS deps'),
+      'FROM',
+    ],
+    ['no USER', (t: string) => t.replace('USER 0:0\n', ''), 'USER is undefined'],
+    ['another link', (t: string) => t.replace('/usr/local/bin/durable-csi', '/usr/bin/durable-csi'), 'ln -s'],
+    ['the tests kept', (t: string) => t.replace('RUN rm -rf dist/test && ', 'RUN '), 'rm -rf removes []'],
+  ])('reports %s', (_what, change, message) => {
+    const changed = change(containerfile);
+    expect(changed).not.toEqual(containerfile);
+    expect(drift(spec.driverSpec(), changed).join('\n')).toContain(message);
+  });
+
+  it('reads a package list continued over lines', () => {
+    const split = containerfile.replace(' e2fsprogs xfsprogs', ' e2fsprogs \\\n  # the xfs tools\n  xfsprogs');
+    expect(drift(spec.driverSpec(), split)).toEqual([]);
+  });
+});
+
+describe('the image names deploy/ uses are the ones npm run image builds', () => {
+  const manifests = ['controller.yaml', 'node.yaml'].map((file) =>
+    fs.readFileSync(path.join(root, 'deploy/base', file), 'utf8'),
+  );
+  const images = manifests.flatMap((text) => [...text.matchAll(/^\s+image: (\S+)$/gm)].map((m) => m[1]));
+
+  it('names the driver image by package.json version', () => {
+    expect(spec.driverSpec().ref).toBe('ghcr.io/durable-csi/durable-csi:0.1.0');
+    expect(images.filter((image) => image!.startsWith('ghcr.io/'))).toEqual([
+      spec.driverSpec().ref,
+      spec.driverSpec().ref,
+    ]);
+  });
+
+  it('names each sidecar image after the version scripts/install-k8s-tools.js builds', () => {
+    for (const sidecar of spec.SIDECARS) expect(images).toContain(sidecar.ref);
+  });
+});
+
+describe('the build context ignore file', () => {
+  it('keeps dependencies, build output, tools, git and test output out of `COPY . .`', () => {
+    const ignored = fs
+      .readFileSync(path.join(root, '.dockerignore'), 'utf8')
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line && !line.startsWith('#'));
+    for (const entry of [
+      'node_modules',
+      'dist',
+      '.tools',
+      '.git',
+      '.data',
+      'coverage',
+      'test-artifacts',
+      'csi/generated',
+    ])
+      expect(ignored).toContain(entry);
+  });
+});
+
+describe('the pinned Node.js satisfies package.json engines', () => {
+  it('holds for the pin', () => {
+    expect(spec.satisfies(spec.driverSpec().node, spec.driverSpec().engines)).toBe(true);
+  });
+
+  it.each([
+    ['20.19.0', '>=20.19', true],
+    ['20.18.3', '>=20.19', false],
+    ['22.1.0', '>=20.19 <22', false],
+    ['21.7.3', '>=20.19 <22', true],
+    ['18.20.0', '<19 || >=22', true],
+    ['20.20.2', '20.20.2', true],
+    ['20.20.1', '=20.20.2', false],
+  ])('%s against "%s" is %s', (version, range, expected) => {
+    expect(spec.satisfies(version, range)).toBe(expected);
+  });
+
+  it('refuses a range it cannot read rather than guess', () => {
+    expect(() => spec.satisfies('20.20.2', '^20.19')).toThrow(/unsupported engines comparator/);
+  });
+});
