@@ -18,6 +18,7 @@ import { installTemporalRuntime } from './runtime';
 import { applyAgentHeapTuning } from './process-tuning';
 import { controllerWorkerTuning } from './worker-options';
 import { onShutdownSignal } from './shutdown';
+import { serveHealth } from './health-endpoint';
 import { registerControllerMetrics } from '../metrics/controller-metrics';
 import { createProcessMetrics, serveMetrics } from '../metrics/registry';
 import type { NodeDeletedPolicy } from '../kubernetes/node-deleted-policy';
@@ -32,6 +33,8 @@ export interface ControllerConfig {
   metricsAddress?: string;
   /** host:port for the Temporal SDK's own Prometheus metrics; off when empty. */
   sdkMetricsAddress?: string;
+  /** host:port for the Pod's liveness probe (/healthz); off when empty. */
+  healthAddress?: string;
   /** Watch Kubernetes (KUBECONFIG or the in-cluster ServiceAccount): Node-deleted policy, orphan metric. */
   kubernetes?: boolean;
   nodeDeleted?: NodeDeletedPolicy;
@@ -83,6 +86,8 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
     // Initialised (csi/identity-service.ts); whether Temporal answers now is /readyz below.
     ready: async () => worker.getState() === 'RUNNING',
   });
+  // The Pod's liveness (/healthz): the worker runs; Temporal's health is readiness (/readyz on the metrics port).
+  const live = async () => worker.getState() === 'RUNNING';
   const readiness = async () =>
     (await temporalAnswers(client)) ? undefined : `Temporal at ${config.temporal.address} does not answer`;
   const controller = createControllerService(operations, config);
@@ -105,12 +110,14 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
     ? await serveMetrics(config.metricsAddress, metrics.registry, logger, readiness)
     : undefined;
   const server = await serveCsi(config.endpoint, { identity, controller }, logger, metrics);
+  const stopHealth = config.healthAddress ? await serveHealth(config.healthAddress, { live }, logger) : undefined;
   logger.info({ driver: config.driverName, temporal: config.temporal.address }, 'controller ready');
 
   let stopped: Promise<void> | undefined;
   const stop = () =>
     (stopped ??= (async () => {
       await server.close();
+      await stopHealth?.();
       await stopMetrics?.();
       await kubernetes?.stop();
       worker.shutdown();

@@ -5,6 +5,8 @@ import { call, connectCsi, withDeadline } from '../csi/client';
 import { createIdentityService } from '../csi/identity-service';
 import { createNodeService } from '../csi/node-service';
 import { serveCsi } from '../csi/server';
+import { serveHealth } from './health-endpoint';
+import { startPluginRegistration, type PluginRegistrationOptions } from './plugin-registration';
 import { registerNodeMetrics } from '../metrics/node-metrics';
 import { createProcessMetrics, serveMetrics } from '../metrics/registry';
 import { AgentPool } from './agent-pool';
@@ -27,6 +29,10 @@ export interface NodeAgentConfig {
   metricsAddress?: string;
   /** host:port for the Temporal SDK's own Prometheus metrics; off when empty. */
   sdkMetricsAddress?: string;
+  /** host:port for the Pod's probes (/healthz, /readyz); off when empty. */
+  healthAddress?: string;
+  /** Register with kubelet (plugins_registry) once CSI answers; off when absent. */
+  registration?: Pick<PluginRegistrationOptions, 'registrationDir' | 'kubeletEndpoint'>;
 }
 
 /**
@@ -67,12 +73,26 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
     ? await serveMetrics(config.metricsAddress, metrics.registry, logger, readiness, () => csiAnswers(config.endpoint))
     : undefined;
   logger.info({ driver: config.driverName, backend: pool.backend.kind }, 'node agent serving CSI');
+  // 5. kubelet's side (docs/kubernetes.md, "Registration"): registration once CSI answers. The Pod's probes:
+  // liveness is our CSI socket answering, readiness is Temporal reached and kubelet having registered us.
+  const { driverName, endpoint: csiEndpoint } = config;
+  const registration =
+    config.registration && (await startPluginRegistration({ ...config.registration, driverName, csiEndpoint, logger }));
+  const podReady = async () =>
+    (await readiness()) ??
+    (!registration || registration.registered() ? undefined : 'kubelet has not registered the plugin yet');
+  const live = async () => (await csiAnswers(config.endpoint)) === undefined;
+  const stopHealth = config.healthAddress
+    ? await serveHealth(config.healthAddress, { live, ready: podReady }, logger)
+    : undefined;
 
   let stopped: Promise<void> | undefined;
   const stop = () =>
     (stopped ??= (async () => {
       await temporal.stop();
+      await registration?.stop();
       await server.close();
+      await stopHealth?.();
       await stopMetrics?.();
       await pool.close();
     })());

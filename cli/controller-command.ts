@@ -12,6 +12,7 @@ export function controllerCommand(defaultDriverName: string): Command {
     .option('--driver-name <name>', 'CSI driver name', defaultDriverName)
     .option('--call-wait <duration>', 'longest a CSI call waits for its workflow before answering ABORTED', '8s')
     .option('--max-volume-size <size>', 'largest volume accepted; larger requests are OUT_OF_RANGE', '16Ti')
+    .option('--health-address <host:port>', "serve the Pod's liveness probe at http://host:port/healthz")
     .option('--kubernetes', 'watch Kubernetes (KUBECONFIG, else the in-cluster ServiceAccount): Node-deleted policy')
     .option(
       '--node-deleted <policy>',
@@ -27,6 +28,7 @@ export function controllerCommand(defaultDriverName: string): Command {
         maxVolumeSize: string;
         kubernetes?: boolean;
         nodeDeleted: string;
+        healthAddress?: string;
       },
     ) => {
       const nodeDeleted = parseNodeDeletedPolicy(flags.nodeDeleted);
@@ -42,6 +44,7 @@ export function controllerCommand(defaultDriverName: string): Command {
         maxVolumeBytes: parseQuantity(flags.maxVolumeSize),
         kubernetes: flags.kubernetes,
         nodeDeleted,
+        healthAddress: flags.healthAddress,
       });
     },
   );

@@ -13,6 +13,9 @@ interface NodeFlags extends TemporalFlags {
   pool: string;
   capacity: string;
   acceptNewPool?: string;
+  healthAddress?: string;
+  registrationDir?: string;
+  kubeletRegistrationPath?: string;
 }
 
 /** A pool identity as the error, `durable-csi nodes` and pool.json show it, or the 16 hex digits a volume ID carries. */
@@ -41,7 +44,13 @@ export function nodeCommand(defaultDriverName: string): Command {
       '--accept-new-pool <pool-id>',
       "the operator's decision that the pool the node's record remembers (this identity) is gone for good: the " +
         'agent may make a new pool on an empty --pool directory, or serve the other pool found there (docs/operations.md)',
-    );
+    )
+    .option(
+      '--health-address <host:port>',
+      "serve the Pod's probes: /healthz (liveness: CSI answers), /readyz (Temporal reached, kubelet registered us)",
+    )
+    .option('--registration-dir <dir>', 'register with kubelet: its plugins_registry directory as mounted here')
+    .option('--kubelet-registration-path <path>', 'the CSI socket as kubelet sees it (with --registration-dir)');
   return addMetricsOptions(addTemporalOptions(command)).action(async (flags: NodeFlags) => {
     if (!isValidNodeId(flags.nodeId)) {
       throw new Error(
@@ -53,6 +62,8 @@ export function nodeCommand(defaultDriverName: string): Command {
         `--accept-new-pool "${flags.acceptNewPool}" must be a pool identity (a UUID) or the 16 hex digits of one`,
       );
     }
+    if (!flags.registrationDir !== !flags.kubeletRegistrationPath)
+      throw new Error('--registration-dir and --kubelet-registration-path go together (the socket kubelet dials)');
     await runNodeAgent({
       endpoint: flags.endpoint,
       driverName: flags.driverName,
@@ -62,6 +73,10 @@ export function nodeCommand(defaultDriverName: string): Command {
       acceptNewPool: flags.acceptNewPool,
       metricsAddress: flags.metricsAddress,
       sdkMetricsAddress: flags.sdkMetricsAddress,
+      healthAddress: flags.healthAddress,
+      registration: flags.registrationDir
+        ? { registrationDir: flags.registrationDir, kubeletEndpoint: flags.kubeletRegistrationPath ?? '' }
+        : undefined,
     });
   });
 }

@@ -5,7 +5,7 @@ const path = require('path');
 
 const root = path.resolve(__dirname, '..');
 /** Also inputs of the build for scripts/build-inputs.js: a change to one rebuilds. */
-const ASSETS = ['csi/csi.proto'];
+const ASSETS = ['csi/csi.proto', 'agent/pluginregistration.proto'];
 
 function copyAssets() {
   for (const asset of ASSETS) {

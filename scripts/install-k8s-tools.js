@@ -8,6 +8,7 @@
 //
 //   node scripts/install-k8s-tools.js          build what is missing
 //   node scripts/install-k8s-tools.js --print  print where each binary is (JSON), without building
+//   node scripts/install-k8s-tools.js kubernetes  build only the named sets (never two builds of one module at once)
 // DURABLE_CSI_K8S_TOOLS=<dir> caches elsewhere than ~/.cache/durable-csi/k8s-tools (or $XDG_CACHE_HOME).
 //
 // k8s.io/kubernetes and external-provisioner carry replace directives, which `go install pkg@version`
@@ -36,7 +37,7 @@ function versionLdflags(version) {
 /**
  * One build = one wrapper module, all its binaries linked in one `go build` (shared packages compile once).
  * `go list -m -versions <module>` lists what the proxy serves; livenessprobe and node-driver-registrar are
- * refused by the proxy (403), and the e2e does not need them (no kubelet).
+ * refused by the proxy (403): the node agent serves kubelet's plugin registration and its health endpoint itself.
  */
 const BUILDS = [
   {
@@ -50,6 +51,10 @@ const BUILDS = [
       'kube-controller-manager': 'k8s.io/kubernetes/cmd/kube-controller-manager',
       // Applies deploy/ exactly as an admin would: `kubectl apply --server-side -k`.
       kubectl: 'k8s.io/kubernetes/cmd/kubectl',
+      // The real node (test/e2e-node): deploy/ runs as Pods, kubelet stages and publishes durable-csi volumes.
+      // Added to this set's cache directory: only the missing binaries are built (the others keep their stamp).
+      kubelet: 'k8s.io/kubernetes/cmd/kubelet',
+      'kube-scheduler': 'k8s.io/kubernetes/cmd/kube-scheduler',
     },
     ldflags: versionLdflags(KUBERNETES_VERSION),
   },
@@ -208,5 +213,11 @@ module.exports = { binaries, cacheRoot, BUILDS };
 
 if (require.main === module) {
   if (process.argv.includes('--print')) process.stdout.write(`${JSON.stringify(binaries(), null, 2)}\n`);
-  else for (const build of BUILDS) install(build);
+  else {
+    const only = process.argv.slice(2).filter((arg) => !arg.startsWith('-'));
+    const unknown = only.filter((name) => !BUILDS.some((build) => build.name === name));
+    if (unknown.length)
+      fail(`unknown set ${unknown.join(', ')} (sets: ${BUILDS.map((build) => build.name).join(', ')})`);
+    for (const build of BUILDS) if (only.length === 0 || only.includes(build.name)) install(build);
+  }
 }

@@ -22,6 +22,24 @@ export function serviceAccount(namespace: string, name: string): Identity {
 const ADMIN: Identity = { user: 'e2e-admin', groups: ['system:masters'] };
 
 /**
+ * Where the control plane runs. By default on the test's loopback; the real node (test/e2e-node) runs it inside
+ * its network namespace: `launch` wraps each command, the API server listens on `apiPort` at `bindAddress`, the
+ * test reaches it through `restSocket`, and ServiceAccount tokens are issued (kubelet mounts them into Pods).
+ */
+export interface ControlPlaneNetwork {
+  launch(command: string, args: string[]): [string, string[]];
+  bindAddress: string;
+  advertiseAddress: string;
+  apiPort: number;
+  /** A unix socket forwarded to the API server, for the test process (outside the namespace). */
+  restSocket: string;
+  /** Extra kube-apiserver flags (e.g. how to dial kubelet). */
+  apiServerArgs: string[];
+  /** Extra kube-controller-manager flags (e.g. --root-ca-file, read only once the API server wrote its cert). */
+  controllerManagerArgs: string[];
+}
+
+/**
  * etcd, kube-apiserver and kube-controller-manager as plain processes on loopback (brief: kubernetes.md).
  * Authentication is a static token file: one token per identity, ServiceAccounts included, so a process
  * "runs as" a ServiceAccount by using its kubeconfig and RBAC applies to it as in a cluster.
@@ -35,7 +53,18 @@ export class ControlPlane {
     private readonly tools: K8sTools,
     readonly root: string,
     private readonly identities: Identity[],
+    private readonly network?: ControlPlaneNetwork,
   ) {}
+
+  /** The serving certificate and its CA, self-signed by the API server (kube-root-ca.crt for the Pods). */
+  get certFile(): string {
+    return path.join(this.root, 'control-plane', 'certs', 'apiserver.crt');
+  }
+
+  private start_(name: string, command: string, args: string[]): Proc {
+    const [wrapped, wrappedArgs] = this.network ? this.network.launch(command, args) : [command, args];
+    return startProcess(name, wrapped, wrappedArgs, { logDir: this.logDir });
+  }
 
   get logDir(): string {
     return path.join(this.root, 'logs');
@@ -44,23 +73,19 @@ export class ControlPlane {
   async start(kubeControllers: string[]): Promise<void> {
     const dir = path.join(this.root, 'control-plane');
     fs.mkdirSync(dir, { recursive: true });
-    const [etcdClient, etcdPeer, apiPort] = [await findFreePort(), await findFreePort(), await findFreePort()];
+    const [etcdClient, etcdPeer] = [await findFreePort(), await findFreePort()];
+    const apiPort = this.network?.apiPort ?? (await findFreePort());
     this.processes.push(
-      startProcess(
-        'etcd',
-        this.tools.etcd,
-        [
-          `--data-dir=${path.join(dir, 'etcd')}`,
-          `--listen-client-urls=http://127.0.0.1:${etcdClient}`,
-          `--advertise-client-urls=http://127.0.0.1:${etcdClient}`,
-          `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
-          `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
-          `--initial-cluster=default=http://127.0.0.1:${etcdPeer}`,
-          '--unsafe-no-fsync',
-          '--log-level=warn',
-        ],
-        { logDir: this.logDir },
-      ),
+      this.start_('etcd', this.tools.etcd, [
+        `--data-dir=${path.join(dir, 'etcd')}`,
+        `--listen-client-urls=http://127.0.0.1:${etcdClient}`,
+        `--advertise-client-urls=http://127.0.0.1:${etcdClient}`,
+        `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
+        `--initial-cluster=default=http://127.0.0.1:${etcdPeer}`,
+        '--unsafe-no-fsync',
+        '--log-level=warn',
+      ]),
     );
     const tokenFile = path.join(dir, 'tokens.csv');
     const lines = [ADMIN, ...this.identities].map((identity, index) => {
@@ -76,44 +101,37 @@ export class ControlPlane {
     fs.writeFileSync(saKey, privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
     this.server = `https://127.0.0.1:${apiPort}`;
     this.processes.push(
-      startProcess(
-        'kube-apiserver',
-        this.tools['kube-apiserver'],
-        [
-          '--bind-address=127.0.0.1',
-          '--advertise-address=127.0.0.1',
-          `--secure-port=${apiPort}`,
-          `--etcd-servers=http://127.0.0.1:${etcdClient}`,
-          `--cert-dir=${path.join(dir, 'certs')}`,
-          `--token-auth-file=${tokenFile}`,
-          '--authorization-mode=RBAC',
-          '--service-cluster-ip-range=10.0.0.0/24',
-          '--service-account-issuer=https://kubernetes.default.svc',
-          `--service-account-key-file=${saPub}`,
-          `--service-account-signing-key-file=${saKey}`,
-          '--endpoint-reconciler-type=none',
-          '--disable-admission-plugins=ServiceAccount',
-          '--enable-priority-and-fairness=false',
-          // The node DaemonSet's agent is privileged; the API server refuses such Pod templates otherwise.
-          '--allow-privileged=true',
-        ],
-        { logDir: this.logDir },
-      ),
+      this.start_('kube-apiserver', this.tools['kube-apiserver'], [
+        `--bind-address=${this.network?.bindAddress ?? '127.0.0.1'}`,
+        `--advertise-address=${this.network?.advertiseAddress ?? '127.0.0.1'}`,
+        `--secure-port=${apiPort}`,
+        `--etcd-servers=http://127.0.0.1:${etcdClient}`,
+        `--cert-dir=${path.join(dir, 'certs')}`,
+        `--token-auth-file=${tokenFile}`,
+        '--authorization-mode=RBAC',
+        '--service-cluster-ip-range=10.0.0.0/24',
+        '--service-account-issuer=https://kubernetes.default.svc',
+        `--service-account-key-file=${saPub}`,
+        `--service-account-signing-key-file=${saKey}`,
+        '--endpoint-reconciler-type=none',
+        // Without a kubelet nothing mounts ServiceAccount tokens; the real node needs them.
+        ...(this.network ? [] : ['--disable-admission-plugins=ServiceAccount']),
+        '--enable-priority-and-fairness=false',
+        // The node DaemonSet's agent is privileged; the API server refuses such Pod templates otherwise.
+        '--allow-privileged=true',
+        ...(this.network?.apiServerArgs ?? []),
+      ]),
     );
     await eventually('kube-apiserver /readyz', () => this.readyz(), 60_000, 500);
     const admin = this.writeKubeconfig(ADMIN.user, 'admin');
     this.processes.push(
-      startProcess(
-        'kube-controller-manager',
-        this.tools['kube-controller-manager'],
-        [
-          `--kubeconfig=${admin}`,
-          '--leader-elect=false',
-          '--secure-port=0',
-          `--controllers=${kubeControllers.join(',')}`,
-        ],
-        { logDir: this.logDir },
-      ),
+      this.start_('kube-controller-manager', this.tools['kube-controller-manager'], [
+        `--kubeconfig=${admin}`,
+        '--leader-elect=false',
+        '--secure-port=0',
+        `--controllers=${kubeControllers.join(',')}`,
+        ...(this.network?.controllerManagerArgs ?? []),
+      ]),
     );
   }
 
@@ -143,7 +161,7 @@ export class ControlPlane {
   rest(user = ADMIN.user): KubeRest {
     const token = this.tokens.get(user);
     if (!token) throw new Error(`no token for ${user}`);
-    return new KubeRest(this.server, token);
+    return new KubeRest(this.server, token, this.network?.restSocket);
   }
 
   async stop(): Promise<void> {

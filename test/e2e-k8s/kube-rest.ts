@@ -10,6 +10,8 @@ export class KubeRest {
   constructor(
     readonly server: string,
     private readonly token: string,
+    /** A unix socket that reaches the server (the real node's API server lives in its network namespace). */
+    private readonly socketPath?: string,
   ) {}
 
   get<T>(path: string): Promise<T> {
@@ -37,6 +39,7 @@ export class KubeRest {
         {
           method,
           agent: this.agent,
+          socketPath: this.socketPath,
           headers: {
             Authorization: `Bearer ${this.token}`,
             Accept: 'application/json',
@@ -76,7 +79,7 @@ export class KubeRest {
       if (stopped) return;
       current = https.get(
         `${this.server}${path}${separator}watch=1&allowWatchBookmarks=true&resourceVersion=${version}`,
-        { agent: this.agent, headers: { Authorization: `Bearer ${this.token}` } },
+        { agent: this.agent, socketPath: this.socketPath, headers: { Authorization: `Bearer ${this.token}` } },
         (response) => {
           let buffer = '';
           let last = version;

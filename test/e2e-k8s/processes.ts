@@ -19,7 +19,7 @@ export function startProcess(
   name: string,
   command: string,
   args: string[],
-  options: { logDir: string; env?: NodeJS.ProcessEnv; cwd?: string },
+  options: { logDir: string; env?: NodeJS.ProcessEnv; cwd?: string; stdin?: 'ignore' | 'pipe' },
 ): Proc {
   fs.mkdirSync(options.logDir, { recursive: true });
   const log = path.join(options.logDir, `${name}.log`);
@@ -27,7 +27,11 @@ export function startProcess(
   fs.writeSync(fd, `--- ${new Date().toISOString()} ${command} ${args.join(' ')}\n`);
   let child: ChildProcess;
   try {
-    child = spawn(command, args, { stdio: ['ignore', fd, fd], env: options.env ?? process.env, cwd: options.cwd });
+    child = spawn(command, args, {
+      stdio: [options.stdin ?? 'ignore', fd, fd],
+      env: options.env ?? process.env,
+      cwd: options.cwd,
+    });
   } finally {
     fs.closeSync(fd);
   }

@@ -7,6 +7,8 @@ export interface K8sTools {
   'kube-apiserver': string;
   'kube-controller-manager': string;
   kubectl: string;
+  kubelet: string;
+  'kube-scheduler': string;
   'csi-provisioner': string;
   'csi-resizer': string;
 }

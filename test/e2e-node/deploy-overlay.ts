@@ -1,0 +1,41 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { findProjectRoot } from '../../temporal-dev/project-root';
+import { imageRef, type ImageTars } from './images';
+
+/** deploy/'s image names, mapped to the images built here (kustomize `images:`), by repository name. */
+const DEPLOY_IMAGES: Record<string, string> = {
+  'ghcr.io/durable-csi/durable-csi': 'durable-csi',
+  'registry.k8s.io/sig-storage/csi-provisioner': 'csi-provisioner',
+  'registry.k8s.io/sig-storage/csi-resizer': 'csi-resizer',
+};
+
+/**
+ * The overlay the test applies: deploy/base (and shipped components) as they are, but for the two things the
+ * issue allows: image names and the Temporal address. Written into the run directory, pointing back at deploy/.
+ */
+export function writeOverlay(dir: string, images: ImageTars, temporal: string, components: string[] = []): string {
+  fs.mkdirSync(dir, { recursive: true });
+  const deploy = path.join(findProjectRoot(), 'deploy');
+  const rel = (sub: string) => path.relative(dir, path.join(deploy, sub));
+  const lines = [
+    'apiVersion: kustomize.config.k8s.io/v1beta1',
+    'kind: Kustomization',
+    'resources:',
+    `  - ${rel('base')}`,
+    ...(components.length ? ['components:', ...components.map((c) => `  - ${rel(path.join('components', c))}`)] : []),
+    'images:',
+    ...Object.entries(DEPLOY_IMAGES).flatMap(([name, repo]) => {
+      const ref = imageRef(images, repo);
+      const at = ref.lastIndexOf(':');
+      return [`  - name: ${name}`, `    newName: ${ref.slice(0, at)}`, `    newTag: ${ref.slice(at + 1)}`];
+    }),
+    'patches:',
+    '  - target: { kind: ConfigMap, name: durable-csi-temporal }',
+    '    patch: |-',
+    `      - { op: replace, path: /data/TEMPORAL_ADDRESS, value: "${temporal}" }`,
+    '',
+  ];
+  fs.writeFileSync(path.join(dir, 'kustomization.yaml'), lines.join('\n'));
+  return dir;
+}
