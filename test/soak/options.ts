@@ -16,10 +16,10 @@ export const FAULT_KINDS = [
   'registry-loss',
   'forget-then-return',
   'delete-then-create',
+  'outage-node-restart',
   'history-restart',
   'matching-restart',
   'postgres-outage',
-  'outage-node-restart',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
