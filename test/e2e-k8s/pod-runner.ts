@@ -46,9 +46,6 @@ export interface Launch {
   env: NodeJS.ProcessEnv;
 }
 
-/** Containers that cannot run here: their binaries are refused by the Go module proxy, and there is no kubelet. */
-export const NOT_RUN = new Set(['liveness-probe', 'node-driver-registrar']);
-
 export async function preparePod(spec: V1PodSpec, ctx: PodContext): Promise<PodRun> {
   const volumes = new Map<string, string>();
   for (const volume of spec.volumes ?? []) {
@@ -65,7 +62,6 @@ export async function preparePod(spec: V1PodSpec, ctx: PodContext): Promise<PodR
     for (const port of container.ports ?? []) ports.set(port.containerPort, await findFreePort());
   const launches = new Map<string, Launch>();
   for (const container of spec.containers) {
-    if (NOT_RUN.has(container.name)) continue;
     launches.set(container.name, launch(container, ctx, volumes, ports));
   }
   return { ports, volumes, launches };

@@ -20,7 +20,10 @@ export function nodeImages(): ImageTars {
     const scripts = (JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: object })
       .scripts;
     if (!('image' in scripts)) throw new Error('package.json has no `image` script: the node has no images to run');
-    execFileSync('npm', ['run', '--silent', 'image'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
+    execFileSync('npm', ['run', '--silent', 'image', '--', '--all'], {
+      cwd: root,
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
     images = JSON.parse(
       execFileSync('npm', ['run', '--silent', 'image', '--', '--print'], { cwd: root, encoding: 'utf8' }),
     ) as ImageTars;
