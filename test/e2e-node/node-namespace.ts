@@ -65,6 +65,8 @@ export class NodeNamespace {
         `mount --bind ${kubelet} /var/lib/kubelet`,
         'mount --make-rshared /var/lib/kubelet',
         `mount --bind ${durable} /var/lib/durable-csi`,
+        // Shared like / on a systemd host: the pool's HostToContainer mount (a late disk) needs a shared or slave source.
+        'mount --make-rshared /var/lib/durable-csi',
       ].join('\n'),
     );
     return ns;
