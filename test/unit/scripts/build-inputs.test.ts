@@ -29,7 +29,14 @@ describe('scripts/build-inputs: is dist/ built from the current sources?', () =>
     write('package-lock.json', '{}\n');
     write('tsconfig.json', '{}\n');
     write('README.md', '# readme\n');
-    for (const output of ['dist/cli/main.js', 'dist/workflow-bundle.js', 'dist/csi/csi.proto']) write(output, '');
+    write('agent/pluginregistration.proto', 'syntax = "proto3";\n');
+    const outputs = [
+      'dist/cli/main.js',
+      'dist/workflow-bundle.js',
+      'dist/csi/csi.proto',
+      'dist/agent/pluginregistration.proto',
+    ];
+    for (const output of outputs) write(output, '');
     built();
   });
   afterEach(() => fs.rmSync(root, { recursive: true, force: true }));
