@@ -85,8 +85,9 @@ const DECISION_WAIT_MS = 20_000;
  * decision. Returns the decision the record keeps (the first one, if it was forgotten meanwhile).
  */
 async function askRecord(client: Client, driverName: string, nodeId: string, notice: ForgetNotice) {
-  const handle = await client.workflow.start<typeof nodePresence>('nodePresence', {
-    workflowId: nodeRecordWorkflowId(driverName, nodeId),
+  const workflowId = nodeRecordWorkflowId(driverName, nodeId);
+  await client.workflow.start<typeof nodePresence>('nodePresence', {
+    workflowId,
     taskQueue: controlTaskQueue(driverName),
     args: [{ driverName, nodeId }],
     memo: { [NODE_MEMO_KEY]: { nodeId, live: false } },
@@ -97,6 +98,9 @@ async function askRecord(client: Client, driverName: string, nodeId: string, not
     ],
     workflowIdConflictPolicy: 'USE_EXISTING',
   });
+  // Not the handle `start` returns: with USE_EXISTING it names the running run as the first of its chain, and a
+  // record that has continued as new is then "not found". The latest run of the ID is the record.
+  const handle = client.workflow.getHandle<typeof nodePresence>(workflowId);
   try {
     return await client.withDeadline(Date.now() + DECISION_WAIT_MS, () =>
       handle.executeUpdate(forgetNodeRecordUpdate, { args: [notice] }),

@@ -6,7 +6,7 @@ import { controlTaskQueue, deleteWorkflowId, nodeRecordWorkflowId } from '../../
 import { parseVolumeId } from '../../common/volume-id';
 import { forgetNode } from '../../operations/forget-node';
 import type { DeleteVolumeResult } from '../../workflows/delete-volume';
-import { forgetNodeRecordSignal, forgetNodeRecordUpdate } from '../../workflows/node-presence';
+import { forgetNodeRecordSignal, forgetNodeRecordUpdate, renewRecordSignal } from '../../workflows/node-presence';
 import type * as workflows from '../../workflows';
 import { NodeIdKey, OperationKey, PhaseKey, VolumeIdKey } from '../../workflows/search-attribute-keys';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
@@ -170,6 +170,27 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     await expect(deleteVolume(csi, volumeId, 8000)).resolves.toEqual({});
     const result = await client.workflow.getHandle(deleteWorkflowId(cluster.driverName, volumeId)).result();
     expect(result).toMatchObject({ outcome: 'node-forgotten', reason: 'gone for good' });
+  });
+
+  it('forgets a node whose record has continued as new (its current run is not the first of its chain)', async () => {
+    const node6 = await cluster.startNode('node-6');
+    await controller('controller-7');
+    const client = await cluster.temporal();
+    const record = client.workflow.getHandle(nodeRecordWorkflowId(cluster.driverName, 'node-6'));
+    await eventually(
+      async () => (await readNodeRecord(client, cluster.driverName, 'node-6'))?.node?.live === true,
+      30_000,
+    );
+    const firstRun = (await record.describe()).runId;
+    await record.signal(renewRecordSignal);
+    await eventually(async () => (await record.describe()).runId !== firstRun, 30_000);
+    await node6.kill('SIGKILL');
+    await untilOffline(client, 'node-6');
+    const outcome = await forgetNode(client, cluster.driverName, 'node-6', 'retired after a renewal');
+    expect(outcome.notice).toMatchObject({ nodeId: 'node-6', reason: 'retired after a renewal' });
+    expect((await readNodeRecord(client, cluster.driverName, 'node-6'))?.forgotten?.reason).toBe(
+      'retired after a renewal',
+    );
   });
 });
 
