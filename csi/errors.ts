@@ -1,6 +1,6 @@
 import { status } from '@grpc/grpc-js';
 import { isGrpcServiceError, WorkflowFailedError } from '@temporalio/client';
-import { ApplicationFailure, TerminatedFailure, CancelledFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure, NamespaceNotFoundError, TerminatedFailure } from '@temporalio/common';
 import { DriverError, FailureType, isFailureType } from '../common/failures';
 
 /** The single mapping from failures of any layer to the gRPC status the CO sees. */
@@ -26,6 +26,13 @@ const CODES: Record<FailureType, status> = {
 export function toGrpcStatus(error: unknown): GrpcStatus {
   if (error instanceof DriverError) return { code: CODES[error.type], message: error.message, unexpected: false };
   if (error instanceof WorkflowFailedError) return fromWorkflowFailure(error);
+  if (error instanceof NamespaceNotFoundError) {
+    // A server that is starting answers so until it has loaded its namespaces: retriable, like an outage.
+    const message =
+      `Temporal does not know the namespace "${error.namespace}" (a server still starting, or a wrong ` +
+      '--temporal-namespace / TEMPORAL_NAMESPACE); retry';
+    return { code: status.UNAVAILABLE, message, unexpected: false };
+  }
   const answered = fromTemporalStatus(error);
   if (answered) return answered;
   if (error instanceof Error && /Failed to connect|TransportError|ECONNREFUSED|tcp connect error/.test(error.message)) {

@@ -1,7 +1,13 @@
 import { status } from '@grpc/grpc-js';
 import { Metadata } from '@grpc/grpc-js';
 import { ServiceError, WorkflowFailedError } from '@temporalio/client';
-import { ActivityFailure, ApplicationFailure, CancelledFailure, TerminatedFailure } from '@temporalio/common';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancelledFailure,
+  NamespaceNotFoundError,
+  TerminatedFailure,
+} from '@temporalio/common';
 import { DriverError, FailureType } from '../../../common/failures';
 import { toGrpcStatus } from '../../../csi/errors';
 
@@ -220,6 +226,15 @@ describe('toGrpcStatus', () => {
       expect(toGrpcStatus(new ServiceError('Failed', { cause: bug }))).toMatchObject({
         code: status.INTERNAL,
         unexpected: true,
+      });
+    });
+
+    it('maps an unknown namespace (a server still loading its namespaces, or a wrong --temporal-namespace) to UNAVAILABLE', () => {
+      // The SDK turns the server's NamespaceNotFoundFailure detail into its own error, without a gRPC code.
+      expect(toGrpcStatus(new NamespaceNotFoundError('default'))).toEqual({
+        code: status.UNAVAILABLE,
+        message: expect.stringMatching(/^Temporal does not know the namespace "default" .*--temporal-namespace.*retry/),
+        unexpected: false,
       });
     });
 
