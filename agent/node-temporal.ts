@@ -8,6 +8,7 @@ import { nodeTaskQueue } from '../common/names';
 import type { TemporalConfig } from '../common/temporal-config';
 import { connectTemporal } from '../common/temporal-connection';
 import { driverVersion } from '../common/version';
+import { poolNamedByOperations } from '../operations/pending-operations';
 import type { AgentPool } from './agent-pool';
 import { decidePool } from './pool-gate';
 import { startPresence, type Presence } from './presence';
@@ -63,11 +64,17 @@ export function startNodeTemporal(options: NodeTemporalOptions, pool: AgentPool,
       'pool',
       async () => {
         const record = await readNodeRecord(client, options.driverName, options.nodeId);
+        const onDisk = await pool.backend.identity();
+        const remembered = record?.node?.poolId;
         const gate = decidePool({
           nodeId: options.nodeId,
           pool: options.poolDir,
-          onDisk: await pool.backend.identity(),
-          remembered: record?.node?.poolId,
+          onDisk,
+          remembered,
+          named:
+            remembered === undefined && !onDisk
+              ? await poolNamedByOperations(client, options.driverName, options.nodeId)
+              : undefined,
           accepted: options.acceptNewPool,
           recheckSeconds: POOL_RECHECK_MS / 1000,
         });

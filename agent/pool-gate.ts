@@ -16,6 +16,11 @@ export interface PoolGateInput {
   onDisk?: PoolIdentity;
   /** The pool identity the node's record remembers; undefined when there is no record or it never heard a report. */
   remembered?: string;
+  /**
+   * The newest pool prefix the node's volume operations name (their volume IDs carry it), read only when the
+   * record remembers none and the directory has no identity: a record lost while the disk was not mounted.
+   */
+  named?: string;
   /** `--accept-new-pool`: the identity the operator says is gone for good. */
   accepted?: string;
   /** How often the agent looks again, for the message. */
@@ -30,33 +35,53 @@ export function samePool(a: string, b: string): boolean {
 }
 
 export function decidePool(input: PoolGateInput): PoolGate {
-  const { onDisk, remembered, accepted } = input;
-  // First start (or a record that never heard a report): nothing to confuse the pool with.
-  if (remembered === undefined) return { kind: 'open', fresh: {} };
-  if (onDisk && samePool(onDisk.poolId, remembered)) return { kind: 'open', fresh: {} };
+  const { onDisk, accepted } = input;
+  const known = knownPool(input);
+  // First start (or a record that never heard a report, with nothing else naming a pool): nothing to confuse.
+  if (!known) return { kind: 'open', fresh: {} };
+  if (onDisk && samePool(onDisk.poolId, known.poolId)) return { kind: 'open', fresh: {} };
   // The replacement was decided when this pool was made; the record has not heard of it yet.
-  if (onDisk?.replaces && samePool(onDisk.replaces, remembered)) return { kind: 'open', fresh: {} };
-  if (accepted && samePool(accepted, remembered)) {
+  if (onDisk?.replaces && samePool(onDisk.replaces, known.poolId)) return { kind: 'open', fresh: {} };
+  if (accepted && samePool(accepted, known.poolId)) {
     const note = onDisk
-      ? `pool ${onDisk.poolId} replaces pool ${remembered} (--accept-new-pool)`
-      : `a new pool replaces pool ${remembered} (--accept-new-pool)`;
-    return { kind: 'open', fresh: { replaces: remembered }, note };
+      ? `pool ${onDisk.poolId} replaces pool ${known.poolId} (--accept-new-pool)`
+      : `a new pool replaces pool ${known.poolId} (--accept-new-pool)`;
+    return { kind: 'open', fresh: { replaces: known.poolId }, note };
   }
-  return { kind: 'refuse', message: refusal(input, remembered) };
+  return { kind: 'refuse', message: refusal(input, known) };
 }
 
-function refusal(input: PoolGateInput, remembered: string): string {
+interface KnownPool {
+  poolId: string;
+  /** Who knows it, for the message. */
+  knownBy: string;
+}
+
+function knownPool(input: PoolGateInput): KnownPool | undefined {
+  const { nodeId, remembered, named, onDisk } = input;
+  if (remembered !== undefined)
+    return { poolId: remembered, knownBy: `the record of node ${nodeId} remembers pool ${remembered}` };
+  // A pool on disk with a lost record is the node's pool; an empty directory may be a disk not mounted yet.
+  if (onDisk || named === undefined) return undefined;
+  return {
+    poolId: named,
+    knownBy: `volume operations of node ${nodeId} name pool ${named} (its record remembers none)`,
+  };
+}
+
+function refusal(input: PoolGateInput, known: KnownPool): string {
   const { nodeId, pool, onDisk, accepted } = input;
+  const { poolId } = known;
   const found = onDisk ? `holds pool ${onDisk.poolId}` : 'has no pool identity (an empty directory)';
   const serve = onDisk ? `serve pool ${onDisk.poolId} instead` : 'make a new pool there';
   return (
-    `pool ${pool} ${found}, but the record of node ${nodeId} remembers pool ${remembered}; ` +
-    `this agent runs no storage work until that is settled. ` +
-    `If the disk holding pool ${remembered} is not mounted at ${pool} yet, mount it there: ` +
+    `pool ${pool} ${found}, but ${known.knownBy}; ` +
+    `this agent runs no storage work on node ${nodeId} until that is settled. ` +
+    `If the disk holding pool ${poolId} is not mounted at ${pool} yet, mount it there: ` +
     `the agent looks again every ${input.recheckSeconds} s. ` +
-    `If pool ${remembered} is gone for good (wiped or replaced), restart the agent with ` +
-    `--accept-new-pool=${remembered} to ${serve}: deletions waiting for its volumes then answer that their pool ` +
+    `If pool ${poolId} is gone for good (wiped or replaced), restart the agent with ` +
+    `--accept-new-pool=${poolId} to ${serve}: deletions waiting for its volumes then answer that their pool ` +
     `was replaced.` +
-    (accepted ? ` (--accept-new-pool names ${accepted}, which is not the pool the record remembers.)` : '')
+    (accepted ? ` (--accept-new-pool names ${accepted}, which is not pool ${poolId}.)` : '')
   );
 }

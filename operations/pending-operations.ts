@@ -1,6 +1,7 @@
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { DriverError, FailureType } from '../common/failures';
 import { isValidNodeId } from '../common/node-id';
+import { parseVolumeId } from '../common/volume-id';
 import {
   NodeIdKey,
   OperationKey,
@@ -78,6 +79,32 @@ export async function listOperations(client: Client, query: string): Promise<Ope
   const found: OperationSummary[] = [];
   for await (const workflow of client.workflow.list({ query })) found.push(summarize(workflow));
   return found.sort((a, b) => a.startTime.getTime() - b.startTime.getTime());
+}
+
+/** How many of a node's operations are read for the pool they name (the newest, of a first page). */
+const POOL_EVIDENCE_LIMIT = 1000;
+
+/**
+ * The pool prefix that the newest volume operation of a node names (running or kept by retention), or undefined.
+ * The agent asks when its record remembers no pool and its pool directory is empty (agent/pool-gate.ts).
+ */
+export async function poolNamedByOperations(
+  client: Client,
+  driverName: string,
+  nodeId: string,
+): Promise<string | undefined> {
+  if (!isValidNodeId(nodeId)) throw new DriverError(FailureType.InvalidArgument, `"${nodeId}" is not a node ID`);
+  const query = `${driverOperationsClause(driverName)} AND ${NodeIdKey.name} = "${nodeId}"`;
+  let newest: { at: number; prefix: string } | undefined;
+  let read = 0;
+  for await (const workflow of client.workflow.list({ query, pageSize: POOL_EVIDENCE_LIMIT })) {
+    const volumeId = workflow.typedSearchAttributes.get(VolumeIdKey);
+    const prefix = volumeId ? parseVolumeId(volumeId)?.poolIdPrefix : undefined;
+    const at = workflow.startTime.getTime();
+    if (prefix && (!newest || at > newest.at)) newest = { at, prefix };
+    if (++read >= POOL_EVIDENCE_LIMIT) break;
+  }
+  return newest?.prefix;
 }
 
 /** Also takes a DescribeWorkflowExecution answer, which is current where a listing may lag. */

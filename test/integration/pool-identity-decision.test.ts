@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { call, withDeadline, type CsiClients } from '../../csi/client';
 import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
+import { nodeRecordWorkflowId } from '../../common/names';
 import { parseVolumeId, poolIdPrefix } from '../../common/volume-id';
 import { TestCluster } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
@@ -107,4 +108,46 @@ it('replaces a wiped pool only when --accept-new-pool names the identity that is
   await agent.stop();
   await cluster.startNode('node-2');
   expect(poolIdentity('node-2').poolId).toBe(made.poolId);
+});
+
+it('with its record lost too, the node waits on an empty directory when its waiting deletions name another pool', async () => {
+  const { volumeId, oldPool } = await nodeWithWaitingDeletion('node-3');
+  const client = await cluster.temporal();
+  // The record goes (an operator deleted it, or retention did once it had closed) while the disk is not mounted:
+  // a closed record still remembers its pool in its memo until then.
+  const record = client.workflow.getHandle(nodeRecordWorkflowId(cluster.driverName, 'node-3'));
+  const { runId } = await record.describe();
+  await record.terminate('test: record lost');
+  await client.workflowService.deleteWorkflowExecution({
+    namespace: client.options.namespace,
+    workflowExecution: { workflowId: record.workflowId, runId },
+  });
+  await until('the record is gone', async () => {
+    try {
+      await record.describe();
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  const disk = `${cluster.pool('node-3')}.disk`;
+  fs.renameSync(cluster.pool('node-3'), disk);
+  fs.mkdirSync(cluster.pool('node-3'));
+
+  const agent = await cluster.startNode('node-3', { waitReady: false });
+  const clients = cluster.csi(agent.endpoint);
+  const prefix = parseVolumeId(volumeId)!.poolIdPrefix;
+  await until('the refusal is logged', () => logOf('node-3').includes(`--accept-new-pool=${prefix}`));
+  expect(logOf('node-3')).toContain(`volume operations of node node-3 name pool ${prefix}`);
+  expect(fs.existsSync(identityFile('node-3'))).toBe(false);
+  expect(await probe(clients)).toBe(false);
+  // Not answered "pool replaced": the deletion still waits for the real pool.
+  expect(await codeOf(deleteVolume(controller, volumeId, 10_000))).toBe('ABORTED');
+
+  fs.rmdirSync(cluster.pool('node-3'));
+  fs.renameSync(disk, cluster.pool('node-3'));
+  await until('ready on the real pool', async () => (await probe(clients)) === true, 90_000);
+  expect(poolIdentity('node-3').poolId).toBe(oldPool);
+  await retryLikeCo(() => deleteVolume(controller, volumeId));
+  expect(cluster.volumesOnDisk('node-3')).not.toContain(parseVolumeId(volumeId)!.key);
 });

@@ -11,6 +11,25 @@ describe('the pool gate', () => {
     expect(decidePool({ ...base, onDisk: onDisk(NEW) })).toEqual({ kind: 'open', fresh: {} });
   });
 
+  it('with no record, refuses an empty directory whose node operations name a pool, and accepts that decision', () => {
+    const gate = decidePool({ ...base, named: '6fac7ed660ac4a52' });
+    expect(gate.kind === 'refuse' && gate.message).toContain(
+      'volume operations of node node-1 name pool 6fac7ed660ac4a52 (its record remembers none)',
+    );
+    expect(gate.kind === 'refuse' && gate.message).toContain('--accept-new-pool=6fac7ed660ac4a52');
+    expect(decidePool({ ...base, named: '6fac7ed660ac4a52', accepted: OLD })).toMatchObject({
+      kind: 'open',
+      fresh: { replaces: '6fac7ed660ac4a52' },
+    });
+  });
+
+  it('with no record, opens a pool found on disk whatever the operations name (the record was lost, not the disk)', () => {
+    expect(decidePool({ ...base, onDisk: onDisk(NEW), named: '6fac7ed660ac4a52' })).toEqual({
+      kind: 'open',
+      fresh: {},
+    });
+  });
+
   it('opens the pool the record remembers', () => {
     expect(decidePool({ ...base, onDisk: onDisk(OLD), remembered: OLD })).toEqual({ kind: 'open', fresh: {} });
   });
