@@ -16,7 +16,14 @@ export interface PvEvent {
   key: string;
 }
 
-/** Where Events about cluster-scoped objects live (kubectl describe pv finds them there). */
+/** The cluster-scoped object an Event is about: a PersistentVolume or a Node. */
+export interface EventSubject {
+  kind: 'PersistentVolume' | 'Node';
+  name: string;
+  uid?: string;
+}
+
+/** Where Events about cluster-scoped objects live (kubectl describe pv/node finds them there). */
 const EVENT_NAMESPACE = 'default';
 
 /** Records an Event on each PV; failures are logged, never thrown (an Event is a report, not the decision). */
@@ -27,28 +34,45 @@ export async function recordPvEvents(
   event: PvEvent,
   logger: Logger,
 ): Promise<void> {
+  for (const pv of pvs)
+    await recordEvent(core, component, { kind: 'PersistentVolume', name: pv.name, uid: pv.uid }, event, logger);
+}
+
+/** Records one Event on a cluster-scoped object, named after the subject and the decision so replicas agree. */
+export async function recordEvent(
+  core: CoreV1Api,
+  component: string,
+  subject: EventSubject,
+  event: PvEvent,
+  logger: Logger,
+): Promise<void> {
   const now = new Date();
-  for (const pv of pvs) {
-    const digest = crypto.createHash('sha256').update(`${pv.uid}/${event.key}`).digest('hex').slice(0, 16);
-    const body = {
-      metadata: { name: `${pv.name}.${digest}`, namespace: EVENT_NAMESPACE },
-      involvedObject: { apiVersion: 'v1', kind: 'PersistentVolume', name: pv.name, uid: pv.uid },
-      type: event.type,
-      reason: event.reason,
-      message: event.message,
-      source: { component },
-      reportingComponent: component,
-      reportingInstance: process.env.HOSTNAME ?? `pid-${process.pid}`,
-      action: event.reason,
-      firstTimestamp: now,
-      lastTimestamp: now,
-      count: 1,
-    };
-    try {
-      await core.createNamespacedEvent({ namespace: EVENT_NAMESPACE, body });
-    } catch (error) {
-      if (statusOf(error) === 409) continue; // another replica reported the same decision
-      logger.warn({ err: error, pv: pv.name, reason: event.reason }, 'could not record an Event on the PV');
-    }
+  const digest = crypto
+    .createHash('sha256')
+    .update(`${subject.uid ?? subject.name}/${event.key}`)
+    .digest('hex')
+    .slice(0, 16);
+  const body = {
+    metadata: { name: `${subject.name}.${digest}`, namespace: EVENT_NAMESPACE },
+    involvedObject: { apiVersion: 'v1', ...subject },
+    type: event.type,
+    reason: event.reason,
+    message: event.message,
+    source: { component },
+    reportingComponent: component,
+    reportingInstance: process.env.HOSTNAME ?? `pid-${process.pid}`,
+    action: event.reason,
+    firstTimestamp: now,
+    lastTimestamp: now,
+    count: 1,
+  };
+  try {
+    await core.createNamespacedEvent({ namespace: EVENT_NAMESPACE, body });
+  } catch (error) {
+    if (statusOf(error) === 409) return; // another replica (or an earlier attempt) reported the same decision
+    logger.warn(
+      { err: error, [subject.kind === 'Node' ? 'node' : 'pv']: subject.name, reason: event.reason },
+      `could not record an Event on the ${subject.kind}`,
+    );
   }
 }

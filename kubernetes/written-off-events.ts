@@ -1,14 +1,10 @@
-import crypto from 'node:crypto';
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Logger } from '../common/logger';
 import type { WrittenOffReport } from '../activities/control-activities';
 import { listDriverPvs } from './driver-pvs';
-import { statusOf } from './kube-config';
-import { recordPvEvents } from './pv-events';
+import { recordEvent, recordPvEvents } from './pv-events';
 
 const COMPONENT = 'durable-csi-controller';
-/** Where the Events on the Node live when the PV is gone (Nodes are cluster-scoped, like PVs). */
-const EVENT_NAMESPACE = 'default';
 
 /**
  * Reports, as Kubernetes Events, that a node which was forgotten came back and its written-off volumes were
@@ -22,40 +18,15 @@ export function writtenOffEvents(core: CoreV1Api, driverName: string, logger: Lo
       const message =
         `node ${report.nodeId} came back after it was forgotten (${volume.reason}); volume ${volume.volumeId}, ` +
         `written off then, was deleted on its pool now (${volume.outcome})`;
-      const key = `${volume.volumeId}/written-off-deleted`;
-      const pv = pvs.filter((candidate) => candidate.volumeHandle === volume.volumeId);
-      if (pv.length > 0) {
-        await recordPvEvents(
-          core,
-          COMPONENT,
-          pv,
-          { type: 'Normal', reason: 'WrittenOffDeleted', message, key },
-          logger,
-        );
-        continue;
-      }
-      const digest = crypto.createHash('sha256').update(key).digest('hex').slice(0, 16);
-      const now = new Date();
-      const body = {
-        metadata: { name: `${report.nodeId}.${digest}`, namespace: EVENT_NAMESPACE },
-        involvedObject: { apiVersion: 'v1', kind: 'Node', name: report.nodeId },
+      const event = {
         type: 'Normal',
         reason: 'WrittenOffDeleted',
         message,
-        source: { component: COMPONENT },
-        reportingComponent: COMPONENT,
-        reportingInstance: process.env.HOSTNAME ?? `pid-${process.pid}`,
-        action: 'WrittenOffDeleted',
-        firstTimestamp: now,
-        lastTimestamp: now,
-        count: 1,
-      };
-      try {
-        await core.createNamespacedEvent({ namespace: EVENT_NAMESPACE, body });
-      } catch (error) {
-        if (statusOf(error) === 409) continue; // another replica, or an earlier attempt, reported it
-        logger.warn({ err: error, node: report.nodeId }, 'could not record an Event on the Node');
-      }
+        key: `${volume.volumeId}/written-off-deleted`,
+      } as const;
+      const pv = pvs.filter((candidate) => candidate.volumeHandle === volume.volumeId);
+      if (pv.length > 0) await recordPvEvents(core, COMPONENT, pv, event, logger);
+      else await recordEvent(core, COMPONENT, { kind: 'Node', name: report.nodeId }, event, logger);
     }
   };
 }

@@ -1,6 +1,5 @@
 import net from 'node:net';
-import { call, connectCsi, withDeadline } from '../../../csi/client';
-import type { ProbeResponse__Output } from '../../../csi/generated/csi/v1/ProbeResponse';
+import { waitUntilProbeAnswers } from '../../../agent/wait-ready';
 import { probeAfterOutage, snapshotDriver } from './after-outage';
 import type { Fault } from './types';
 import { sleep, step } from './types';
@@ -33,7 +32,7 @@ export const outageNodeRestart: Fault = {
       await node.kill('SIGKILL');
       const startedAt = Date.now();
       await node.start(context.builds.current, { waitReady: false });
-      const ready = await untilProbeAnswers(node.endpoint, 20_000);
+      const ready = await waitUntilProbeAnswers(node.endpoint, 20_000);
       served.push({ node: node.name, probeAnsweredAfterMs: Date.now() - startedAt, ready });
       const ops = [
         workload.deleteOne(record.kind, { node: node.name }),
@@ -72,23 +71,4 @@ async function untilRefused(address: string, timeoutMs: number): Promise<void> {
     await sleep(200);
   }
   throw new Error(`Temporal at ${address} still accepts connections ${timeoutMs} ms after it was stopped`);
-}
-
-/** The agent's CSI socket answers Probe; resolves with its readiness (false while Temporal is away). */
-async function untilProbeAnswers(endpoint: string, timeoutMs: number): Promise<boolean | undefined> {
-  const until = Date.now() + timeoutMs;
-  let last = 'no answer';
-  while (Date.now() < until) {
-    const clients = connectCsi(endpoint);
-    try {
-      const probe = await call<ProbeResponse__Output>((done) => clients.identity.Probe({}, withDeadline(2000), done));
-      return probe.ready?.value;
-    } catch (error) {
-      last = error instanceof Error ? error.message : String(error);
-    } finally {
-      clients.close();
-    }
-    await sleep(250);
-  }
-  throw new Error(`${endpoint} did not serve CSI within ${timeoutMs} ms while Temporal was down (${last})`);
 }
