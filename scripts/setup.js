@@ -3,6 +3,7 @@
 // since the last one (scripts/build-inputs.js), and makes sure a Temporal CLI and the test tools (csi-sanity,
 // scripts/install-tools.js) exist. Node built-ins only, because node_modules may not exist yet.
 const { spawnSync } = require('child_process');
+const crypto = require('crypto');
 const fs = require('fs');
 const path = require('path');
 const { forgetBuild, inputsFingerprint, isBuildFresh, recordBuild } = require('./build-inputs');
@@ -32,14 +33,33 @@ function mtimeMs(file) {
   }
 }
 
+/** Written into node_modules after `npm ci`: the hash of the lock it was installed from. */
+const LOCK_MARK = path.join(root, 'node_modules', '.durable-csi-lock.sha256');
+
+function lockHash() {
+  return crypto
+    .createHash('sha256')
+    .update(fs.readFileSync(path.join(root, 'package-lock.json')))
+    .digest('hex');
+}
+
+/**
+ * By content, not by time: a checkout (a second git worktree, a fresh clone whose node_modules is a link) gives
+ * package-lock.json a new mtime without changing it, and `npm ci` through a linked node_modules would replace
+ * another checkout's dependencies. Without our mark (installed by hand), the time comparison decides once.
+ */
 function depsAreStale() {
+  if (!fs.existsSync(path.join(root, 'node_modules'))) return true;
+  if (fs.existsSync(LOCK_MARK)) return fs.readFileSync(LOCK_MARK, 'utf8').trim() !== lockHash();
   const installed = mtimeMs(path.join(root, 'node_modules', '.package-lock.json'));
-  if (!fs.existsSync(path.join(root, 'node_modules')) || installed === undefined) return true;
+  if (installed === undefined) return true;
   const lock = mtimeMs(path.join(root, 'package-lock.json'));
   return lock !== undefined && lock > installed;
 }
 
 if (depsAreStale()) run('install dependencies', npm, ['ci']);
+if (fs.existsSync(path.join(root, 'node_modules')) && !fs.existsSync(LOCK_MARK))
+  fs.writeFileSync(LOCK_MARK, `${lockHash()}\n`);
 const inputs = inputsFingerprint(root);
 if (isBuildFresh(root, inputs)) {
   console.error('setup: build is up to date (no source, proto or asset changed since the last build)');

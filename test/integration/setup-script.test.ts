@@ -37,11 +37,13 @@ describe('scripts/setup.js', () => {
       filter: (source) => !skipped.has(path.relative(root, source).split(path.sep)[0]!),
     });
     fs.symlinkSync(fs.realpathSync(path.join(root, 'node_modules')), path.join(copy, 'node_modules'));
-    // setup.js would run `npm ci` in the copy, through the link, on the project's own dependencies: refuse.
-    const installed = fs.statSync(path.join(copy, 'node_modules', '.package-lock.json')).mtimeMs;
-    if (fs.statSync(path.join(copy, 'package-lock.json')).mtimeMs > installed) {
-      throw new Error('node_modules is older than package-lock.json: run `npm ci` (or `npm test`) first');
+    // The copy is a new checkout (its lock newer than the installed dependencies, as in a second git worktree):
+    // the dependencies are judged by the lock's content, so no `npm ci` runs through the link.
+    if (!fs.existsSync(path.join(copy, 'node_modules', '.durable-csi-lock.sha256'))) {
+      throw new Error('node_modules carries no lock mark: run `node scripts/setup.js` (or `npm test`) first');
     }
+    const later = new Date(Date.now() + 60_000);
+    fs.utimesSync(path.join(copy, 'package-lock.json'), later, later);
     buildInputs.recordBuild(copy, buildInputs.inputsFingerprint(copy)); // as after a build
     const bundle = path.join(copy, 'dist', 'workflow-bundle.js');
     const bundleTime = fs.statSync(bundle).mtimeMs;
