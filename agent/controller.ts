@@ -52,7 +52,7 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
   applyAgentHeapTuning();
   installTemporalRuntime(config.sdkMetricsAddress);
   const logger = createLogger('controller');
-  const connection = await connectTemporal(config.temporal);
+  const connection = await connectTemporal(config.temporal, (message) => logger.error(message));
   const client = new Client({ connection, namespace: config.temporal.namespace });
 
   const missing = await missingSearchAttributes(connection, config.temporal.namespace);

@@ -97,10 +97,12 @@ async function startStack(
   const metricsAt = (index: number) => `127.0.0.1:${options.metricsPort + index}`;
   const controllerEndpoint = `unix://${layout.controllerSocket}`;
   const controllerArgs = ['controller', '--endpoint', controllerEndpoint, '--driver-name', DEFAULT_DRIVER_NAME];
+  fs.mkdirSync(layout.kubelet, { recursive: true });
   const starting = [stack.start('controller', [...controllerArgs, ...temporal, '--metrics-address', metricsAt(0)])];
   nodes.forEach((nodeId, index) => {
     const args = ['node', '--endpoint', `unix://${layout.nodeSocket(nodeId)}`, '--node-id', nodeId];
     args.push('--backend', 'dir', '--pool', layout.pool(nodeId), '--capacity', options.capacity, ...temporal);
+    args.push('--kubelet-dir', layout.kubelet);
     starting.push(stack.start(nodeId, [...args, '--metrics-address', metricsAt(index + 1)]));
   });
   await Promise.all(starting);

@@ -1,9 +1,10 @@
 import type { CreateVolumeSpec, StorageBackend } from '../storage/backend';
 
 /**
- * Failpoints for the crash tests and the chaos harness: DURABLE_CSI_FAILPOINTS=name[,name] makes the node
- * agent kill itself (SIGKILL, no cleanup) at that step, exactly as a power cut would. Off unless the
- * variable is set; the agent logs a warning when any is armed. Names:
+ * Failpoints for the crash tests and the chaos harness: the hidden flag `--failpoints name[,name]` makes the node
+ * agent kill itself (SIGKILL, no cleanup) at that step, exactly as a power cut would. Off unless the flag is
+ * given; the agent logs a warning when any is armed. Only a flag: no environment variable (a ConfigMap's, say)
+ * can arm them in a deployed Pod (docs/security.md). Names:
  *   create.before-allocate  create.after-allocate  delete.before  delete.after
  */
 export const FAILPOINT_NAMES = [
@@ -14,8 +15,8 @@ export const FAILPOINT_NAMES = [
 ] as const;
 export type Failpoint = (typeof FAILPOINT_NAMES)[number];
 
-export function armedFailpoints(env: NodeJS.ProcessEnv = process.env): Set<Failpoint> {
-  const names = (env.DURABLE_CSI_FAILPOINTS ?? '').split(',').filter(Boolean);
+export function armedFailpoints(spec = ''): Set<Failpoint> {
+  const names = spec.split(',').filter(Boolean);
   const unknown = names.filter((name) => !(FAILPOINT_NAMES as readonly string[]).includes(name));
   if (unknown.length > 0)
     throw new Error(`unknown failpoint(s) ${unknown.join(', ')}; known: ${FAILPOINT_NAMES.join(', ')}`);

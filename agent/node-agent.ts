@@ -11,7 +11,7 @@ import { registerNodeMetrics } from '../metrics/node-metrics';
 import { createProcessMetrics, serveMetrics } from '../metrics/registry';
 import { AgentPool } from './agent-pool';
 import { createBackend, type BackendConfig } from './create-backend';
-import { armedFailpoints, withFailpoints } from './failpoints';
+import { withFailpoints, type Failpoint } from './failpoints';
 import { startNodeTemporal } from './node-temporal';
 import { applyAgentHeapTuning } from './process-tuning';
 import { installTemporalRuntime } from './runtime';
@@ -23,6 +23,10 @@ export interface NodeAgentConfig {
   nodeId: string;
   backend: BackendConfig;
   temporal: TemporalConfig;
+  /** `--kubelet-dir`: staging and target paths must resolve inside it. */
+  kubeletDir: string;
+  /** `--failpoints` (test harnesses only). */
+  failpoints?: Set<Failpoint>;
   /** `--accept-new-pool`: the pool identity the operator declared gone for good (agent/pool-gate.ts). */
   acceptNewPool?: string;
   /** host:port for our Prometheus metrics, /readyz and /livez; off when empty. */
@@ -63,7 +67,12 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
         version: driverVersion(),
         ready: async () => (await readiness()) === undefined,
       }),
-      node: createNodeService({ nodeId: config.nodeId, poolId: () => pool.poolId(), backend: pool.backend }),
+      node: createNodeService({
+        nodeId: config.nodeId,
+        poolId: () => pool.poolId(),
+        backend: pool.backend,
+        kubeletDir: config.kubeletDir,
+      }),
     },
     logger,
     metrics,
@@ -102,7 +111,7 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
 
 /** The backend, failpoints armed if asked, and its pool opened now if it has an identity (agent/agent-pool.ts). */
 async function openPool(config: NodeAgentConfig, logger: Logger): Promise<AgentPool> {
-  const failpoints = armedFailpoints();
+  const failpoints = config.failpoints ?? new Set<Failpoint>();
   if (failpoints.size > 0)
     logger.warn({ failpoints: [...failpoints] }, 'failpoints armed: this agent will kill itself');
   const pool = new AgentPool(withFailpoints(createBackend(config.backend), failpoints), logger);

@@ -52,7 +52,7 @@ export function startNodeTemporal(options: NodeTemporalOptions, pool: AgentPool,
   const note = (step: string) => (message: string) => (waitingFor = `${step}: ${message}`);
 
   const connect = () =>
-    retrying('Temporal', () => connectTemporal(options.temporal), {
+    retrying('Temporal', () => connectTemporal(options.temporal, (message) => logger.error(message)), {
       logger,
       signal,
       onFailure: note(`connecting to Temporal at ${options.temporal.address}`),

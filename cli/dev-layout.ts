@@ -12,6 +12,8 @@ export function devLayout(dataDir = devDataDir()) {
     controllerSocket: path.join(dataDir, 'sockets', 'controller.sock'),
     nodeSocket: (nodeId: string) => path.join(dataDir, 'sockets', `${nodeId}.sock`),
     pool: (nodeId: string) => path.join(dataDir, 'pools', nodeId),
+    /** The node agents' --kubelet-dir: a CSI client staging by hand (csc, csi-sanity) uses paths below it. */
+    kubelet: path.join(dataDir, 'kubelet'),
   };
 }
 

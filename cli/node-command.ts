@@ -1,5 +1,8 @@
 import { Command, Option } from 'commander';
+import path from 'node:path';
+import { armedFailpoints } from '../agent/failpoints';
 import { runNodeAgent } from '../agent/node-agent';
+import { assertLocalEndpoint } from '../csi/endpoint';
 import { BACKEND_KINDS } from '../common/backend-kinds';
 import { isValidNodeId, MAX_NODE_ID_LENGTH } from '../common/node-id';
 import { parseQuantity } from '../common/quantity';
@@ -16,6 +19,8 @@ interface NodeFlags extends TemporalFlags {
   healthAddress?: string;
   registrationDir?: string;
   kubeletRegistrationPath?: string;
+  kubeletDir: string;
+  failpoints?: string;
 }
 
 /** A pool identity as the error, `durable-csi nodes` and pool.json show it, or the 16 hex digits a volume ID carries. */
@@ -50,7 +55,14 @@ export function nodeCommand(defaultDriverName: string): Command {
       "serve the Pod's probes: /healthz (liveness: CSI answers), /readyz (Temporal reached, kubelet registered us)",
     )
     .option('--registration-dir <dir>', 'register with kubelet: its plugins_registry directory as mounted here')
-    .option('--kubelet-registration-path <path>', 'the CSI socket as kubelet sees it (with --registration-dir)');
+    .option('--kubelet-registration-path <path>', 'the CSI socket as kubelet sees it (with --registration-dir)')
+    .option(
+      '--kubelet-dir <dir>',
+      "kubelet's root directory: staging and target paths must resolve inside it (after .. and symbolic links)",
+      '/var/lib/kubelet',
+    )
+    // Test harnesses only (docs/security.md): a flag, never the environment, so a ConfigMap cannot arm it.
+    .addOption(new Option('--failpoints <names>', 'kill this agent at these steps (crash tests)').hideHelp());
   return addMetricsOptions(addTemporalOptions(command)).action(async (flags: NodeFlags) => {
     if (!isValidNodeId(flags.nodeId)) {
       throw new Error(
@@ -62,6 +74,10 @@ export function nodeCommand(defaultDriverName: string): Command {
         `--accept-new-pool "${flags.acceptNewPool}" must be a pool identity (a UUID) or the 16 hex digits of one`,
       );
     }
+    assertLocalEndpoint(flags.endpoint, 'the Node service');
+    if (!path.isAbsolute(flags.kubeletDir))
+      throw new Error(`--kubelet-dir "${flags.kubeletDir}" must be an absolute path`);
+    const failpoints = armedFailpoints(flags.failpoints);
     if (!flags.registrationDir !== !flags.kubeletRegistrationPath)
       throw new Error('--registration-dir and --kubelet-registration-path go together (the socket kubelet dials)');
     await runNodeAgent({
@@ -70,6 +86,8 @@ export function nodeCommand(defaultDriverName: string): Command {
       nodeId: flags.nodeId,
       backend: { kind: flags.backend, pool: flags.pool, capacityBytes: parseQuantity(flags.capacity) },
       temporal: temporalConfig(flags),
+      kubeletDir: flags.kubeletDir,
+      failpoints,
       acceptNewPool: flags.acceptNewPool,
       metricsAddress: flags.metricsAddress,
       sdkMetricsAddress: flags.sdkMetricsAddress,

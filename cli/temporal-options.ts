@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { TemporalConfig } from '../common/temporal-config';
+import { checkTemporalTransport } from '../common/temporal-transport';
 
 /** The Temporal connection flags every long-running command takes. */
 export function addTemporalOptions(command: Command): Command {
@@ -11,7 +12,11 @@ export function addTemporalOptions(command: Command): Command {
     .option('--temporal-tls-key <file>', 'client key for mTLS')
     .option('--temporal-tls-ca <file>', 'CA bundle to verify the server with')
     .option('--temporal-tls-server-name <name>', 'server name to verify instead of the address host')
-    .option('--temporal-api-key-file <file>', 'file holding a Temporal Cloud API key');
+    .option('--temporal-api-key-file <file>', 'file holding a Temporal Cloud API key (read again when it changes)')
+    .option(
+      '--temporal-insecure',
+      'accept plaintext (no TLS, no API key) to a non-loopback Temporal address; for dev clusters only (env TEMPORAL_INSECURE=true)',
+    );
 }
 
 /** The metrics flags of the long-running processes (controller, node agent). */
@@ -30,12 +35,14 @@ export interface TemporalFlags {
   temporalTlsCa?: string;
   temporalTlsServerName?: string;
   temporalApiKeyFile?: string;
+  temporalInsecure?: boolean;
   metricsAddress?: string;
   sdkMetricsAddress?: string;
 }
 
+/** The connection the flags describe, refused (with the flag to change) when it would be weaker than it looks. */
 export function temporalConfig(flags: TemporalFlags): TemporalConfig {
-  return {
+  const config: TemporalConfig = {
     address: flags.temporalAddress,
     namespace: flags.temporalNamespace,
     tls: flags.temporalTls,
@@ -44,5 +51,16 @@ export function temporalConfig(flags: TemporalFlags): TemporalConfig {
     tlsCa: flags.temporalTlsCa,
     tlsServerName: flags.temporalTlsServerName,
     apiKeyFile: flags.temporalApiKeyFile,
+    ...(flags.temporalInsecure === true || insecureFromEnv() ? { insecure: true } : {}),
   };
+  checkTemporalTransport(config);
+  return config;
+}
+
+/** TEMPORAL_INSECURE (what deploy/components/temporal-insecure sets): true or false, nothing vaguer. */
+function insecureFromEnv(): boolean {
+  const value = (process.env.TEMPORAL_INSECURE ?? '').trim().toLowerCase();
+  if (value === '' || value === 'false') return false;
+  if (value === 'true') return true;
+  throw new Error(`TEMPORAL_INSECURE is "${process.env.TEMPORAL_INSECURE}"; it must be true or false`);
 }

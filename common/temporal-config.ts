@@ -14,13 +14,20 @@ export interface TemporalConfig {
   tlsServerName?: string;
   /** Forces TLS on without client certificates (Temporal Cloud with an API key). */
   tls?: boolean;
-  /** Read from a file so that it never appears in a process listing. */
+  /** Read from a file so that it never appears in a process listing; read again when it changes. */
   apiKeyFile?: string;
+  /** The operator's explicit acceptance of plaintext to a non-loopback address (common/temporal-transport.ts). */
+  insecure?: boolean;
 }
 
-/** TLS is on with any TLS flag or an API key (Temporal Cloud takes API keys over TLS only). */
+/**
+ * TLS is on with any TLS flag (a server name or CA to verify against means TLS too) or an API key (Temporal Cloud
+ * takes API keys over TLS only).
+ */
 export function usesTls(config: TemporalConfig): boolean {
-  return Boolean(config.tls || config.tlsCert || config.tlsCa || config.apiKeyFile);
+  return Boolean(
+    config.tls || config.tlsCert || config.tlsKey || config.tlsCa || config.tlsServerName || config.apiKeyFile,
+  );
 }
 
 export function connectionOptions(config: TemporalConfig): ConnectionOptions & NativeConnectionOptions {
@@ -34,6 +41,10 @@ export function connectionOptions(config: TemporalConfig): ConnectionOptions & N
             : undefined,
       }
     : undefined;
-  const apiKey = config.apiKeyFile ? fs.readFileSync(config.apiKeyFile, 'utf8').trim() : undefined;
+  const apiKey = config.apiKeyFile ? readApiKey(config.apiKeyFile) : undefined;
   return { address: config.address, tls, apiKey };
+}
+
+export function readApiKey(file: string): string {
+  return fs.readFileSync(file, 'utf8').trim();
 }

@@ -1,5 +1,6 @@
 import { NativeConnection } from '@temporalio/worker';
 import { connectionOptions, usesTls, type TemporalConfig } from './temporal-config';
+import { followApiKeyFile } from './api-key-file';
 import { diagnoseTemporalTransport } from './tls-diagnosis';
 
 /**
@@ -7,14 +8,30 @@ import { diagnoseTemporalTransport } from './tls-diagnosis';
  * per call than the JavaScript gRPC client, and sharing it lets a workflow start hand its first task straight to
  * the worker in the same process (eager start: docs/performance.md). Fails with a message that names the address
  * and, when the transport is at fault, the exact problem (wrong CA, missing or refused client certificate, name
- * mismatch, plain server): the SDK alone gives one message for all of them.
+ * mismatch, plain server): the SDK alone gives one message for all of them. An API key file is followed: a rotated
+ * key replaces the live connection's (common/api-key-file.ts).
  */
-export async function connectTemporal(config: TemporalConfig): Promise<NativeConnection> {
+export async function connectTemporal(
+  config: TemporalConfig,
+  onError: (message: string) => void = (message) => process.stderr.write(`${message}\n`),
+): Promise<NativeConnection> {
+  const options = connectionOptions(config);
+  let connection: NativeConnection;
   try {
-    return await NativeConnection.connect(connectionOptions(config));
+    connection = await NativeConnection.connect(options);
   } catch (error) {
     throw await explainConnectionFailure(config, error);
   }
+  if (config.apiKeyFile && options.apiKey !== undefined) {
+    const live = connection;
+    const stop = followApiKeyFile(config.apiKeyFile, options.apiKey, (key) => live.setApiKey(key), onError);
+    const close = live.close.bind(live);
+    live.close = async () => {
+      stop();
+      await close();
+    };
+  }
+  return connection;
 }
 
 export async function explainConnectionFailure(config: TemporalConfig, error: unknown): Promise<Error> {

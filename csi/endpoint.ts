@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import { DriverError, FailureType } from '../common/failures';
+import { isLoopbackHost } from '../common/temporal-transport';
 
 /** A CSI endpoint in the conventional forms: unix:///abs/path.sock, unix:/abs/path.sock or tcp://host:port. */
 export interface Endpoint {
@@ -16,6 +17,22 @@ export function parseEndpoint(endpoint: string): Endpoint {
   throw new DriverError(
     FailureType.InvalidArgument,
     `endpoint "${endpoint}" is not unix:///absolute/path.sock or tcp://host:port`,
+  );
+}
+
+/**
+ * A CSI service has no authentication: the Node service mounts volumes wherever it is told, so it listens on a
+ * unix socket or on loopback TCP, never where another host can reach it.
+ */
+export function assertLocalEndpoint(endpoint: string, service: string): void {
+  const { address, socketPath } = parseEndpoint(endpoint);
+  if (socketPath) return;
+  const host = /^\[?([^\]]*?)\]?:\d+$/.exec(address)?.[1] ?? '';
+  if (isLoopbackHost(host)) return;
+  throw new DriverError(
+    FailureType.InvalidArgument,
+    `--endpoint ${endpoint} would serve ${service} beyond this host, without authentication: use ` +
+      'unix:///path/csi.sock, or tcp://127.0.0.1:PORT (or [::1]) for tools on this host',
   );
 }
 

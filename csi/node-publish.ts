@@ -3,6 +3,7 @@ import type { NodePublishVolumeRequest__Output } from './generated/csi/v1/NodePu
 import type { NodePublishVolumeResponse } from './generated/csi/v1/NodePublishVolumeResponse';
 import type { NodeUnpublishVolumeRequest__Output } from './generated/csi/v1/NodeUnpublishVolumeRequest';
 import type { NodeUnpublishVolumeResponse } from './generated/csi/v1/NodeUnpublishVolumeResponse';
+import { DriverError, FailureType } from '../common/failures';
 import type { NodeContext } from './node-requests';
 import { required, requiredPath, stageOptions, volumeKey } from './node-requests';
 
@@ -10,11 +11,19 @@ export function publishHandlers(context: NodeContext) {
   return {
     async NodePublishVolume(request: NodePublishVolumeRequest__Output): Promise<NodePublishVolumeResponse> {
       const volumeId = required(request.volume_id, 'volume_id');
-      const targetPath = requiredPath(request.target_path, 'target_path');
+      const targetPath = await requiredPath(request.target_path, 'target_path', context);
       // We advertise STAGE_UNSTAGE_VOLUME: every publish comes after a stage and names its path.
-      const stagingPath = requiredPath(request.staging_target_path, 'staging_target_path');
+      const stagingPath = await requiredPath(request.staging_target_path, 'staging_target_path', context);
       const { accessType } = stageOptions(request.volume_capability, context.backend);
       const readerOnly = request.volume_capability?.access_mode?.mode === 'SINGLE_NODE_READER_ONLY';
+      if (accessType === 'block' && (request.readonly || readerOnly)) {
+        // A read-only bind mount does not stop writes to a device node: the reader would get a writable disk.
+        throw new DriverError(
+          FailureType.InvalidArgument,
+          `volume ${volumeId}: read-only raw block publish is not supported (a read-only bind mount of a device ` +
+            'node still lets the Pod write to it); publish it read-write, or use a filesystem volume read-only',
+        );
+      }
       await context.backend.publishVolume(volumeKey(volumeId, context), stagingPath, targetPath, {
         accessType,
         readonly: request.readonly || readerOnly,
@@ -24,7 +33,7 @@ export function publishHandlers(context: NodeContext) {
 
     async NodeUnpublishVolume(request: NodeUnpublishVolumeRequest__Output): Promise<NodeUnpublishVolumeResponse> {
       const volumeId = required(request.volume_id, 'volume_id');
-      const targetPath = requiredPath(request.target_path, 'target_path');
+      const targetPath = await requiredPath(request.target_path, 'target_path', context);
       await context.backend.unpublishVolume(volumeKey(volumeId, context), targetPath);
       return {};
     },

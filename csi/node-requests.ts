@@ -7,6 +7,8 @@ import { DriverError, FailureType } from '../common/failures';
 import { parseVolumeId, poolIdPrefix } from '../common/volume-id';
 import type { StageOptions, StorageBackend } from '../storage/backend';
 import type { VolumeCapability__Output } from './generated/csi/v1/VolumeCapability';
+import { assertInKubeletDir } from './kubelet-paths';
+import { refuseMountOption } from './mount-options';
 import { checkCapabilities } from './validate-capabilities';
 
 export interface NodeContext {
@@ -14,6 +16,8 @@ export interface NodeContext {
   /** The identity of the pool this agent opened (volume IDs carry its prefix); throws UNAVAILABLE until it is open. */
   poolId: () => string;
   backend: StorageBackend;
+  /** `--kubelet-dir`: every staging and target path must resolve inside it (csi/kubelet-paths.ts). */
+  kubeletDir: string;
 }
 
 export function required(value: string, field: string): string {
@@ -21,10 +25,11 @@ export function required(value: string, field: string): string {
   return value;
 }
 
-/** CO paths must be absolute (CSI); they are only ever used as mount targets. */
-export function requiredPath(value: string, field: string): string {
+/** CO paths must be absolute (CSI) and inside the kubelet directory; they are only ever used as mount targets. */
+export async function requiredPath(value: string, field: string, context: NodeContext): Promise<string> {
   required(value, field);
   if (!path.isAbsolute(value) || value.includes('\0')) throw invalid(`${field} must be an absolute path`);
+  await assertInKubeletDir(value, field, context.kubeletDir);
   return value;
 }
 
@@ -41,6 +46,8 @@ export function stageOptions(capability: VolumeCapability__Output | null, backen
     if (flag === '' || flag.includes(',') || /[\u0000-\u001f\u007f]/.test(flag)) {
       throw invalid(`mount flag ${JSON.stringify(flag)} is not a single mount option`);
     }
+    const refusal = refuseMountOption(flag);
+    if (refusal) throw invalid(refusal);
   }
   return { accessType, fsType: capability.mount?.fs_type ?? '', mountFlags };
 }

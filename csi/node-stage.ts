@@ -10,7 +10,7 @@ export function stageHandlers(context: NodeContext) {
   return {
     async NodeStageVolume(request: NodeStageVolumeRequest__Output): Promise<NodeStageVolumeResponse> {
       const volumeId = required(request.volume_id, 'volume_id');
-      const stagingPath = requiredPath(request.staging_target_path, 'staging_target_path');
+      const stagingPath = await requiredPath(request.staging_target_path, 'staging_target_path', context);
       const options = stageOptions(request.volume_capability, context.backend);
       await context.backend.stageVolume(volumeKey(volumeId, context), stagingPath, options);
       return {};
@@ -18,7 +18,7 @@ export function stageHandlers(context: NodeContext) {
 
     async NodeUnstageVolume(request: NodeUnstageVolumeRequest__Output): Promise<NodeUnstageVolumeResponse> {
       const volumeId = required(request.volume_id, 'volume_id');
-      const stagingPath = requiredPath(request.staging_target_path, 'staging_target_path');
+      const stagingPath = await requiredPath(request.staging_target_path, 'staging_target_path', context);
       await context.backend.unstageVolume(volumeKey(volumeId, context), stagingPath);
       return {};
     },

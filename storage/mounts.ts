@@ -118,17 +118,38 @@ export async function isMountOf(target: string, matchers: MountMatcher[]): Promi
   return top !== undefined && showsVolume(top, matchers);
 }
 
+/** Never a device file or a set-user-ID program that works from inside a volume (docs/security.md). */
+const SAFE_DEFAULTS = ['nodev', 'nosuid'];
+
 export async function mountFilesystem(device: string, target: string, fsType: string, flags: string[]) {
-  const options = flags.length > 0 ? ['-o', flags.join(',')] : [];
+  const options = ['-o', [...SAFE_DEFAULTS, ...flags].join(',')];
   await runTool('mount', ['-t', fsType, ...options, assertAbsolute(device), assertAbsolute(target)]);
 }
 
-/** A bind mount; read-only takes a second step (a bind mount ignores "ro" until it is remounted). */
-export async function bindMount(source: string, target: string, readonly: boolean): Promise<void> {
+/**
+ * A bind mount, remounted nodev,nosuid (and ro when asked): a bind mount ignores options until it is remounted.
+ * A device node (raw block) cannot be nodev, and a read-only mount does not stop writes to a device node, so a
+ * read-only block bind is refused: the CSI layer answers INVALID_ARGUMENT before it gets here.
+ */
+export async function bindMount(
+  source: string,
+  target: string,
+  options: { readonly: boolean; device?: boolean },
+): Promise<void> {
+  if (options.device && options.readonly) {
+    throw new DriverError(
+      FailureType.InvalidArgument,
+      `a read-only bind mount of the device ${source} would not stop writes to it`,
+    );
+  }
   await runTool('mount', ['--bind', assertAbsolute(source), assertAbsolute(target)]);
-  if (!readonly) return;
+  if (options.device) return;
   try {
-    await runTool('mount', ['-o', 'remount,bind,ro', target]);
+    await runTool('mount', [
+      '-o',
+      ['remount', 'bind', ...SAFE_DEFAULTS, ...(options.readonly ? ['ro'] : [])].join(','),
+      target,
+    ]);
   } catch (error) {
     await unmount(target).catch(() => undefined);
     throw error;

@@ -53,7 +53,7 @@ export async function publish(
       ? await ensureFile(targetPath, 'target path')
       : await ensureDirectory(targetPath, 'target path');
   try {
-    await bindMount(source, targetPath, options.readonly);
+    await bindMount(source, targetPath, { readonly: options.readonly, device: options.accessType === 'block' });
   } catch (error) {
     if (created) await removeIfEmpty(targetPath).catch(() => undefined);
     throw error;

@@ -91,7 +91,7 @@ export async function establish(
   if (!(await pathExists(staging.stagingPath))) {
     throw new DriverError(FailureType.FailedPrecondition, `staging path ${staging.stagingPath} does not exist`);
   }
-  if (mount.kind === 'bind') await bindMount(mount.source, staging.stagingPath, false);
+  if (mount.kind === 'bind') await bindMount(mount.source, staging.stagingPath, { readonly: false });
   else await mountFilesystem(mount.device, staging.stagingPath, mount.fsType, staging.mountFlags);
   return { attachment, changed: true };
 }

@@ -169,6 +169,7 @@ export function temporalConfigFlags(config: TemporalConfig): string[] {
   if (config.tlsKey) flags.push('--temporal-tls-key', config.tlsKey);
   if (config.tlsServerName) flags.push('--temporal-tls-server-name', config.tlsServerName);
   if (config.apiKeyFile) flags.push('--temporal-api-key-file', config.apiKeyFile);
+  if (config.insecure) flags.push('--temporal-insecure');
   return flags;
 }
 

@@ -101,6 +101,11 @@ describe('deploy/', () => {
     // The same field manager as the real apply: the admin changing their own install, not a second owner.
     const dryRun = ['apply', '--server-side', '--field-manager=e2e-admin', '--dry-run=server', '-k'];
     cluster.kubectl([...dryRun, cluster.deployDir('overlays/dev-temporal')]);
+    // Its Temporal speaks plaintext: the overlay says so (components/temporal-insecure), deploy/base does not.
+    expect(cluster.kubectl(['kustomize', cluster.deployDir('overlays/dev-temporal')])).toContain(
+      'TEMPORAL_INSECURE: "true"',
+    );
+    expect(cluster.kubectl(['kustomize', cluster.deployDir('base')])).not.toMatch(/TEMPORAL_INSECURE: /);
     // The components combined with the base, as an admin's own overlay would.
     const overlay = path.join(cluster.root, 'admin-overlay');
     fs.mkdirSync(overlay, { recursive: true });

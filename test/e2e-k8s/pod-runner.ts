@@ -107,7 +107,10 @@ function containerEnv(container: V1Container, ctx: PodContext): Record<string, s
     else if (variable.valueFrom?.fieldRef) env[variable.name] = fieldValue(variable.valueFrom.fieldRef.fieldPath, ctx);
     else if (variable.valueFrom?.configMapKeyRef) {
       const ref = variable.valueFrom.configMapKeyRef;
-      env[variable.name] = ctx.configMaps.get(ref.name ?? '')?.[ref.key] ?? '';
+      const value = ctx.configMaps.get(ref.name ?? '')?.[ref.key];
+      // kubelet leaves an optional variable whose key is absent unset, and refuses to start without a required one.
+      if (value !== undefined) env[variable.name] = value;
+      else if (!ref.optional) throw new Error(`container ${container.name}: env ${variable.name}: no key ${ref.key}`);
     } else throw new Error(`container ${container.name}: env ${variable.name} has a source the e2e cannot emulate`);
   }
   return {

@@ -13,8 +13,11 @@ const DEPLOY_IMAGES: Record<string, string> = {
 /**
  * The overlay the test applies: deploy/base (and shipped components) as they are, but for the two things the
  * issue allows: image names and the Temporal address. Written into the run directory, pointing back at deploy/.
+ * The test's Temporal is the plaintext dev server at a non-loopback address, so the shipped temporal-insecure
+ * component is always in: it is what a dev cluster with such a Temporal applies (deploy/README.md).
  */
 export function writeOverlay(dir: string, images: ImageTars, temporal: string, components: string[] = []): string {
+  const used = components.includes('temporal-insecure') ? components : ['temporal-insecure', ...components];
   fs.mkdirSync(dir, { recursive: true });
   const deploy = path.join(findProjectRoot(), 'deploy');
   const rel = (sub: string) => path.relative(dir, path.join(deploy, sub));
@@ -23,7 +26,8 @@ export function writeOverlay(dir: string, images: ImageTars, temporal: string, c
     'kind: Kustomization',
     'resources:',
     `  - ${rel('base')}`,
-    ...(components.length ? ['components:', ...components.map((c) => `  - ${rel(path.join('components', c))}`)] : []),
+    'components:',
+    ...used.map((c) => `  - ${rel(path.join('components', c))}`),
     'images:',
     ...Object.entries(DEPLOY_IMAGES).flatMap(([name, repo]) => {
       const ref = imageRef(images, repo);

@@ -11,7 +11,7 @@ describe('node agent killed after allocating, before answering', () => {
   afterAll(() => cluster.teardown());
 
   it('completes on the same node when it returns: no second copy, no orphan', async () => {
-    const doomed = await cluster.startNode('node-1', { env: { DURABLE_CSI_FAILPOINTS: 'create.after-allocate' } });
+    const doomed = await cluster.startNode('node-1', { failpoints: 'create.after-allocate' });
     await cluster.startNode('node-2');
     const clients = cluster.csi((await cluster.startController()).endpoint);
     const preferNode1 = { segments: { [TOPOLOGY_NODE_KEY]: 'node-1' } };

@@ -9,7 +9,7 @@ import { createAttempts, until } from '../support/create-history';
 import { codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
 
 /** The agent SIGKILLs itself after allocating, before answering: the create must complete on that node. */
-const DIES_AFTER_ALLOCATING = { env: { DURABLE_CSI_FAILPOINTS: 'create.after-allocate' } };
+const DIES_AFTER_ALLOCATING = { failpoints: 'create.after-allocate' };
 
 /**
  * Creates whose first try dies on the node, recorded for the replay test: the completion path (the phase following

@@ -45,7 +45,7 @@ describe.each(selectedConfigs(process.env.SANITY_CONFIGS).map((config) => [confi
       `passes with only allowed skips (backend ${config.backend}, access type ${config.accessType})`,
       async () => {
         const version = installedCsiSanity(); // throws when missing: this test is never skipped
-        const node = await startNode(cluster, config);
+        const node = await startNode(cluster, config, workDir);
         const controller = await cluster.startController('controller', ['--call-wait', CALL_WAIT]);
         const outcome = await runCsiSanity({
           nodeEndpoint: node.endpoint,
@@ -70,8 +70,9 @@ describe.each(selectedConfigs(process.env.SANITY_CONFIGS).map((config) => [confi
 );
 
 /** One node agent on the configuration's backend, checked to really run it (an ignored option would not fail). */
-async function startNode(cluster: TestCluster, config: SanityConfig): Promise<ManagedProcess> {
-  const node = await cluster.startNode('node-1', { backend: config.backend });
+async function startNode(cluster: TestCluster, config: SanityConfig, workDir: string): Promise<ManagedProcess> {
+  // csi-sanity's staging and mount directories play kubelet's: the agent confines paths to --kubelet-dir.
+  const node = await cluster.startNode('node-1', { backend: config.backend, extra: ['--kubelet-dir', workDir] });
   const args = node.child.spawnargs;
   const backend = args[args.indexOf('--backend') + 1];
   if (!args.includes('--backend') || backend !== config.backend) {

@@ -71,10 +71,13 @@ export class DriverProcess {
     return this.serial(async () => {
       if (this.alive()) await this.doStop();
       const { args, dropped } = adaptArgs(build, this.args);
+      // A hidden flag (absent from --help, so adaptArgs cannot keep it); builds before it read the environment.
+      const viaFlag = options.failpoints !== undefined && build.label === 'new';
+      if (viaFlag) args.push('--failpoints', options.failpoints ?? '');
       if (dropped.length > 0)
         this.cluster.adaptations.add(`${build.label} ${this.kind}: left out ${dropped.join(', ')}`);
       const env: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: 'info', ...options.env };
-      if (options.failpoints) env.DURABLE_CSI_FAILPOINTS = options.failpoints;
+      if (options.failpoints && !viaFlag) env.DURABLE_CSI_FAILPOINTS = options.failpoints;
       else delete env.DURABLE_CSI_FAILPOINTS;
       fs.mkdirSync(path.dirname(this.logFile), { recursive: true });
       fs.appendFileSync(

@@ -55,6 +55,13 @@ export class TestCluster {
     return path.join(this.root, 'pools', nodeId);
   }
 
+  /** What the node agents take as kubelet's directory; staging and target paths go below it. */
+  kubeletDir(): string {
+    const dir = path.join(this.root, 'kubelet');
+    fs.mkdirSync(dir, { recursive: true });
+    return dir;
+  }
+
   log(name: string): string {
     return path.join(this.root, 'logs', `${name}.log`);
   }
@@ -95,6 +102,8 @@ export class TestCluster {
       temporalAddress?: string;
       /** More flags for `durable-csi node`. */
       extra?: string[];
+      /** Arm these failpoints (agent/failpoints.ts): the agent kills itself there. */
+      failpoints?: string;
     } = {},
   ): Promise<ManagedProcess> {
     const endpoint = `unix://${path.join(this.root, `${nodeId}.sock`)}`;
@@ -105,6 +114,9 @@ export class TestCluster {
     if (options.temporalAddress)
       temporalFlags[temporalFlags.indexOf('--temporal-address') + 1] = options.temporalAddress;
     args.push(...temporalFlags, ...(options.extra ?? []));
+    // kubelet's directory as the tests lay it out (test/integration/node-helpers.ts kubeletPaths).
+    if (!args.includes('--kubelet-dir')) args.push('--kubelet-dir', this.kubeletDir());
+    if (options.failpoints) args.push('--failpoints', options.failpoints);
     const waitReady = options.waitReady ?? true;
     const node = await this.start(nodeId, endpoint, args, { ...process.env, ...options.env }, waitReady);
     this.nodes.set(nodeId, node);

@@ -1,0 +1,75 @@
+/**
+ * The mount options a StorageClass (mountOptions) or a PV may ask for. The node agent mounts as root in a
+ * privileged container, so an option is allowed only when it is known to be harmless: what ext4 and xfs users
+ * tune (atime, discard, commit interval, journaling mode, allocation), never what hands a Pod more power (`dev`,
+ * `suid`: the driver mounts nodev,nosuid) or lets one take the node down (`errors=panic`), nor anything the kernel
+ * might read as a path or a device (`journal_path=`, `logdev=`, `context=`).
+ */
+const PLAIN = new Set([
+  // atime and write behaviour, any filesystem
+  'noatime',
+  'nodiratime',
+  'relatime',
+  'norelatime',
+  'strictatime',
+  'lazytime',
+  'nolazytime',
+  'noexec',
+  'exec',
+  'nosuid',
+  'nodev',
+  'ro',
+  'rw',
+  'sync',
+  'async',
+  'dirsync',
+  // ext4 and xfs
+  'discard',
+  'nodiscard',
+  // ext4
+  'barrier',
+  'auto_da_alloc',
+  'noauto_da_alloc',
+  'delalloc',
+  'nodelalloc',
+  'dioread_nolock',
+  'dioread_lock',
+  'journal_checksum',
+  'nojournal_checksum',
+  'init_itable',
+  'noinit_itable',
+  'nombcache',
+  // xfs
+  'inode64',
+  'inode32',
+  'largeio',
+  'nolargeio',
+  'swalloc',
+  'noquota',
+]);
+
+const VALUED: [RegExp, string][] = [
+  [/^commit=\d{1,3}$/, 'commit=SECONDS'],
+  [/^data=(ordered|writeback|journal)$/, 'data=ordered|writeback|journal'],
+  [/^errors=(remount-ro|continue)$/, 'errors=remount-ro|continue'],
+  [/^barrier=[01]$/, 'barrier=0|1'],
+  [/^allocsize=\d+[kmg]?$/i, 'allocsize=SIZE'],
+  [/^logbufs=\d$/, 'logbufs=N'],
+  [/^logbsize=\d+[k]?$/i, 'logbsize=SIZE'],
+];
+
+const DRIVER_DEFAULTS: Record<string, string> = {
+  dev: 'the driver mounts every volume nodev: device files on a volume must not open host devices',
+  suid: 'the driver mounts every volume nosuid: a set-user-ID file on a volume must not run as root',
+};
+
+/** Undefined when the option is allowed; otherwise why not, naming the option. */
+export function refuseMountOption(option: string): string | undefined {
+  if (PLAIN.has(option) || VALUED.some(([pattern]) => pattern.test(option))) return undefined;
+  const reason = DRIVER_DEFAULTS[option];
+  if (reason) return `mount option "${option}" is not allowed: ${reason}`;
+  return (
+    `mount option "${option}" is not among the options durable-csi allows: ` +
+    `${[...PLAIN, ...VALUED.map(([, shown]) => shown)].join(', ')}`
+  );
+}
