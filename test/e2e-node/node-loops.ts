@@ -5,6 +5,8 @@ import path from 'node:path';
 export interface LoopDevice {
   name: string;
   'back-file': string;
+  /** Attached by kubelet over one of the pool's devices (a raw block volume mapped into a Pod), not by the agent. */
+  kubelet: boolean;
 }
 
 interface Listed {
@@ -33,7 +35,12 @@ export function poolLoopDevices(run: string, poolDir: string): LoopDevice[] {
   );
   const ourNodes = new Set(ours.flatMap((device) => fileId(device.name) ?? []));
   const kubelets = listed.loopdevices.filter((device) => ourNodes.has(backing(device)));
-  return [...kubelets, ...ours].map((device) => ({ name: device.name, 'back-file': device['back-file'] ?? '' }));
+  const described = (kubelet: boolean) => (device: Listed) => ({
+    name: device.name,
+    'back-file': device['back-file'] ?? '',
+    kubelet,
+  });
+  return [...kubelets.map(described(true)), ...ours.map(described(false))];
 }
 
 /** "major:minor/inode" of every file in the pool's volume directories. */

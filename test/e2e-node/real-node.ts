@@ -72,7 +72,8 @@ export class RealNode {
   api!: KubeRest;
   private readonly parts = new Map<string, Part>();
   private temporalBridge: net.Server | undefined;
-  private stopped = false;
+  /** stop() has run (or begun). */
+  stopped = false;
   private loopsAfterStop: LoopDevice[] = [];
   /** Host directories a node would write by default, and that existed before: only new ones are leftovers. */
   private readonly hostDirsBefore = new Set(HOST_DIRS.filter((dir) => fs.existsSync(dir)));
