@@ -12,6 +12,7 @@ import { k8sTools, type K8sTools } from '../e2e-k8s/tools';
 import { forward } from './forwarder';
 import { imageRef, type ImageTars } from './images';
 import { processesInKubepods, kubepodsCgroups, removeKubepodsCgroups } from './node-cgroups';
+import { lockRealNode, unlockRealNode } from './node-lock';
 import { poolLoopDevices, type LoopDevice } from './node-loops';
 import { cniConfig, containerdConfig, containerdSocket, kubeletConfig } from './node-config';
 import { KUBERNETES_SERVICE_IP, NODE_IP, NodeNamespace } from './node-namespace';
@@ -74,6 +75,7 @@ export class RealNode {
   private temporalBridge: net.Server | undefined;
   /** stop() has run (or begun). */
   stopped = false;
+  private locked = false;
   private loopsAfterStop: LoopDevice[] = [];
   /** Host directories a node would write by default, and that existed before: only new ones are leftovers. */
   private readonly hostDirsBefore = new Set(HOST_DIRS.filter((dir) => fs.existsSync(dir)));
@@ -88,6 +90,8 @@ export class RealNode {
   }
 
   async start(images: ImageTars): Promise<void> {
+    lockRealNode();
+    this.locked = true;
     if (kubepodsCgroups().length > 0) throw new Error(`kubelet cgroups exist already: ${kubepodsCgroups().join(', ')}`);
     await this.timed('network and mount namespace', async () => {
       this.ns = await NodeNamespace.create(this.run, this.logDir);
@@ -189,6 +193,7 @@ export class RealNode {
       }
     }
     if (!process.env.DURABLE_CSI_KEEP_TEST_DATA) fs.rmSync(this.run, { recursive: true, force: true });
+    if (this.locked) unlockRealNode();
   }
 
   /** What the node left on the host after stop(): must be nothing. */
