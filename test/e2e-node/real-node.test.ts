@@ -1,12 +1,11 @@
-import type { V1CSINode, V1DaemonSet, V1Deployment, V1PodList } from '@kubernetes/client-node';
+import type { V1CSINode, V1Pod, V1PodList } from '@kubernetes/client-node';
 import fs from 'node:fs';
 import path from 'node:path';
-import { summarize } from '../bench/stats';
 import { eventually } from '../e2e-k8s/processes';
-import { writeOverlay } from './deploy-overlay';
-import { imageRef, nodeImages, type ImageTars } from './images';
-import { NODE_NAME, NODE_TEMPORAL_ADDRESS, RealNode } from './real-node';
-import { Workloads } from './workloads';
+import { DRIVER, NAMESPACE, deployedNode, driverReady } from './deployed-node';
+import { classFigures } from './figures';
+import { NODE_NAME } from './real-node';
+import { RolloutWatch } from './rollout-watch';
 
 /**
  * deploy/ as it really runs: a real node (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd
@@ -16,72 +15,10 @@ import { Workloads } from './workloads';
  */
 jest.setTimeout(300_000);
 
-const NAMESPACE = 'durable-csi';
-const DRIVER = 'durable-csi.io';
-const node = new RealNode();
-let images: ImageTars;
-let work: Workloads;
-
-beforeAll(async () => {
-  images = nodeImages();
-  try {
-    await node.start(images);
-    work = new Workloads(node, imageRef(images, 'busybox'));
-    const started = Date.now();
-    node.kubectl([
-      'apply',
-      '--server-side',
-      '-k',
-      writeOverlay(path.join(node.run, 'overlay-dir'), images, NODE_TEMPORAL_ADDRESS),
-    ]);
-    await driverReady();
-    node.timings['deploy/ applied -> controller and node Pods Ready'] = (Date.now() - started) / 1000;
-  } catch (error) {
-    const tails = node.ns ? node.logTails() : '';
-    await node.stop();
-    throw new Error(`${String(error)}\n${tails}`);
-  }
-}, 600_000);
-
-afterAll(async () => {
-  await node.stop();
-  console.log(`real node figures (s):\n${JSON.stringify(node.timings, null, 2)}`);
-}, 120_000);
-
-async function driverReady(): Promise<void> {
-  const apps = `/apis/apps/v1/namespaces/${NAMESPACE}`;
-  try {
-    await eventually(
-      'controller Deployment (2 replicas) and node DaemonSet Ready',
-      async () => {
-        node.assertRunning();
-        const deployment = await node.api.get<V1Deployment>(`${apps}/deployments/durable-csi-controller`);
-        const daemonSet = await node.api.get<V1DaemonSet>(`${apps}/daemonsets/durable-csi-node`);
-        return (
-          deployment.status?.readyReplicas === 2 &&
-          deployment.status.updatedReplicas === 2 &&
-          (deployment.status.replicas ?? 0) === 2 &&
-          daemonSet.status?.numberReady === 1 &&
-          daemonSet.status.updatedNumberScheduled === 1
-        );
-      },
-      240_000,
-      1000,
-    );
-  } catch (error) {
-    throw new Error(`${String(error)}\n${podsDescribed()}`);
-  }
-}
-
-function podsDescribed(): string {
-  try {
-    return node.kubectl(['describe', 'pods', '-n', NAMESPACE]).slice(-6000);
-  } catch (error) {
-    return String(error);
-  }
-}
+const real = deployedNode(NODE_NAME);
 
 test('deploy/ runs as Pods: every container Ready, kubelet registered the plugin', async () => {
+  const { node } = real;
   const pods = await node.api.get<V1PodList>(`/api/v1/namespaces/${NAMESPACE}/pods`);
   const controllers = pods.items.filter(
     (pod) => pod.metadata?.labels?.['app.kubernetes.io/component'] === 'controller',
@@ -101,6 +38,7 @@ test('deploy/ runs as Pods: every container Ready, kubelet registered the plugin
 });
 
 test('a dir PVC mounted by a Pod: written and read, fsGroup applied; deleting the Pod unmounts it', async () => {
+  const { node, work } = real;
   await work.claim('dir-1', 'durable-csi-dir');
   await work.pod('dir-1', 'dir-1', { fsGroup: 2000, script: 'echo hello-dir > /data/file' });
   await work.waitRunning('dir-1');
@@ -126,40 +64,136 @@ test('a dir PVC mounted by a Pod: written and read, fsGroup applied; deleting th
   expect(fs.readdirSync(path.join(node.poolDir, 'volumes'))).not.toContain(onDisk);
 });
 
-test('figures: PVC created -> Pod Running and PVC deleted -> PV gone, 30 dir Pods, 5 at a time', async () => {
-  const running: number[] = [];
-  const gone: number[] = [];
-  const started = Date.now();
-  const names = Array.from({ length: 30 }, (_, i) => `fig-${i}`);
-  for (let i = 0; i < names.length; i += 5) {
-    await Promise.all(
-      names.slice(i, i + 5).map(async (name) => {
-        const t0 = Date.now();
-        await work.claim(name, 'durable-csi-dir');
-        await work.pod(name, name, { script: `echo ${name} > /data/f` });
-        await work.waitRunning(name);
-        running.push(Date.now() - t0);
-        await work.deletePod(name);
-        const pv = (await work.getClaim(name)).spec?.volumeName ?? '';
-        const t1 = Date.now();
-        await work.deleteClaim(name);
-        await work.waitGone(`/api/v1/persistentvolumes/${pv}`, `PV ${pv}`);
-        gone.push(Date.now() - t1);
-      }),
-    );
+test('a dir PVC expanded while its Pod runs: only the reservation grows (no node step); claim, PV and pool agree', async () => {
+  const { node, work } = real;
+  await work.claim('dir-grow', 'durable-csi-dir', '64Mi');
+  await work.pod('dir-grow', 'dir-grow', { script: 'echo before > /data/file' });
+  await work.waitRunning('dir-grow');
+  await work.expand('dir-grow', '128Mi');
+  // The dir backend answers node_expansion_required=false: csi-resizer alone finishes the resize.
+  await work.waitCapacity('dir-grow', '128Mi');
+  const pv = await work.volumeOf('dir-grow');
+  expect(pv.spec?.capacity?.storage).toBe('128Mi');
+  const handle = pv.spec?.csi?.volumeHandle ?? '';
+  const record = JSON.parse(
+    fs.readFileSync(path.join(node.poolDir, 'records', `${handle.split('_').pop()}.json`), 'utf8'),
+  ) as { capacityBytes: number };
+  expect(record.capacityBytes).toBe(128 * 2 ** 20);
+  // The Pod kept its mount throughout.
+  expect(work.exec('dir-grow', 'echo after >> /data/file && cat /data/file')).toBe('before\nafter\n');
+  await work.deletePod('dir-grow');
+  await work.deleteClaim('dir-grow');
+  await work.waitGone(`/api/v1/persistentvolumes/${pv.metadata?.name}`, `PV of dir-grow (${handle})`);
+});
+
+test('rollout restart of the node DaemonSet and controller Deployment while claims go and come: deletions wait, mounted I/O goes on', async () => {
+  const { node, work } = real;
+  // A Pod appending a numbered, timed line to a mounted volume every 0.2 s, and reading it back.
+  await work.claim('writer', 'durable-csi-dir');
+  const loop =
+    'i=0; while true; do echo "$(date +%s) $i" >> /data/log && tail -n 1 /data/log >/dev/null; i=$((i+1)); sleep 0.2; done';
+  await work.pod('writer', 'writer', { script: `{ (${loop}) & }` });
+  // Claims whose volumes exist (their Pods ran and went) and are deleted while the node plugin is down.
+  const olds = ['old-0', 'old-1', 'old-2', 'old-3'];
+  for (const name of olds) {
+    await work.claim(name, 'durable-csi-dir');
+    await work.pod(name, name, { script: `echo ${name} > /data/f` });
   }
-  const up = summarize(running, Date.now() - started);
-  const down = summarize(gone, Date.now() - started);
-  node.timings['dir: PVC created -> Pod Running p50'] = up.p50 / 1000;
-  node.timings['dir: PVC created -> Pod Running p99'] = up.p99 / 1000;
-  node.timings['dir: PVC deleted -> PV gone p50'] = down.p50 / 1000;
-  node.timings['dir: PVC deleted -> PV gone p99'] = down.p99 / 1000;
-  expect(running).toHaveLength(30);
-  expect(fs.readdirSync(path.join(node.poolDir, 'volumes'))).toEqual([]);
-  expect(node.ns.mountinfo()).not.toContain('kubernetes.io~csi');
+  for (const name of ['writer', ...olds]) await work.waitRunning(name);
+  for (const name of olds) await work.deletePod(name);
+  const watched = await Promise.all(
+    olds.map(async (name) => {
+      const pv = await work.volumeOf(name);
+      const key = (pv.spec?.csi?.volumeHandle ?? '').split('_').pop() ?? '';
+      return { pv: pv.metadata?.name ?? '', dir: path.join(node.poolDir, 'volumes', key) };
+    }),
+  );
+  const [oldPlugin] = (await nodePluginPods()).map((pod) => pod.metadata?.uid);
+  const oldControllers = (await controllerPods()).map((pod) => pod.metadata?.name);
+  // Set once the claims are deleted; the watch reads it from then on.
+  const deletion: { at?: number } = {};
+  const watch = new RolloutWatch(node, watched, () => deletion.at);
+  watch.start();
+  const started = Date.now();
+  node.kubectl([
+    'rollout',
+    'restart',
+    '-n',
+    NAMESPACE,
+    'daemonset/durable-csi-node',
+    'deployment/durable-csi-controller',
+  ]);
+  // The old node Pod gone and its successor not serving yet: the deletions have to wait for it.
+  await eventually(
+    'old node plugin Pod gone',
+    async () => !(await nodePluginPods()).some((p) => p.metadata?.uid === oldPlugin),
+    60_000,
+    100,
+  );
+  deletion.at = Date.now();
+  await Promise.all(olds.map((name) => node.api.delete(`/api/v1/namespaces/default/persistentvolumeclaims/${name}`)));
+  // New claims and Pods while both roll.
+  const news = ['new-0', 'new-1', 'new-2'];
+  for (const name of news) {
+    await work.claim(name, 'durable-csi-dir');
+    await work.pod(name, name, { script: `echo ${name} > /data/f` });
+  }
+  await driverReady(node);
+  for (const name of news)
+    expect(work.exec((await work.waitRunning(name, 180_000)).metadata?.name ?? name, 'cat /data/f')).toBe(`${name}\n`);
+  for (const { pv } of watched) await work.waitGone(`/api/v1/persistentvolumes/${pv}`, `PV ${pv}`, 180_000);
+  node.timings['rollout: restart -> driver Ready again'] = (Date.now() - started) / 1000;
+  await watch.stop();
+  expect(watch.violations).toEqual([]);
+  node.timings['rollout: PVC deleted while the node plugin was down -> PV gone, max'] =
+    Math.max(...watch.waits()) / 1000;
+  for (const { dir } of watched) expect(fs.existsSync(dir)).toBe(false);
+  expect((await nodePluginPods()).map((pod) => pod.metadata?.uid)).not.toContain(oldPlugin);
+  expect((await controllerPods()).map((pod) => pod.metadata?.name).filter((n) => oldControllers.includes(n))).toEqual(
+    [],
+  );
+
+  // The writer never stopped: every line there, in order, no pause longer than 3 s, and the pool holds the same.
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  const log = work.exec('writer', 'cat /data/log');
+  const lines = log
+    .trim()
+    .split('\n')
+    .map((line) => line.split(' ').map(Number));
+  expect(lines.map(([, i]) => i)).toEqual(lines.map((_, i) => i));
+  const times = lines.map(([t]) => t ?? 0);
+  expect(Math.max(...times.slice(1).map((t, i) => t - (times[i] ?? t)))).toBeLessThanOrEqual(3);
+  // ... from before the restart until now.
+  expect(times[0]).toBeLessThanOrEqual(started / 1000);
+  expect(Date.now() / 1000 - (times.at(-1) ?? 0)).toBeLessThan(5);
+  const writer = await work.volumeOf('writer');
+  const writerDir = path.join(node.poolDir, 'volumes', (writer.spec?.csi?.volumeHandle ?? '').split('_').pop() ?? '');
+  expect(fs.readFileSync(path.join(writerDir, 'log'), 'utf8').startsWith(log)).toBe(true);
+  for (const name of ['writer', ...news]) {
+    await work.deletePod(name);
+    await work.deleteClaim(name);
+  }
+  await eventually('pool empty', async () => fs.readdirSync(path.join(node.poolDir, 'volumes')).length === 0, 60_000);
+}, 420_000);
+
+function nodePluginPods(): Promise<V1Pod[]> {
+  return podsOf('node');
+}
+
+function controllerPods(): Promise<V1Pod[]> {
+  return podsOf('controller');
+}
+
+async function podsOf(component: string): Promise<V1Pod[]> {
+  const selector = encodeURIComponent(`app.kubernetes.io/component=${component}`);
+  return (await real.node.api.get<V1PodList>(`/api/v1/namespaces/${NAMESPACE}/pods?labelSelector=${selector}`)).items;
+}
+
+test('figures: PVC created -> Pod Running and PVC deleted -> PV gone, 30 dir Pods, 5 at a time', async () => {
+  await classFigures(real, 'dir', 'durable-csi-dir', '64Mi');
 }, 600_000);
 
 test('teardown leaves nothing: no process, mount, loop device, interface or directory', async () => {
-  await node.stop();
-  expect(node.leftovers()).toEqual([]);
+  await real.node.stop();
+  expect(real.node.leftovers()).toEqual([]);
 }, 120_000);

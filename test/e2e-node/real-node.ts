@@ -12,9 +12,12 @@ import { k8sTools, type K8sTools } from '../e2e-k8s/tools';
 import { forward } from './forwarder';
 import { imageRef, type ImageTars } from './images';
 import { processesInKubepods, kubepodsCgroups, removeKubepodsCgroups } from './node-cgroups';
+import { lockRealNode, unlockRealNode } from './node-lock';
+import { poolLoopDevices, type LoopDevice } from './node-loops';
 import { cniConfig, containerdConfig, containerdSocket, kubeletConfig } from './node-config';
 import { KUBERNETES_SERVICE_IP, NODE_IP, NodeNamespace } from './node-namespace';
 
+/** The node's name when a file runs only one real node; files that share a Temporal run each name theirs. */
 export const NODE_NAME = 'dcsi-node';
 /** The test's Temporal, forwarded to the node's address: what the overlay writes into TEMPORAL_ADDRESS. */
 export const NODE_TEMPORAL_ADDRESS = `${NODE_IP}:7233`;
@@ -56,6 +59,12 @@ interface Part {
  * deploy/ runs on it as Pods. Torn down fully by stop(); leftovers() says what is still there.
  */
 export class RealNode {
+  /**
+   * name: the Node's name and so the agent's node ID. The test files of one jest run share one Temporal, whose
+   * registry remembers each node's pool identity: a second file's fresh pool under the same name would be refused.
+   */
+  constructor(readonly name = NODE_NAME) {}
+
   readonly run = fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-node-'));
   readonly tools: K8sTools = k8sTools();
   readonly timings: Record<string, number> = {};
@@ -64,7 +73,10 @@ export class RealNode {
   api!: KubeRest;
   private readonly parts = new Map<string, Part>();
   private temporalBridge: net.Server | undefined;
-  private stopped = false;
+  /** stop() has run (or begun). */
+  stopped = false;
+  private locked = false;
+  private loopsAfterStop: LoopDevice[] = [];
   /** Host directories a node would write by default, and that existed before: only new ones are leftovers. */
   private readonly hostDirsBefore = new Set(HOST_DIRS.filter((dir) => fs.existsSync(dir)));
 
@@ -78,6 +90,8 @@ export class RealNode {
   }
 
   async start(images: ImageTars): Promise<void> {
+    lockRealNode();
+    this.locked = true;
     if (kubepodsCgroups().length > 0) throw new Error(`kubelet cgroups exist already: ${kubepodsCgroups().join(', ')}`);
     await this.timed('network and mount namespace', async () => {
       this.ns = await NodeNamespace.create(this.run, this.logDir);
@@ -168,6 +182,8 @@ export class RealNode {
     this.api?.close();
     await this.ns?.destroy();
     this.detachLoopDevices();
+    // Read now: once the run directory is gone, a device's backing file can no longer be matched to the pool.
+    this.loopsAfterStop = this.loopDevices();
     for (let round = 0; round < 20; round++) {
       try {
         removeKubepodsCgroups();
@@ -177,6 +193,7 @@ export class RealNode {
       }
     }
     if (!process.env.DURABLE_CSI_KEEP_TEST_DATA) fs.rmSync(this.run, { recursive: true, force: true });
+    if (this.locked) unlockRealNode();
   }
 
   /** What the node left on the host after stop(): must be nothing. */
@@ -194,7 +211,8 @@ export class RealNode {
     if (this.ns && fs.existsSync(`/proc/${this.ns.pid}`)) left.push(`namespace holder ${this.ns.pid}`);
     for (const line of fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n'))
       if (line.includes(this.run) || line.includes('/var/lib/kubelet')) left.push(`mount: ${line}`);
-    for (const device of this.loopDevices()) left.push(`loop device ${device.name} (${device['back-file']})`);
+    for (const device of this.stopped ? this.loopsAfterStop : this.loopDevices())
+      left.push(`loop device ${device.name} (${device['back-file']})`);
     for (const cgroup of kubepodsCgroups()) left.push(`cgroup ${cgroup}`);
     if (fs.existsSync(this.run) && !process.env.DURABLE_CSI_KEEP_TEST_DATA) left.push(`directory ${this.run}`);
     for (const dir of HOST_DIRS)
@@ -202,15 +220,9 @@ export class RealNode {
     return left;
   }
 
-  /** Loop devices whose backing file lies under the run directory (the node's pool). */
-  loopDevices(): { name: string; 'back-file': string }[] {
-    const out = execFileSync('losetup', ['--json', '--list'], { encoding: 'utf8' });
-    const devices = (out.trim() ? JSON.parse(out) : { loopdevices: [] }) as {
-      loopdevices: { name: string; 'back-file': string | null }[];
-    };
-    return devices.loopdevices
-      .filter((device) => (device['back-file'] ?? '').includes(this.run))
-      .map((device) => ({ name: device.name, 'back-file': device['back-file'] ?? '' }));
+  /** The loop devices of the node's pool (and kubelet's over them): node-loops.ts. */
+  loopDevices(): LoopDevice[] {
+    return poolLoopDevices(this.run, this.poolDir);
   }
 
   private detachLoopDevices(): void {
@@ -267,12 +279,12 @@ export class RealNode {
       `--kubeconfig=${kubeconfig}`,
       '--root-dir=/var/lib/kubelet',
       `--node-ip=${NODE_IP}`,
-      `--hostname-override=${NODE_NAME}`,
+      `--hostname-override=${this.name}`,
       '--v=2',
     ]);
     await this.waitFor('kubelet', 'Node Ready', async () => {
       const node = await this.api.get<{ status?: { conditions?: { type: string; status: string }[] } }>(
-        `/api/v1/nodes/${NODE_NAME}`,
+        `/api/v1/nodes/${this.name}`,
       );
       return node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
     });

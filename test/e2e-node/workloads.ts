@@ -1,4 +1,11 @@
-import type { V1PersistentVolume, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
+import type {
+  V1PersistentVolume,
+  V1PersistentVolumeClaim,
+  V1PersistentVolumeClaimList,
+  V1PersistentVolumeList,
+  V1Pod,
+  V1PodList,
+} from '@kubernetes/client-node';
 import { KubeError } from '../e2e-k8s/kube-rest';
 import { eventually } from '../e2e-k8s/processes';
 import type { RealNode } from './real-node';
@@ -79,6 +86,51 @@ export class Workloads {
     return this.node.api.get<V1PersistentVolume>(`/api/v1/persistentvolumes/${pvName}`);
   }
 
+  /** Asks for more room: the claim's storage request patched, as a user would (csi-resizer does the rest). */
+  async expand(claim: string, size: string): Promise<void> {
+    await this.node.api.patch(`${CORE}/persistentvolumeclaims/${claim}`, {
+      spec: { resources: { requests: { storage: size } } },
+    });
+  }
+
+  /** Until the claim's status.capacity is `size` and no resize condition is left (the resize is finished). */
+  async waitCapacity(claim: string, size: string, timeoutMs = 90_000): Promise<void> {
+    let last: V1PersistentVolumeClaim | undefined;
+    await eventually(
+      `claim ${claim} resized to ${size}`,
+      async () => {
+        last = await this.getClaim(claim);
+        return last.status?.capacity?.storage === size && (last.status.conditions ?? []).length === 0;
+      },
+      timeoutMs,
+    ).catch((error: unknown) => {
+      throw new Error(`${String(error)}
+claim status: ${JSON.stringify(last?.status)}
+${this.events(claim)}`);
+    });
+  }
+
+  /** The size in bytes of the filesystem at /data in the Pod, as `df` inside it sees it. */
+  dataBytes(pod: string): number {
+    return Number(this.exec(pod, "df -k /data | awk 'NR == 2 {print $2}'").trim()) * 1024;
+  }
+
+  /** The events of one object in the default namespace, for failure messages. */
+  events(name: string): string {
+    try {
+      return this.node.kubectl([
+        'get',
+        'events',
+        '-n',
+        APP_NAMESPACE,
+        '--field-selector',
+        `involvedObject.name=${name}`,
+      ]);
+    } catch (error) {
+      return String(error);
+    }
+  }
+
   exec(pod: string, script: string): string {
     return this.node.kubectl(['exec', '-n', APP_NAMESPACE, pod, '--', 'sh', '-c', script]);
   }
@@ -106,6 +158,22 @@ export class Workloads {
         }
       },
       timeoutMs,
+    );
+  }
+
+  /**
+   * Deletes every Pod and claim in the namespace and waits for their PVs to go: a failed scenario leaves the
+   * next one a clean node (each scenario asserts its own cleanup).
+   */
+  async cleanUp(): Promise<void> {
+    const pods = await this.node.api.get<V1PodList>(`${CORE}/pods`);
+    await Promise.all(pods.items.map((pod) => this.deletePod(pod.metadata?.name ?? '')));
+    const claims = await this.node.api.get<V1PersistentVolumeClaimList>(`${CORE}/persistentvolumeclaims`);
+    await Promise.all(claims.items.map((claim) => this.deleteClaim(claim.metadata?.name ?? '')));
+    await eventually(
+      'every PV gone',
+      async () => (await this.node.api.get<V1PersistentVolumeList>('/api/v1/persistentvolumes')).items.length === 0,
+      120_000,
     );
   }
 

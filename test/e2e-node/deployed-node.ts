@@ -1,0 +1,99 @@
+import type { V1DaemonSet, V1Deployment } from '@kubernetes/client-node';
+import path from 'node:path';
+import { eventually } from '../e2e-k8s/processes';
+import { writeOverlay } from './deploy-overlay';
+import { imageRef, nodeImages } from './images';
+import { NODE_TEMPORAL_ADDRESS, RealNode } from './real-node';
+import { Workloads } from './workloads';
+
+export const NAMESPACE = 'durable-csi';
+export const DRIVER = 'durable-csi.io';
+const APPS = `/apis/apps/v1/namespaces/${NAMESPACE}`;
+
+/** What a test file works with once beforeAll has run. */
+export interface DeployedNode {
+  node: RealNode;
+  work: Workloads;
+}
+
+/**
+ * Registers the file's beforeAll/afterAll: a real node named `name`, deploy/base (plus shipped `components`)
+ * applied through the overlay, the controller Deployment and node DaemonSet Ready. afterAll stops the node and
+ * prints node.timings. A start that fails stops the node and throws with every part's log tail.
+ */
+export function deployedNode(name: string, components: string[] = []): DeployedNode {
+  const deployed = { node: new RealNode(name) } as DeployedNode;
+  beforeAll(async () => {
+    const { node } = deployed;
+    const images = nodeImages();
+    try {
+      await node.start(images);
+      deployed.work = new Workloads(node, imageRef(images, 'busybox'));
+      const started = Date.now();
+      const overlay = writeOverlay(path.join(node.run, 'overlay'), images, NODE_TEMPORAL_ADDRESS, components);
+      node.kubectl(['apply', '--server-side', '-k', overlay]);
+      await driverReady(node);
+      node.timings['deploy/ applied -> controller and node Pods Ready'] = (Date.now() - started) / 1000;
+    } catch (error) {
+      const tails = node.ns ? node.logTails() : '';
+      await node.stop();
+      throw new Error(`${String(error)}\n${tails}`);
+    }
+  }, 600_000);
+  afterEach(async () => {
+    if (deployed.work && !deployed.node.stopped) await deployed.work.cleanUp();
+  }, 180_000);
+  afterAll(async () => {
+    await deployed.node.stop();
+    console.log(`real node ${name} figures (s):\n${JSON.stringify(deployed.node.timings, null, 2)}`);
+  }, 120_000);
+  return deployed;
+}
+
+/** Both controller replicas and the node Pod Ready and up to date; on timeout, the Pods described and logged. */
+export async function driverReady(node: RealNode, timeoutMs = 240_000): Promise<void> {
+  try {
+    await eventually(
+      'controller Deployment (2 replicas) and node DaemonSet Ready',
+      async () => {
+        node.assertRunning();
+        const [deployment, daemonSet] = await Promise.all([controllerDeployment(node), nodeDaemonSet(node)]);
+        return (
+          deployment.status?.readyReplicas === 2 &&
+          deployment.status.updatedReplicas === 2 &&
+          (deployment.status.replicas ?? 0) === 2 &&
+          deployment.status.observedGeneration === deployment.metadata?.generation &&
+          daemonSet.status?.numberReady === 1 &&
+          daemonSet.status.updatedNumberScheduled === 1 &&
+          daemonSet.status.observedGeneration === daemonSet.metadata?.generation
+        );
+      },
+      timeoutMs,
+      1000,
+    );
+  } catch (error) {
+    throw new Error(`${String(error)}\n${driverDiagnostics(node)}`);
+  }
+}
+
+export function controllerDeployment(node: RealNode): Promise<V1Deployment> {
+  return node.api.get<V1Deployment>(`${APPS}/deployments/durable-csi-controller`);
+}
+
+export function nodeDaemonSet(node: RealNode): Promise<V1DaemonSet> {
+  return node.api.get<V1DaemonSet>(`${APPS}/daemonsets/durable-csi-node`);
+}
+
+/** The driver's Pods described and the node plugin's log: what a failed wait prints. */
+export function driverDiagnostics(node: RealNode): string {
+  const run = (args: string[]) => {
+    try {
+      return node.kubectl(args);
+    } catch (error) {
+      return String(error);
+    }
+  };
+  const described = run(['describe', 'pods', '-n', NAMESPACE]).slice(-6000);
+  const logs = run(['logs', '-n', NAMESPACE, 'ds/durable-csi-node', '--all-containers', '--tail=60']).slice(-6000);
+  return `${described}\n--- node plugin log:\n${logs}`;
+}

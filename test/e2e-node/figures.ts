@@ -1,0 +1,53 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { summarize } from '../bench/stats';
+import type { DeployedNode } from './deployed-node';
+
+/**
+ * The figures the issue asks for, for one StorageClass: `count` claims, `parallel` at a time, each timed from the
+ * claim's creation to its Pod Running, and from the claim's deletion (its Pod gone) to its PV gone. Recorded in
+ * node.timings under `label`; afterwards the pool holds no volume and kubelet no CSI mount.
+ */
+export async function classFigures(
+  real: DeployedNode,
+  label: string,
+  storageClass: string,
+  size: string,
+  count = 30,
+  parallel = 5,
+): Promise<void> {
+  const { node, work } = real;
+  const running: number[] = [];
+  const gone: number[] = [];
+  const started = Date.now();
+  const prefix = label.replace(/\W+/g, '-');
+  const names = Array.from({ length: count }, (_, i) => `${prefix}-fig-${i}`);
+  for (let i = 0; i < names.length; i += parallel) {
+    await Promise.all(
+      names.slice(i, i + parallel).map(async (name) => {
+        const t0 = Date.now();
+        await work.claim(name, storageClass, size);
+        await work.pod(name, name, { script: `echo ${name} > /data/f` });
+        await work.waitRunning(name);
+        running.push(Date.now() - t0);
+        expect(work.exec(name, 'cat /data/f')).toBe(`${name}\n`);
+        await work.deletePod(name);
+        const pv = (await work.getClaim(name)).spec?.volumeName ?? '';
+        const t1 = Date.now();
+        await work.deleteClaim(name);
+        await work.waitGone(`/api/v1/persistentvolumes/${pv}`, `PV ${pv}`);
+        gone.push(Date.now() - t1);
+      }),
+    );
+  }
+  const up = summarize(running, Date.now() - started);
+  const down = summarize(gone, Date.now() - started);
+  node.timings[`${label}: PVC created -> Pod Running p50`] = up.p50 / 1000;
+  node.timings[`${label}: PVC created -> Pod Running p99`] = up.p99 / 1000;
+  node.timings[`${label}: PVC deleted -> PV gone p50`] = down.p50 / 1000;
+  node.timings[`${label}: PVC deleted -> PV gone p99`] = down.p99 / 1000;
+  node.timings[`${label}: ${count} Pods, ${parallel} at a time, total`] = (Date.now() - started) / 1000;
+  expect(running).toHaveLength(count);
+  expect(fs.readdirSync(path.join(node.poolDir, 'volumes'))).toEqual([]);
+  expect(node.ns.mountinfo()).not.toContain('kubernetes.io~csi');
+}

@@ -1,0 +1,82 @@
+import type { V1PodList } from '@kubernetes/client-node';
+import fs from 'node:fs';
+import path from 'node:path';
+import { KubeError } from '../e2e-k8s/kube-rest';
+import { NAMESPACE } from './deployed-node';
+import type { RealNode } from './real-node';
+
+/** One PV whose claim was deleted during a rollout, and its volume's directory in the pool. */
+export interface Watched {
+  pv: string;
+  dir: string;
+}
+
+/**
+ * Samples, while the driver rolls, what the deletions did: when each PV went, whether its volume was still on
+ * disk then (a PV removed before its volume is the false "deleted" the driver exists to prevent), and whether a
+ * node plugin container was running (the deletion must wait for it).
+ */
+export class RolloutWatch {
+  readonly violations: string[] = [];
+  readonly goneAt = new Map<string, number>();
+  private pluginRunningSince: number | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private sampling: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly node: RealNode,
+    private readonly watched: Watched[],
+    private readonly deletedAt: () => number | undefined,
+  ) {}
+
+  start(periodMs = 200): void {
+    this.timer = setInterval(() => {
+      this.sampling = this.sampling
+        .then(() => this.sample())
+        .catch((error: unknown) => {
+          this.violations.push(`sampling failed: ${String(error)}`);
+        });
+    }, periodMs);
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.sampling;
+  }
+
+  /** ms from the claims' deletion to each PV gone. */
+  waits(): number[] {
+    const deleted = this.deletedAt() ?? 0;
+    return [...this.goneAt.values()].map((at) => at - deleted);
+  }
+
+  private async sample(): Promise<void> {
+    const pods = await this.node.api.get<V1PodList>(
+      `/api/v1/namespaces/${NAMESPACE}/pods?labelSelector=app.kubernetes.io/component%3Dnode`,
+    );
+    const running = pods.items.some((pod) =>
+      (pod.status?.containerStatuses ?? []).some((s) => s.name === 'durable-csi' && s.state?.running),
+    );
+    const deleted = this.deletedAt();
+    if (deleted === undefined) return;
+    if (!running) this.pluginRunningSince = undefined;
+    else this.pluginRunningSince ??= Date.now();
+    for (const { pv, dir } of this.watched) {
+      if (this.goneAt.has(pv) || (await this.pvExists(pv))) continue;
+      this.goneAt.set(pv, Date.now());
+      if (fs.existsSync(dir)) this.violations.push(`PV ${pv} gone while its volume ${path.basename(dir)} is on disk`);
+      if (this.pluginRunningSince === undefined)
+        this.violations.push(`PV ${pv} gone while no node plugin container ran`);
+    }
+  }
+
+  private async pvExists(pv: string): Promise<boolean> {
+    try {
+      await this.node.api.get(`/api/v1/persistentvolumes/${pv}`);
+      return true;
+    } catch (error) {
+      if (error instanceof KubeError && error.status === 404) return false;
+      throw error;
+    }
+  }
+}
