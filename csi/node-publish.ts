@@ -3,7 +3,6 @@ import type { NodePublishVolumeRequest__Output } from './generated/csi/v1/NodePu
 import type { NodePublishVolumeResponse } from './generated/csi/v1/NodePublishVolumeResponse';
 import type { NodeUnpublishVolumeRequest__Output } from './generated/csi/v1/NodeUnpublishVolumeRequest';
 import type { NodeUnpublishVolumeResponse } from './generated/csi/v1/NodeUnpublishVolumeResponse';
-import { DriverError, FailureType } from '../common/failures';
 import type { NodeContext } from './node-requests';
 import { required, requiredPath, stageOptions, volumeKey } from './node-requests';
 
@@ -16,14 +15,7 @@ export function publishHandlers(context: NodeContext) {
       const stagingPath = await requiredPath(request.staging_target_path, 'staging_target_path', context);
       const { accessType } = stageOptions(request.volume_capability, context.backend);
       const readerOnly = request.volume_capability?.access_mode?.mode === 'SINGLE_NODE_READER_ONLY';
-      if (accessType === 'block' && (request.readonly || readerOnly)) {
-        // A read-only bind mount does not stop writes to a device node: the reader would get a writable disk.
-        throw new DriverError(
-          FailureType.InvalidArgument,
-          `volume ${volumeId}: read-only raw block publish is not supported (a read-only bind mount of a device ` +
-            'node still lets the Pod write to it); publish it read-write, or use a filesystem volume read-only',
-        );
-      }
+      // A read-only raw block publish gets a device the kernel keeps read-only (storage/publishing.ts).
       await context.backend.publishVolume(volumeKey(volumeId, context), stagingPath, targetPath, {
         accessType,
         readonly: request.readonly || readerOnly,

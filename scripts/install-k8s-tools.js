@@ -72,6 +72,23 @@ const BUILDS = [
     packages: { 'csi-resizer': 'github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer' },
     ldflags: ['-X main.version=v2.3.0'],
   },
+  {
+    // Kubernetes' external storage suite (test/e2e-node/storage-suite.test.ts): a Go test of our own that imports
+    // only k8s.io/kubernetes/test/e2e/storage/external, so it builds faster than all of e2e.test; agnhost is the
+    // helper image's binary the suite's subPath and exec Pods run.
+    name: 'storage-suite',
+    module: 'k8s.io/kubernetes',
+    version: KUBERNETES_VERSION,
+    // ginkgo: the CLI that runs the suite's binary in parallel processes (the version kubernetes pins).
+    packages: { agnhost: 'k8s.io/kubernetes/test/images/agnhost', ginkgo: 'github.com/onsi/ginkgo/v2/ginkgo' },
+    tests: {
+      'e2e-storage.test': {
+        dir: 'storagesuite',
+        source: path.join(__dirname, '..', 'test', 'e2e-node', 'storage-suite', 'suite_test.go'),
+      },
+    },
+    ldflags: versionLdflags(KUBERNETES_VERSION),
+  },
 ];
 
 function cacheRoot() {
@@ -87,14 +104,31 @@ function buildDir(build) {
 
 const fail = makeFail('install-k8s-tools');
 
+/** Every binary of a build: its packages and its test binaries (`go test -c` of a source file in the repo). */
+function binaryNames(build) {
+  return [...Object.keys(build.packages), ...Object.keys(build.tests || {})];
+}
+
+/** A test binary's source hash: a changed source rebuilds it. */
+function sourceHash(build, name) {
+  const test = (build.tests || {})[name];
+  return test ? sha256(test.source) : undefined;
+}
+
 /** The binaries of a build that exist and are the very files its stamp describes for this version. */
 function installedBinaries(build) {
   const dir = buildDir(build);
   const stamp = readJson(path.join(dir, 'stamp.json'));
   if (!stamp || stamp.module !== build.module || stamp.version !== build.version) return [];
-  return Object.keys(build.packages).filter((name) => {
+  return binaryNames(build).filter((name) => {
     const binary = path.join(dir, 'bin', name);
-    return fs.existsSync(binary) && stamp.sha256 && stamp.sha256[name] === sha256(binary);
+    const sources = stamp.sources || {};
+    return (
+      fs.existsSync(binary) &&
+      stamp.sha256 &&
+      stamp.sha256[name] === sha256(binary) &&
+      sources[name] === sourceHash(build, name)
+    );
   });
 }
 
@@ -157,7 +191,7 @@ function wrapperReplaces(goMod) {
 function install(build) {
   const dir = buildDir(build);
   const present = installedBinaries(build);
-  const missing = Object.keys(build.packages).filter((name) => !present.includes(name));
+  const missing = binaryNames(build).filter((name) => !present.includes(name));
   if (missing.length === 0) {
     console.error(`install-k8s-tools: ${build.name} ${build.version} is cached (${dir})`);
     return;
@@ -187,13 +221,22 @@ function install(build) {
   const ldflags = ['-s', '-w', ...build.ldflags].join(' ');
   const stamp = readJson(path.join(dir, 'stamp.json')) || {};
   const hashes = present.length ? stamp.sha256 : {};
+  const sources = present.length ? stamp.sources || {} : {};
   for (const name of missing) {
-    const pkg = build.packages[name];
-    run(go, ['build', '-trimpath', `-ldflags=${ldflags}`, '-o', path.join(outDir, name), pkg], wrapper, env);
-    if (!fs.existsSync(path.join(outDir, name))) fail(`\`go build ${pkg}\` succeeded but left no ${name}`);
-    hashes[name] = sha256(path.join(outDir, name));
+    const out = path.join(outDir, name);
+    const test = (build.tests || {})[name];
+    if (test) {
+      fs.mkdirSync(path.join(wrapper, test.dir), { recursive: true });
+      fs.copyFileSync(test.source, path.join(wrapper, test.dir, path.basename(test.source)));
+      run(go, ['test', '-c', '-trimpath', `-ldflags=${ldflags}`, '-o', out, `./${test.dir}`], wrapper, env);
+    } else run(go, ['build', '-trimpath', `-ldflags=${ldflags}`, '-o', out, build.packages[name]], wrapper, env);
+    if (!fs.existsSync(out)) fail(`the build of ${name} succeeded but left no binary`);
+    hashes[name] = sha256(out);
+    const source = sourceHash(build, name);
+    if (source) sources[name] = source;
+    else delete sources[name];
     // Stamped after each binary: an interrupted cold build keeps what it finished.
-    const next = { module: build.module, version: build.version, go: version, sha256: hashes };
+    const next = { module: build.module, version: build.version, go: version, sha256: hashes, sources };
     fs.writeFileSync(path.join(dir, 'stamp.json'), `${JSON.stringify(next, null, 2)}\n`);
     console.error(`install-k8s-tools: ${name} (${build.name} ${build.version}) built`);
   }
@@ -205,7 +248,7 @@ function install(build) {
 function binaries() {
   const out = {};
   for (const build of BUILDS)
-    for (const name of Object.keys(build.packages)) out[name] = path.join(buildDir(build), 'bin', name);
+    for (const name of binaryNames(build)) out[name] = path.join(buildDir(build), 'bin', name);
   return out;
 }
 

@@ -7,7 +7,7 @@ import { DriverError, FailureType } from '../common/failures';
 import type { AccessType } from './backend';
 import { growExt4IfSmaller, loopFsType } from './filesystems';
 import { pathExists } from './fs-checks';
-import { attachDevice, attachedDevices, detachDevices, deviceBytes } from './loop-devices';
+import { attachDevice, detachDevices, deviceBytes, devicesOfKind } from './loop-devices';
 import { bindMatcherOf, majorMinorOf, readMounts, showsVolume } from './mounts';
 import type { PoolLayout } from './pool-layout';
 import type { Attachment, VolumeAccess, VolumeRef } from './volume-access';
@@ -47,18 +47,37 @@ export class LoopAccess implements VolumeAccess {
   }
 
   async find(volume: VolumeRef): Promise<Attachment | undefined> {
-    const [device] = await attachedDevices(this.layout.volumeImage(volume.key));
+    const [device] = await devicesOfKind(this.layout.volumeImage(volume.key), false);
     return device === undefined ? undefined : this.describe(volume, device, false);
+  }
+
+  /** A read-only loop device over the same image, for a read-only raw block publish. */
+  async readOnlyDevice(volume: VolumeRef): Promise<string> {
+    return (await attachDevice(this.layout.volumeImage(volume.key), true)).device;
+  }
+
+  /** Detaches the read-only devices no publish binds any more (after an unpublish). */
+  async releaseUnused(volume: VolumeRef): Promise<void> {
+    const mounts = await readMounts();
+    const image = this.layout.volumeImage(volume.key);
+    const unused: string[] = [];
+    for (const device of await devicesOfKind(image, true)) {
+      const matcher = await bindMatcherOf(device, mounts);
+      if (!mounts.some((entry) => showsVolume(entry, [matcher]))) unused.push(device);
+    }
+    if (unused.length > 0) await detachDevices(image, unused);
   }
 
   async detach(volume: VolumeRef): Promise<void> {
     await detachDevices(this.layout.volumeImage(volume.key));
   }
 
-  /** Its filesystem's mounts (any bind of it included) and bind mounts of the device node itself. */
+  /** Its filesystem's mounts (any bind of it included) and bind mounts of its device nodes (readers' too). */
   private async describe(volume: VolumeRef, device: string, fresh: boolean): Promise<Attachment> {
     const filesystem = { majorMinor: majorMinorOf((await fs.stat(device, { bigint: true })).rdev) };
-    const matchers = [filesystem, await bindMatcherOf(device, await readMounts())];
+    const mounts = await readMounts();
+    const readers = await devicesOfKind(this.layout.volumeImage(volume.key), true);
+    const matchers = [filesystem, ...(await Promise.all([device, ...readers].map((d) => bindMatcherOf(d, mounts))))];
     if (volume.accessType === 'block') return { device, matchers, fresh };
     return { mount: { kind: 'filesystem', device, fsType: loopFsType(volume.fsType) }, device, matchers, fresh };
   }

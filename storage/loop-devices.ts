@@ -5,6 +5,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../common/failures';
+import { isReadOnlyDevice } from './block-device';
 import { runTool } from './exec';
 import { isNotFound } from './fs-checks';
 
@@ -21,22 +22,35 @@ export async function attachedDevices(file: string): Promise<string[]> {
     .filter((line) => line.startsWith('/dev/'));
 }
 
-/** The file's device, attaching it if it has none: attaching again after a crash or restart is a no-op. */
-export async function attachDevice(file: string): Promise<{ device: string; fresh: boolean }> {
-  const [existing] = await attachedDevices(file);
+/** The file's devices of one kind: the read-write one staging uses, or the read-only ones readers get. */
+export async function devicesOfKind(file: string, readOnly: boolean): Promise<string[]> {
+  const devices: string[] = [];
+  for (const device of await attachedDevices(file))
+    if ((await isReadOnlyDevice(device)) === readOnly) devices.push(device);
+  return devices;
+}
+
+/**
+ * The file's read-write (or, with readOnly, read-only) device, attaching one if it has none: attaching again after
+ * a crash or restart is a no-op. A read-only device is what a reader of a raw block volume gets: the kernel refuses
+ * its writes, which a read-only bind mount of a device node does not.
+ */
+export async function attachDevice(file: string, readOnly = false): Promise<{ device: string; fresh: boolean }> {
+  const [existing] = await devicesOfKind(file, readOnly);
   if (existing) return { device: existing, fresh: false };
-  const device = (await runTool('losetup', ['--find', '--show', file])).trim();
+  const device = (await runTool('losetup', [...(readOnly ? ['--read-only'] : []), '--find', '--show', file])).trim();
   if (!device.startsWith('/dev/'))
     throw new DriverError(FailureType.Internal, `losetup printed "${device}" for ${file}`);
   return { device, fresh: true };
 }
 
-/** Detaches every device of the file and waits until the kernel has let them go. */
-export async function detachDevices(file: string): Promise<void> {
-  for (const device of await attachedDevices(file)) await runTool('losetup', ['--detach', device]);
+/** Detaches every device of the file (or only `which` of them) and waits until the kernel has let them go. */
+export async function detachDevices(file: string, which?: string[]): Promise<void> {
+  const chosen = (devices: string[]): string[] => (which ? devices.filter((d) => which.includes(d)) : devices);
+  for (const device of chosen(await attachedDevices(file))) await runTool('losetup', ['--detach', device]);
   const until = Date.now() + DETACH_WAIT_MS;
   for (;;) {
-    const left = await attachedDevices(file);
+    const left = chosen(await attachedDevices(file));
     if (left.length === 0) return;
     if (Date.now() > until) {
       throw new DriverError(FailureType.Unavailable, `${left.join(', ')} still attached to ${file}: device busy`);

@@ -9,6 +9,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../common/failures';
+import { isReadOnlyDevice } from './block-device';
 import { runTool } from './exec';
 import { isNotFound } from './fs-checks';
 
@@ -129,25 +130,28 @@ export async function mountFilesystem(device: string, target: string, fsType: st
 /**
  * A bind mount, remounted nodev,nosuid (and ro when asked): a bind mount ignores options until it is remounted.
  * A device node (raw block) cannot be nodev, and a read-only mount does not stop writes to a device node, so a
- * read-only block bind is refused: the CSI layer answers INVALID_ARGUMENT before it gets here.
+ * read-only block bind needs a device the kernel itself keeps read-only (a read-only loop device); it is then
+ * remounted ro,nosuid so that the mount table says what it is.
  */
 export async function bindMount(
   source: string,
   target: string,
   options: { readonly: boolean; device?: boolean },
 ): Promise<void> {
-  if (options.device && options.readonly) {
+  if (options.device && options.readonly && !(await isReadOnlyDevice(source))) {
     throw new DriverError(
       FailureType.InvalidArgument,
       `a read-only bind mount of the device ${source} would not stop writes to it`,
     );
   }
   await runTool('mount', ['--bind', assertAbsolute(source), assertAbsolute(target)]);
-  if (options.device) return;
+  if (options.device && !options.readonly) return;
   try {
     await runTool('mount', [
       '-o',
-      ['remount', 'bind', ...SAFE_DEFAULTS, ...(options.readonly ? ['ro'] : [])].join(','),
+      ['remount', 'bind', ...(options.device ? ['nosuid'] : SAFE_DEFAULTS), ...(options.readonly ? ['ro'] : [])].join(
+        ',',
+      ),
       target,
     ]);
   } catch (error) {

@@ -9,7 +9,7 @@ import { pathExists } from './fs-checks';
 import { bindMount, showsVolume, topMountAt, unmountVolumeAt } from './mounts';
 import { establish } from './staging';
 import { readStaging } from './staging-records';
-import type { VolumeAccess, VolumeRef } from './volume-access';
+import type { Attachment, VolumeAccess, VolumeRef } from './volume-access';
 
 export async function publish(
   access: VolumeAccess,
@@ -46,7 +46,7 @@ export async function publish(
   if (top) {
     throw new DriverError(FailureType.FailedPrecondition, `${targetPath} already has another mount (${top.source})`);
   }
-  const source = options.accessType === 'block' ? attachment.device : stagingPath;
+  const source = options.accessType === 'block' ? await blockSource(access, volume, attachment, options) : stagingPath;
   if (source === undefined) throw new DriverError(FailureType.Internal, `volume ${key} has no device to publish`);
   const created =
     options.accessType === 'block'
@@ -60,12 +60,31 @@ export async function publish(
   }
 }
 
+/** The device a block publish binds: the staged one, or for a reader one the kernel keeps read-only. */
+async function blockSource(
+  access: VolumeAccess,
+  volume: VolumeRef,
+  attachment: Attachment,
+  options: { readonly: boolean },
+): Promise<string | undefined> {
+  if (!options.readonly) return attachment.device;
+  if (!access.readOnlyDevice) {
+    // A read-only bind mount does not stop writes to a device node: the reader would get a writable disk.
+    throw new DriverError(
+      FailureType.InvalidArgument,
+      `volume ${volume.key}: this backend has no read-only device for a read-only raw block publish`,
+    );
+  }
+  return access.readOnlyDevice(volume);
+}
+
 /** Absent target: nothing to do. A mount of anything else there is left alone (FailedPrecondition). */
 export async function unpublish(access: VolumeAccess, volume: VolumeRef, targetPath: string): Promise<void> {
   assertCoPath(targetPath, 'target path');
   if (!(await pathExists(targetPath))) return;
   const attachment = await access.find(volume);
   if (attachment) await unmountVolumeAt(targetPath, attachment.matchers);
+  await access.releaseUnused?.(volume);
   const top = await topMountAt(targetPath);
   if (top) {
     throw new DriverError(

@@ -28,4 +28,8 @@ export interface VolumeAccess {
   find(volume: VolumeRef): Promise<Attachment | undefined>;
   /** Undoes attach (loop: detaches every device of the image); idempotent. */
   detach(volume: VolumeRef): Promise<void>;
+  /** Raw block only: a device the kernel keeps read-only, for a read-only publish (absent: refused). */
+  readOnlyDevice?(volume: VolumeRef): Promise<string>;
+  /** After an unpublish: lets go of read-only devices nothing binds any more. */
+  releaseUnused?(volume: VolumeRef): Promise<void>;
 }

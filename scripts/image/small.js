@@ -10,7 +10,15 @@ const { binaries } = require('../install-k8s-tools');
 const { cacheRoot, contentKey, fileHash, publish, recipeHash, removeScratch, scratchDir } = require('./cache');
 const { isStaticElf } = require('./elf');
 const { requireTool, run, timed } = require('./run');
-const { BUSYBOX_IMAGE, BUSYBOX_VERSION, PAUSE_IMAGE, SIDECARS, root } = require('./spec');
+const {
+  AGNHOST_IMAGE,
+  BUSYBOX_IMAGE,
+  BUSYBOX_VERSION,
+  PAUSE_IMAGE,
+  SIDECARS,
+  SUITE_SHELL_IMAGES,
+  root,
+} = require('./spec');
 
 const PAUSE_SOURCE = path.join(__dirname, 'pause.c');
 const BUSYBOX = '/bin/busybox';
@@ -121,44 +129,96 @@ function busyboxApplets() {
     .filter((line) => line && line !== 'bin/busybox');
 }
 
-function busyboxImage() {
-  const inputs = () => ({ ref: BUSYBOX_IMAGE, busybox: fileHash(BUSYBOX) });
+/** Debian's busybox-static with its applet links: the files of busybox and of the suite's shell-only images. */
+function busyboxFiles() {
+  if (!fs.existsSync(BUSYBOX)) throw new Error(`${BUSYBOX} is missing: install Debian's busybox-static (.ci/run does)`);
+  requireStatic(BUSYBOX, "Debian's busybox-static; busybox is the dynamic one");
+  const banner = spawnSync(BUSYBOX, [], { encoding: 'utf8' }).stdout.split('\n')[0];
+  if (!banner.startsWith(`BusyBox v${BUSYBOX_VERSION} `))
+    throw new Error(
+      `${BUSYBOX} is "${banner}"; scripts/image/spec.js tags it ${BUSYBOX_VERSION}: update BUSYBOX_VERSION`,
+    );
+  const files = {
+    'bin/busybox': { copy: BUSYBOX, mode: 0o755 },
+    tmp: { dir: true, mode: 0o1777 },
+    root: { dir: true, mode: 0o700 },
+  };
+  for (const applet of busyboxApplets()) files[applet] = { link: '/bin/busybox' };
+  for (const [file, text] of Object.entries(ACCOUNTS)) files[file] = { text, mode: 0o644 };
+  return files;
+}
+
+const SHELL_PATH = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' };
+
+/**
+ * GNU tools the suite's scripts call with flags busybox 1.35 lacks (`dd oflag=nocache`; the suite's own busybox is
+ * 1.37), in /usr/local/bin (earlier on PATH than the applets), with the shared libraries ldd names. /bin/sh is
+ * bash: busybox's shell runs its own applet for a name even when PATH has another binary first, and the scripts
+ * use `let`, which dash lacks.
+ */
+const GNU_TOOLS = { 'usr/local/bin/dd': '/usr/bin/dd', 'bin/sh': '/usr/bin/bash' };
+
+function gnuToolFiles() {
+  const files = {};
+  for (const [target, tool] of Object.entries(GNU_TOOLS)) {
+    if (!fs.existsSync(tool)) throw new Error(`${tool} is missing: install Debian's coreutils and bash`);
+    files[target] = { copy: tool, mode: 0o755 };
+    for (const line of run('ldd', [tool], { capture: true, quiet: true }).split('\n')) {
+      const library = /(\/\S+) \(0x/.exec(line)?.[1];
+      if (library) files[library.slice(1)] = { copy: library, mode: 0o755 };
+    }
+  }
+  return files;
+}
+
+/**
+ * A busybox rootfs under `ref`: our busybox, and (withGnuTools) the suite's images whose Pods run only shell
+ * commands.
+ */
+function busyboxImage(name = 'busybox', ref = BUSYBOX_IMAGE, withGnuTools = false) {
+  const inputs = () => ({
+    ref,
+    busybox: fileHash(BUSYBOX),
+    ...(withGnuTools ? { gnu: Object.values(GNU_TOOLS).map((tool) => fileHash(tool)) } : {}),
+  });
   return {
-    name: 'busybox',
-    ref: BUSYBOX_IMAGE,
-    tar: () => (fs.existsSync(BUSYBOX) ? tarPath('busybox', inputs()) : null),
+    name,
+    ref,
+    tar: () => (fs.existsSync(BUSYBOX) ? tarPath(name, inputs()) : null),
     build(timings) {
-      if (!fs.existsSync(BUSYBOX))
-        throw new Error(`${BUSYBOX} is missing: install Debian's busybox-static (.ci/run does)`);
-      requireStatic(BUSYBOX, "Debian's busybox-static; busybox is the dynamic one");
-      const banner = spawnSync(BUSYBOX, [], { encoding: 'utf8' }).stdout.split('\n')[0];
-      if (!banner.startsWith(`BusyBox v${BUSYBOX_VERSION} `))
-        throw new Error(
-          `${BUSYBOX} is "${banner}"; scripts/image/spec.js tags it ${BUSYBOX_VERSION}: update BUSYBOX_VERSION`,
-        );
-      const tar = tarPath('busybox', inputs());
+      const files = { ...busyboxFiles(), ...(withGnuTools ? gnuToolFiles() : {}) };
+      const tar = tarPath(name, inputs());
       if (fs.existsSync(tar)) return tar;
-      const files = {
-        'bin/busybox': { copy: BUSYBOX, mode: 0o755 },
-        tmp: { dir: true, mode: 0o1777 },
-        root: { dir: true, mode: 0o700 },
-      };
-      for (const applet of busyboxApplets()) files[applet] = { link: '/bin/busybox' };
-      for (const [file, text] of Object.entries(ACCOUNTS)) files[file] = { text, mode: 0o644 };
-      const config = {
-        cmd: ['sh'],
-        env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' },
-        user: '0:0',
-      };
-      timed(timings, 'pack', () => pack(BUSYBOX_IMAGE, files, config, tar));
+      timed(timings, 'pack', () => pack(ref, files, { cmd: ['sh'], env: SHELL_PATH, user: '0:0' }, tar));
       return tar;
     },
   };
 }
 
-/** The sidecar's Go binary, built by scripts/install-k8s-tools.js when it is missing (cached by version there). */
-function sidecarBinary(sidecar, timings) {
-  const binary = binaries()[sidecar.binary];
+/** agnhost (the suite's helper binary, built from k8s.io/kubernetes by install-k8s-tools) on the busybox rootfs. */
+function agnhostImage() {
+  const inputs = (binary) => ({ ref: AGNHOST_IMAGE, busybox: fileHash(BUSYBOX), agnhost: fileHash(binary) });
+  const binary = () => binaries().agnhost;
+  return {
+    name: 'agnhost',
+    ref: AGNHOST_IMAGE,
+    tar: () => (fs.existsSync(BUSYBOX) && fs.existsSync(binary()) ? tarPath('agnhost', inputs(binary())) : null),
+    build(timings) {
+      const agnhost = goBinary('agnhost', timings);
+      requireStatic(agnhost, 'a CGO_ENABLED=0 Go build');
+      const tar = tarPath('agnhost', inputs(agnhost));
+      if (fs.existsSync(tar)) return tar;
+      const files = { ...busyboxFiles(), agnhost: { copy: agnhost, mode: 0o755 }, uploads: { dir: true, mode: 0o755 } };
+      const config = { entrypoint: ['/agnhost'], cmd: ['pause'], env: SHELL_PATH, user: '0:0' };
+      timed(timings, 'pack', () => pack(AGNHOST_IMAGE, files, config, tar));
+      return tar;
+    },
+  };
+}
+
+/** A Go binary of scripts/install-k8s-tools.js, built when it is missing (cached by version there). */
+function goBinary(name, timings) {
+  const binary = binaries()[name];
   if (fs.existsSync(binary)) return binary;
   timed(timings, `go build (scripts/install-k8s-tools.js)`, () =>
     run(process.execPath, [path.join(root, 'scripts', 'install-k8s-tools.js')]),
@@ -177,7 +237,7 @@ function sidecarImage(sidecar) {
       return fs.existsSync(binary) ? tarPath(sidecar.name, inputs(binary)) : null;
     },
     build(timings) {
-      const binary = sidecarBinary(sidecar, timings);
+      const binary = goBinary(sidecar.binary, timings);
       requireStatic(binary, 'a CGO_ENABLED=0 Go build');
       const tar = tarPath(sidecar.name, inputs(binary));
       if (fs.existsSync(tar)) return tar;
@@ -190,7 +250,8 @@ function sidecarImage(sidecar) {
 }
 
 function smallImages() {
-  return [...SIDECARS.map(sidecarImage), pauseImage(), busyboxImage()];
+  const suite = SUITE_SHELL_IMAGES.map(({ name, ref }) => busyboxImage(name, ref, true));
+  return [...SIDECARS.map(sidecarImage), pauseImage(), busyboxImage(), agnhostImage(), ...suite];
 }
 
 module.exports = { busyboxApplets, smallImages };

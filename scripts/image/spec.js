@@ -17,6 +17,20 @@ const PAUSE_IMAGE = 'registry.k8s.io/pause:3.10.2';
 const BUSYBOX_VERSION = '1.35.0';
 const BUSYBOX_IMAGE = `docker.io/library/busybox:${BUSYBOX_VERSION}`;
 
+/**
+ * The images Kubernetes' storage suite names (k8s.io/kubernetes v1.36.3 test/utils/image/manifest.go), loaded under
+ * those names so the suite's Pods (imagePullPolicy IfNotPresent) find them. agnhost is the real binary; the others'
+ * Pods run only /bin/sh scripts (busybox, the exec test's nginx, multivolume's glibc-dns-testing), so each is our
+ * busybox rootfs under the suite's name (docs/storage-suite.md).
+ */
+const SUITE_REGISTRY = 'registry.k8s.io/e2e-test-images';
+const AGNHOST_IMAGE = `${SUITE_REGISTRY}/agnhost:2.63.0`;
+const SUITE_SHELL_IMAGES = [
+  { name: 'suite-busybox', ref: `${SUITE_REGISTRY}/busybox:1.37.0-1` },
+  { name: 'suite-nginx', ref: `${SUITE_REGISTRY}/nginx:1.15-4` },
+  { name: 'suite-glibc-dns-testing', ref: `${SUITE_REGISTRY}/glibc-dns-testing:2.0.0` },
+];
+
 /** The sidecars built by scripts/install-k8s-tools.js, named as deploy/base/controller.yaml names them. */
 const SIDECARS = ['csi-provisioner', 'csi-resizer'].map((binary) => {
   const build = BUILDS.find((b) => Object.hasOwn(b.packages, binary));
@@ -79,4 +93,15 @@ function satisfies(versionText, range) {
   );
 }
 
-module.exports = { BUSYBOX_IMAGE, BUSYBOX_VERSION, PAUSE_IMAGE, SIDECARS, driverSpec, nodeBaseImage, root, satisfies };
+module.exports = {
+  AGNHOST_IMAGE,
+  SUITE_SHELL_IMAGES,
+  BUSYBOX_IMAGE,
+  BUSYBOX_VERSION,
+  PAUSE_IMAGE,
+  SIDECARS,
+  driverSpec,
+  nodeBaseImage,
+  root,
+  satisfies,
+};

@@ -11,6 +11,12 @@ export interface K8sTools {
   'kube-scheduler': string;
   'csi-provisioner': string;
   'csi-resizer': string;
+  /** Kubernetes' external storage suite (test/e2e-node/storage-suite) and the binary of its agnhost image. */
+  // Ginkgo's CLI runs a precompiled suite only by its .test name.
+  'e2e-storage.test': string;
+  agnhost: string;
+  /** Ginkgo's CLI: runs the suite's binary in parallel processes. */
+  ginkgo: string;
 }
 
 /**

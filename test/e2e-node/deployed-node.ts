@@ -28,7 +28,7 @@ export function deployedNode(name: string, components: string[] = []): DeployedN
     const images = nodeImages();
     try {
       await node.start(images);
-      deployed.work = new Workloads(node, imageRef(images, 'busybox'));
+      deployed.work = new Workloads(node, imageRef(images, 'library/busybox'));
       const started = Date.now();
       const overlay = writeOverlay(path.join(node.run, 'overlay'), images, NODE_TEMPORAL_ADDRESS, components);
       node.kubectl(['apply', '--server-side', '-k', overlay]);

@@ -33,7 +33,7 @@ export function nodeImages(): ImageTars {
   return images;
 }
 
-/** The one ref whose repository ends with `/name` (e.g. durable-csi, csi-provisioner, pause, busybox). */
+/** The one ref whose repository ends with `/name` (e.g. durable-csi, csi-provisioner, pause, library/busybox). */
 export function imageRef(images: ImageTars, name: string): string {
   const refs = Object.keys(images).filter((ref) => ref.replace(/[:@][^/]*$/, '').endsWith(`/${name}`));
   if (refs.length !== 1 || !refs[0]) throw new Error(`expected one image named ${name}, found: ${refs.join(', ')}`);

@@ -20,28 +20,48 @@ export const POD_NET = '10.88.0.0/24';
  */
 export class NodeNamespace {
   private mntNs = '';
+  /** The holder's shell: PID 1 of the node's PID namespace, as the host numbers it. */
+  private initPid = 0;
 
   private constructor(
     readonly holder: Proc,
     readonly run: string,
   ) {}
 
+  /** The node's init (PID 1 inside): hostPID Pods see its mount namespace as the host's (/proc/1/ns/mnt). */
   get pid(): number {
-    const pid = this.holder.child.pid;
-    if (!pid) throw new Error('namespace holder has no pid');
-    return pid;
+    if (!this.initPid) throw new Error('namespace holder has no pid');
+    return this.initPid;
   }
 
   static async create(run: string, logDir: string): Promise<NodeNamespace> {
-    // The holder keeps both namespaces alive; its stdin is the test: if the test dies, the holder ends.
+    // The holder keeps the namespaces alive; its stdin is the test: if the test dies, the holder ends. A PID
+    // namespace of its own (with its /proc) makes the holder's shell the node's PID 1, as on a real node: the
+    // storage suite's host-exec Pods enter the node through /proc/1/ns/mnt.
     const holder = startProcess(
       'netns-holder',
       'unshare',
-      ['--net', '--mount', '--propagation', 'private', '--', 'sh', '-c', 'read _; exit 0'],
+      [
+        '--net',
+        '--mount',
+        '--propagation',
+        'private',
+        '--pid',
+        '--fork',
+        '--kill-child',
+        '--mount-proc',
+        '--',
+        'sh',
+        '-c',
+        'read _; exit 0',
+      ],
       { logDir, stdin: 'pipe' },
     );
     const ns = new NodeNamespace(holder, run);
-    await waitFor(() => fs.readlinkSync(`/proc/${ns.pid}/ns/net`) !== fs.readlinkSync('/proc/self/ns/net'));
+    await waitFor(() => {
+      ns.initPid = childOf(holder.child.pid) ?? 0;
+      return ns.initPid !== 0 && fs.readlinkSync(`/proc/${ns.initPid}/ns/net`) !== fs.readlinkSync('/proc/self/ns/net');
+    });
     ns.mntNs = fs.readlinkSync(`/proc/${ns.pid}/ns/mnt`);
     const kubelet = path.join(run, 'host', 'var-lib-kubelet');
     const durable = path.join(run, 'host', 'var-lib-durable-csi');
@@ -76,7 +96,18 @@ export class NodeNamespace {
   launch(command: string, args: string[]): [string, string[]] {
     return [
       'nsenter',
-      [`--target=${this.pid}`, '--net', '--mount', '--', 'setpriv', '--pdeathsig=KILL', '--', command, ...args],
+      [
+        `--target=${this.pid}`,
+        '--net',
+        '--mount',
+        '--pid',
+        '--',
+        'setpriv',
+        '--pdeathsig=KILL',
+        '--',
+        command,
+        ...args,
+      ],
     ];
   }
 
@@ -109,7 +140,7 @@ export class NodeNamespace {
     const found: number[] = [];
     for (const entry of fs.readdirSync('/proc')) {
       const pid = Number(entry);
-      if (!Number.isInteger(pid) || pid === this.pid) continue;
+      if (!Number.isInteger(pid) || pid === this.pid || pid === this.holder.child.pid) continue;
       try {
         if (fs.readlinkSync(`/proc/${pid}/ns/mnt`) === this.mntNs) found.push(pid);
       } catch {
@@ -135,6 +166,17 @@ export class NodeNamespace {
     }
     this.holder.child.stdin?.end();
     await this.holder.stop(2000);
+  }
+}
+
+/** The one child of a process (unshare --fork's), from /proc; undefined until it has one. */
+function childOf(pid: number | undefined): number | undefined {
+  if (!pid) return undefined;
+  try {
+    const children = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+    return children ? Number(children.split(' ')[0]) : undefined;
+  } catch {
+    return undefined;
   }
 }
 

@@ -45,6 +45,10 @@ const KUBE_CONTROLLERS = [
   'serviceaccount-controller',
   'root-ca-certificate-publisher-controller',
   'garbage-collector-controller',
+  // Kubernetes' storage suite (storage-suite/): each spec's namespace is deleted and awaited; generic ephemeral
+  // volumes get their PVCs from this controller.
+  'namespace-controller',
+  'ephemeral-volume-controller',
 ];
 
 /** A Proc that must keep running: its death fails the test with its log tail. */

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { allowedPending, allowedSkip, ALLOWED_SKIPS } from './allowed-skips';
 import { selectedConfigs, type SanityConfig } from './configs';
-import type { SpecResult } from './junit';
+import type { SpecResult } from '../support/ginkgo-junit';
 import { cleanUp, loopDevicesUnder, mountsUnder } from './leaks';
 import { installedCsiSanity, PROJECT_ROOT, runCsiSanity, type SanityOutcome } from './run-sanity';
 

@@ -1,6 +1,6 @@
 import { ALLOWED_SKIPS } from './allowed-skips';
 import { SANITY_CONFIGS, selectedConfigs } from './configs';
-import { parseGinkgoSummary, parseJunit } from './junit';
+import { parseGinkgoSummary, parseJunit } from '../support/ginkgo-junit';
 
 // Shaped like Ginkgo v2's report from csi-sanity v5.6.0 (system-err trimmed).
 const REPORT = `<?xml version="1.0" encoding="UTF-8"?>

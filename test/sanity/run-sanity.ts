@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { findProjectRoot } from '../../temporal-dev/project-root';
-import { parseGinkgoSummary, parseJunit, type GinkgoSummary, type SpecResult } from './junit';
+import { parseGinkgoSummary, parseJunit, type GinkgoSummary, type SpecResult } from '../support/ginkgo-junit';
 
 export const PROJECT_ROOT = findProjectRoot();
 export const CSI_SANITY = path.join(PROJECT_ROOT, '.tools', 'bin', 'csi-sanity');

@@ -2,6 +2,7 @@
  * issue 21, items 4-6: what a caller of the Node service (kubelet, or anyone who reaches its socket) can make the
  * agent do as root. Real gRPC over a unix socket, real dir and loop backends, real mounts and loop devices.
  */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { ServiceError } from '@grpc/grpc-js';
@@ -232,29 +233,64 @@ describe('mount options', () => {
 });
 
 describe('read-only raw block', () => {
-  it('is refused before anything is made: a read-only bind of a loop device still takes writes', async () => {
+  it('publishes a read-only loop device: the reader sees the data and the kernel refuses its writes', async () => {
     const s = await serve('loop');
     const volumeId = await newVolume(s, 'block');
     const stagingPath = path.join(s.kubelet, 'staging-block');
     await stage(s, volumeId, stagingPath, BLOCK);
-    for (const [capability, readonly] of [
+    const writer = path.join(s.kubelet, 'block-writer');
+    await publish(s, volumeId, stagingPath, writer, BLOCK, false);
+    const fd = fs.openSync(writer, 'r+');
+    fs.writeSync(fd, Buffer.from('written before'), 0, undefined, 0);
+    fs.fsyncSync(fd);
+    fs.closeSync(fd);
+    const readers = [
       [BLOCK, true],
       [{ block: {}, access_mode: { mode: 'SINGLE_NODE_READER_ONLY' } }, false],
-    ] as const) {
-      const target = path.join(s.kubelet, `block-${String(readonly)}`);
-      const answer = await refusal(publish(s, volumeId, stagingPath, target, capability, readonly));
-      if (answer.code === 'OK') {
-        // What the reader Pod would be able to do on the code before the fix.
-        const fd = fs.openSync(target, 'r+');
-        const wrote = fs.writeSync(fd, Buffer.from('written by a reader'), 0, undefined, 0);
-        fs.closeSync(fd);
-        await unpublish(s, volumeId, target);
-        expect(`a read-only publish let ${wrote} bytes be written`).toBe('refused');
-      }
-      expect(answer.code).toBe('INVALID_ARGUMENT');
-      expect(answer.details).toMatch(/read-only raw block/);
-      expect(fs.existsSync(target)).toBe(false);
+    ] as const;
+    for (const [index, [capability, readonly]] of readers.entries()) {
+      const target = path.join(s.kubelet, `block-reader-${index}`);
+      await publish(s, volumeId, stagingPath, target, capability, readonly);
+      const read = Buffer.alloc(14);
+      const rfd = fs.openSync(target, 'r');
+      fs.readSync(rfd, read, 0, 14, 0);
+      fs.closeSync(rfd);
+      expect(read.toString()).toBe('written before');
+      expect(writeError(target)).toMatch(/EROFS|EACCES|EPERM/);
+      expect((await readMounts()).find((m) => m.mountPoint === target)?.readonly).toBe(true);
     }
+    const image = loopImageOf(s, volumeId);
+    expect(attached(image)).toHaveLength(2); // the writer's device and one read-only device for both readers
+    for (const index of readers.keys()) await unpublish(s, volumeId, path.join(s.kubelet, `block-reader-${index}`));
+    expect(attached(image)).toHaveLength(1);
+    await unpublish(s, volumeId, writer);
     await unstage(s, volumeId, stagingPath);
+    expect(attached(image)).toHaveLength(0);
   });
 });
+
+/** Why a write through the device node failed (the open or the write itself); 'written' if it did not. */
+function writeError(device: string): string {
+  let fd: number | undefined;
+  try {
+    fd = fs.openSync(device, 'r+');
+    fs.writeSync(fd, Buffer.from('written by a reader'), 0, undefined, 0);
+    fs.fsyncSync(fd);
+    return 'written';
+  } catch (error) {
+    return String(error);
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
+  }
+}
+
+function attached(image: string): string[] {
+  return execFileSync('losetup', ['--noheadings', '--output', 'NAME', '--associated', image], { encoding: 'utf8' })
+    .split('\n')
+    .filter((line) => line.trim().startsWith('/dev/'));
+}
+
+/** The volume's image in the pool (the handle's last part is its key). */
+function loopImageOf(s: Served, volumeId: string): string {
+  return path.join(s.fixture.pool, 'volumes', volumeId.split('_').pop() ?? volumeId, 'disk.img');
+}

@@ -1,5 +1,5 @@
 /**
- * A reader for the JUnit XML that Ginkgo v2 writes (`--ginkgo.junit-report`), enough for csi-sanity's report:
+ * A reader for the JUnit XML that Ginkgo v2 writes (`--ginkgo.junit-report`), enough for csi-sanity's and Kubernetes' storage suite's reports:
  * one <testcase> per spec, with a status attribute and a <failure>, <error> or <skipped> child.
  */
 

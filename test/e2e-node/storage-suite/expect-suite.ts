@@ -1,0 +1,25 @@
+import fs from 'node:fs';
+import type { RealNode } from '../real-node';
+import { countSpecs, itSpecs, report, runSuite, type SuiteDriver } from './run-suite';
+import { skipReason } from './skips';
+import { focusFor, fullRun } from './scope';
+
+/** The whole suite may take this long for one driver; CI's subset takes far less (docs/storage-suite.md). */
+const RUN_TIMEOUT_MS = (fullRun() ? 180 : 60) * 60_000;
+
+/** Runs the suite for one driver YAML and fails on any failed spec, an empty run or an unexplained skip. */
+export async function expectSuitePasses(node: RealNode, driver: SuiteDriver): Promise<void> {
+  const outcome = await runSuite(node, { driver, focus: focusFor(driver), timeoutMs: RUN_TIMEOUT_MS });
+  console.log(report(outcome));
+  const tail = (): string => fs.readFileSync(outcome.outputFile, 'utf8').slice(-6000);
+  if (outcome.specs.length === 0)
+    throw new Error(`no JUnit report with specs at ${outcome.junitFile} (exit ${outcome.exitCode}):\n${tail()}`);
+  const counts = countSpecs(outcome.specs);
+  expect(counts.run).toBeGreaterThan(0);
+  expect(outcome.specs.filter((spec) => spec.status === 'failed').map((spec) => spec.name)).toEqual([]);
+  const unexplained = itSpecs(outcome.specs)
+    .filter((spec) => spec.status !== 'passed' && spec.status !== 'failed' && skipReason(spec.message) === undefined)
+    .map((spec) => `${spec.name}: ${spec.message}`);
+  expect(unexplained).toEqual([]);
+  expect(outcome.exitCode).toBe(0);
+}

@@ -1,0 +1,70 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { countSpecs, driverYaml, type SuiteDriver } from '../e2e-node/storage-suite/run-suite';
+import { focusFor } from '../e2e-node/storage-suite/scope';
+import { SELF_SKIPS, SUITE_SKIPS, activeSkips, skipPattern, skipReason } from '../e2e-node/storage-suite/skips';
+
+const DRIVERS: SuiteDriver[] = ['loop-ext4', 'loop-xfs', 'dir'];
+const SPEC =
+  'External Storage [Driver: durable-csi.io] [Testpattern: Dynamic PV (default fs)] volume-expand ' +
+  'should resize volume when PVC is edited while pod is using it';
+
+describe('the storage suite lists', () => {
+  it('gives every skip a reason and a pattern Ginkgo can compile', () => {
+    for (const skip of SUITE_SKIPS) {
+      expect(skip.reason.length).toBeGreaterThan(40);
+      expect(() => new RegExp(skip.spec)).not.toThrow();
+    }
+    for (const driver of DRIVERS) expect(() => new RegExp(skipPattern(driver))).not.toThrow();
+    for (const skip of SELF_SKIPS) expect(skip.reason.length).toBeGreaterThan(40);
+  });
+
+  it('skips ext4 online growth only for ext4 and only on a host without CAP_SYS_RESOURCE', () => {
+    const online = SUITE_SKIPS.find((skip) => new RegExp(skip.spec).test(SPEC));
+    expect(online?.drivers).toEqual(['loop-ext4']);
+    expect(activeSkips('loop-xfs')).not.toContain(online);
+    const host = fs.readFileSync('/proc/self/status', 'utf8').match(/^CapBnd:\s*([0-9a-f]+)$/m)?.[1] ?? '0';
+    const hasIt = (BigInt(`0x${host}`) & (1n << 24n)) !== 0n;
+    expect(activeSkips('loop-ext4').includes(online!)).toBe(!hasIt);
+  });
+
+  it('explains a declared-false skip and refuses an unknown one', () => {
+    expect(skipReason('')).toMatch(/not selected/);
+    expect(skipReason('Driver "durable-csi.io" does not support cloning - skipping')).toMatch(/declares false/);
+    expect(skipReason('Driver "durable-csi.io" does not support block volume mode')).toBeUndefined();
+  });
+
+  it('runs everything for loop ext4 and the filesystem suites for the others', () => {
+    expect(focusFor('loop-ext4')).toBe('External.Storage');
+    const xfs = new RegExp(focusFor('loop-xfs'));
+    expect(xfs.test(SPEC)).toBe(true);
+    expect(xfs.test(SPEC.replace('volume-expand', 'multiVolume'))).toBe(false);
+  });
+
+  it('has a driver YAML per class, naming a class deploy/ ships', () => {
+    const classes = fs.readFileSync(path.join(__dirname, '..', '..', 'deploy', 'base', 'storageclasses.yaml'), 'utf8');
+    for (const driver of DRIVERS) {
+      const yaml = fs.readFileSync(driverYaml(driver), 'utf8');
+      const name = /FromExistingClassName: (\S+)/.exec(yaml)?.[1];
+      expect(classes).toContain(`name: ${name}`);
+    }
+  });
+
+  it('counts [It] specs only, and tells the suite\'s own skips from the unselected', () => {
+    const spec = (name: string, status: 'passed' | 'failed' | 'skipped', message = '') => ({
+      name,
+      status,
+      message,
+      detail: '',
+      seconds: 0,
+    });
+    const counts = countSpecs([
+      spec('[It] a', 'passed'),
+      spec('[It] b', 'failed'),
+      spec('[It] c', 'skipped', 'does not support cloning'),
+      spec('[It] d', 'skipped'),
+      spec('[ReportAfterSuite] Kubernetes e2e JUnit report', 'passed'),
+    ]);
+    expect(counts).toEqual({ run: 2, passed: 1, failed: 1, skipped: 2, selfSkipped: 1 });
+  });
+});
