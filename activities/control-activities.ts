@@ -2,7 +2,7 @@ import { log } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { supportsBlock } from '../common/backend-kinds';
 import { byVolumeIdOrder, nodeRemains } from '../common/list-position';
-import { controlTaskQueue, nodeRecordWorkflowId } from '../common/names';
+import { controlTaskQueue, nodeRecordWorkflowId, operationTypesClause } from '../common/names';
 import type { NodeView, WrittenOffVolume } from '../common/registry-types';
 import { NODE_MEMO_KEY } from '../common/registry-types';
 import type { LivenessNotice } from '../workflows/node-liveness';
@@ -90,7 +90,7 @@ export function createControlActivities(deps: ControlDeps) {
       const notice: LivenessNotice = { nodeId: input.nodeId, live: input.live, at: new Date().toISOString() };
       const query = [
         `WorkflowId STARTS_WITH "${input.driverName}/"`,
-        'WorkflowType IN ("createVolume", "deleteVolume", "expandVolume")',
+        operationTypesClause(),
         'ExecutionStatus = "Running"',
         `${NodeIdKey.name} = "${input.nodeId}"`,
       ].join(' AND ');

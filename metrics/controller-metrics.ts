@@ -3,10 +3,10 @@ import { Gauge } from 'prom-client';
 import type { Registry } from 'prom-client';
 import { listNodeViews, nodeRecordsQuery } from '../activities/node-record-reads';
 import type { Logger } from '../common/logger';
+import { operationTypesClause } from '../common/names';
 import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
 import { registerPoolGauges } from './pool-gauges';
 
-const OPERATION_TYPES = ['createVolume', 'deleteVolume', 'expandVolume'];
 /** Bounds the work of one scrape on a cluster with very many pending operations. */
 const MAX_LISTED = 10_000;
 
@@ -84,8 +84,7 @@ interface PendingSnapshot {
 async function listPending(client: Client, driverName: string): Promise<PendingSnapshot> {
   const snapshot: PendingSnapshot = { counts: new Map(), oldestByNode: new Map() };
   const now = Date.now();
-  const types = OPERATION_TYPES.map((type) => `"${type}"`).join(', ');
-  const query = `ExecutionStatus = "Running" AND WorkflowType IN (${types})`;
+  const query = `ExecutionStatus = "Running" AND ${operationTypesClause()}`;
   let listed = 0;
   for await (const workflow of client.workflow.list({ query })) {
     if (!workflow.workflowId.startsWith(`${driverName}/`)) continue;

@@ -7,8 +7,7 @@ import {
 } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities, NodeDeleteOutcome } from '../activities/node-activities';
-import { NON_RETRYABLE_TYPES } from '../common/failures';
-import { nodeTaskQueue } from '../common/names';
+import { deleteOptions } from './node-activity-options';
 import type { ForgetNotice } from './node-forgotten';
 import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
@@ -62,13 +61,9 @@ export async function deleteVolume(input: DeleteVolumeInput): Promise<DeleteVolu
     const legacy = await legacyStart(input);
     if (legacy) return legacy;
   }
-  const onNode = proxyActivities<NodeActivities>({
-    taskQueue: nodeTaskQueue(input.driverName, input.nodeId),
-    startToCloseTimeout: '60s',
-    heartbeatTimeout: '10s',
-    retry: { initialInterval: '1s', maximumInterval: '30s', nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES] },
-    summary: `delete volume ${input.key} from the pool of ${input.nodeId}`,
-  });
+  const onNode = proxyActivities<NodeActivities>(
+    deleteOptions(input.driverName, input.nodeId, `delete volume ${input.key} from the pool of ${input.nodeId}`),
+  );
   const result = await untilForgotten(input.nodeId, () =>
     onNode.deleteVolumeOnNode({ key: input.key, poolIdPrefix: input.poolIdPrefix }),
   );
