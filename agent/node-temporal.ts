@@ -1,6 +1,6 @@
 import { Client } from '@temporalio/client';
 import { Worker, type NativeConnection } from '@temporalio/worker';
-import { readNodeRecord } from '../activities/node-record-reads';
+import { readNodeRecord } from '../node-records/reads';
 import { createNodeActivities } from '../activities/node-activities';
 import { createPresenceActivities } from '../activities/presence-activities';
 import type { Logger } from '../common/logger';

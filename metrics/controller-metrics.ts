@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { Gauge } from 'prom-client';
 import type { Registry } from 'prom-client';
-import { listNodeViews, nodeRecordsQuery } from '../activities/node-record-reads';
+import { listNodeViews, nodeRecordsQuery } from '../node-records/reads';
 import type { Logger } from '../common/logger';
 import { operationTypesClause } from '../common/names';
 import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
@@ -12,7 +12,7 @@ const MAX_LISTED = 10_000;
 
 /**
  * Gauges read at scrape time from Temporal (the truth), never kept in memory: pending operations by node and
- * phase from visibility, the oldest one's age, and the registry's view of nodes and pools.
+ * phase from visibility, the oldest one's age, and the node records' view of nodes and pools.
  */
 export function registerControllerMetrics(registry: Registry, client: Client, driverName: string, logger: Logger) {
   new Gauge({

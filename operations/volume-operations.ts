@@ -1,7 +1,7 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import type { NodeRecordView } from '../activities/node-record-reads';
-import { readAllNodeRecords, readNodeRecord } from '../activities/node-record-reads';
+import type { NodeRecordView } from '../node-records/reads';
+import { readAllNodeRecords, readNodeRecord } from '../node-records/reads';
 import { DriverError, FailureType } from '../common/failures';
 import {
   controlTaskQueue,
@@ -11,7 +11,7 @@ import {
   inspectWorkflowId,
   oneOffTag,
 } from '../common/names';
-import type { NodeView } from '../common/registry-types';
+import type { NodeView } from '../node-records/types';
 import { parseVolumeId } from '../common/volume-id';
 import { incompatibility, requestShape, type CapacityRange, type CreateRequestShape } from '../common/create-request';
 import type { CreateVolumeInput, CreateVolumeResult } from '../workflows/create-volume';

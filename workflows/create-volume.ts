@@ -21,6 +21,7 @@ import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
 import { rankCandidates, unknownNodes } from './placement';
 import { NodeIdKey, PhaseKey, VolumeIdKey } from './search-attribute-keys';
+import { listReportedNodes } from './reported-nodes';
 
 /** Everything the create needs; secrets never enter here (invariant 6). */
 export interface CreateVolumeInput {
@@ -139,7 +140,7 @@ function candidateRequest(input: CreateVolumeInput) {
 
 /** Placement as earlier releases did it, for their histories: one table of every node. */
 async function legacyCandidates(input: CreateVolumeInput): Promise<CandidateAnswer> {
-  const nodes = await control.readRegistry();
+  const nodes = await listReportedNodes(control);
   const unknown = unknownNodes(nodes, input.requisite);
   if (input.requisite && unknown.length === input.requisite.length) {
     throw ApplicationFailure.create({

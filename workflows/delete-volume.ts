@@ -12,6 +12,7 @@ import type { ForgetNotice } from './node-forgotten';
 import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
 import { NodeIdKey, PhaseKey, WaitingSinceKey } from './search-attribute-keys';
+import { listReportedNodes } from './reported-nodes';
 
 export interface DeleteVolumeInput {
   driverName: string;
@@ -74,7 +75,7 @@ export async function deleteVolume(input: DeleteVolumeInput): Promise<DeleteVolu
 
 /** The start of histories written by earlier releases: the registry read, then the phase as judged from it. */
 async function legacyStart(input: DeleteVolumeInput): Promise<DeleteVolumeResult | undefined> {
-  const nodes = await control.readRegistry();
+  const nodes = await listReportedNodes(control);
   const node = nodes.find((candidate) => candidate.nodeId === input.nodeId);
   upsertSearchAttributes([{ key: NodeIdKey, value: input.nodeId }]);
   // Completed histories answered "never registered" here; a run reaching this point now waits instead.

@@ -16,8 +16,8 @@ import {
 import type { ControlActivities } from '../activities/control-activities';
 import type { PresenceActivities } from '../activities/presence-activities';
 import { nodeTaskQueue } from '../common/names';
-import type { ForgottenNode, NodeRecord, NodeRecordMemo, NodeReport, WrittenOffVolume } from '../common/registry-types';
-import { NODE_MEMO_KEY, PRESENCE_HEARTBEAT_TIMEOUT_MS } from '../common/registry-types';
+import type { ForgottenNode, NodeRecord, NodeRecordMemo, NodeReport, WrittenOffVolume } from '../node-records/types';
+import { NODE_MEMO_KEY, PRESENCE_HEARTBEAT_TIMEOUT_MS } from '../node-records/types';
 import { startCancellable } from './cancellable-work';
 import { writeOffVolumeSignal } from './write-off-signal';
 import { writtenOffCleaner } from './written-off-volumes';

@@ -2,7 +2,7 @@ import { ActivityFailure, log, proxyActivities } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities } from '../activities/node-activities';
 import { deleteOptions } from './node-activity-options';
-import type { WrittenOffVolume } from '../common/registry-types';
+import type { WrittenOffVolume } from '../node-records/types';
 import { ownsVolume } from '../common/volume-id';
 
 /**

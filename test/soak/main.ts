@@ -8,7 +8,7 @@ import { Client, Connection } from '@temporalio/client';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { listNodeViews } from '../../activities/node-record-reads';
+import { listNodeViews } from '../../node-records/reads';
 import { connectionOptions } from '../../common/temporal-config';
 import { startRunTemporal } from '../support/run-temporal';
 import { auditPools, pendingWorkflows } from './audit';

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { temporal as temporalApi } from '@temporalio/proto';
 import { Command } from 'commander';
-import { nodeRecordsQuery } from '../../../activities/node-record-reads';
+import { nodeRecordsQuery } from '../../../node-records/reads';
 import { spawnCli, stopChild } from '../../../agent/spawn-cli';
 import { waitUntilReady } from '../../../agent/wait-ready';
 import { createWorkflowId, deleteWorkflowId, nodeRecordWorkflowId } from '../../../common/names';
