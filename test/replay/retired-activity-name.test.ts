@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createControlActivities } from '../../activities/control-activities';
-import { connectionOptions } from '../../common/temporal-config';
+import { connectionOptions } from '../../temporal/config';
 import { REPORTED_NODES_PATCH } from '../../workflows/reported-nodes';
 import { testTemporalConfig } from '../support/test-temporal';
 

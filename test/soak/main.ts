@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { listNodeViews } from '../../node-records/reads';
-import { connectionOptions } from '../../common/temporal-config';
+import { connectionOptions } from '../../temporal/config';
 import { startRunTemporal } from '../support/run-temporal';
 import { auditPools, pendingWorkflows } from './audit';
 import { currentBuild, defaultBaselineRev, prepareBaseline, type Build } from './baseline';

@@ -14,7 +14,7 @@ import { parseDuration } from '../../../common/duration';
 import { connectCsi } from '../../../csi/client';
 import { startDevServer } from '../../../temporal-dev/dev-server';
 import { findFreePort } from '../../../temporal-dev/free-port';
-import { findProjectRoot } from '../../../temporal-dev/project-root';
+import { findProjectRoot } from '../../../common/project-root';
 import { createRequest, createVolume, deleteVolume, MiB, onNode, retryLikeCo } from '../../support/csi-requests';
 import { runPool, summarize } from '../stats';
 import { scrapeCounters, serverWork } from '../server-metrics';
