@@ -1,6 +1,61 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import importPlugin from 'eslint-plugin-import';
+import { builtinModules } from 'node:module';
+
+/**
+ * The folders as floors, lowest first (docs/layout.md): code may import its own floor and those below, never one
+ * above. Folders on one floor may import each other; import/no-cycle keeps them from doing so both ways.
+ */
+const FLOORS = [
+  ['common'],
+  ['storage', 'temporal'],
+  ['node-records'],
+  ['activities'],
+  ['workflows'],
+  ['operations'],
+  ['csi', 'kubernetes', 'metrics'],
+  ['agent'],
+  ['cli'],
+];
+/**
+ * What lower floors may use of workflows/: the names and message types clients share with the workflows (search
+ * attribute keys, signal and update definitions), never a workflow's code path. Imports of types (the workflows'
+ * own use of activity types) are allowed by the floors already, since workflows sit above activities.
+ */
+const WORKFLOW_CONTRACT = [
+  './search-attribute-keys.ts',
+  './node-liveness.ts',
+  './write-off-signal.ts',
+  './node-forgotten.ts',
+  './node-presence.ts',
+];
+const DEV_TOOLS = ['temporal-dev', 'temporal-prod'];
+
+function floorZones() {
+  const zones = [];
+  FLOORS.forEach((floor, index) => {
+    const above = FLOORS.slice(index + 1).flat();
+    for (const target of floor) {
+      for (const from of above) {
+        zones.push({
+          target: `./${target}`,
+          from: `./${from}`,
+          except: from === 'workflows' ? WORKFLOW_CONTRACT : [],
+          message: `${target}/ sits below ${from}/ (eslint.config.mjs FLOORS): move the shared part down instead.`,
+        });
+      }
+      for (const from of DEV_TOOLS) {
+        zones.push({
+          target: `./${target}`,
+          from: `./${from}`,
+          message: `production code does not import the dev and test harness ${from}/ (use temporal/ or common/).`,
+        });
+      }
+    }
+  });
+  return zones;
+}
 
 export default tseslint.config(
   {
@@ -30,6 +85,10 @@ export default tseslint.config(
     },
   },
   {
+    files: [...FLOORS.flat().map((folder) => `${folder}/**/*.ts`), ...DEV_TOOLS.map((folder) => `${folder}/**/*.ts`)],
+    rules: { 'import/no-restricted-paths': ['error', { zones: floorZones() }] },
+  },
+  {
     // Workflow code is replayed: no Node built-ins, no I/O.
     files: ['workflows/**/*.ts'],
     rules: {
@@ -38,7 +97,8 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['node:*', 'fs', 'path', 'os', 'crypto', 'child_process', 'net', 'http'],
+              // Every Node built-in, as temporalio/samples-typescript bans them, not a hand-written few.
+              group: ['node:*', ...builtinModules, ...builtinModules.map((name) => `${name}/*`)],
               message: 'Workflow code must stay deterministic.',
             },
             { group: ['../storage/*', '../agent/*', '../csi/*'], message: 'Workflows import activity types only.' },

@@ -2,14 +2,14 @@ import { log } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { supportsBlock } from '../common/backend-kinds';
 import { byVolumeIdOrder, nodeRemains } from '../common/list-position';
-import { controlTaskQueue, nodeRecordWorkflowId } from '../common/names';
-import type { NodeView, WrittenOffVolume } from '../common/registry-types';
-import { NODE_MEMO_KEY } from '../common/registry-types';
+import { controlTaskQueue, nodeRecordWorkflowId, operationTypesClause } from '../common/names';
+import type { NodeView, WrittenOffVolume } from '../node-records/types';
+import { NODE_MEMO_KEY } from '../node-records/types';
 import type { LivenessNotice } from '../workflows/node-liveness';
 import { nodeLivenessSignal } from '../workflows/node-liveness';
 import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
 import { writeOffVolumeSignal } from '../workflows/write-off-signal';
-import { listNodeViews } from './node-record-reads';
+import { listNodeViews } from '../node-records/reads';
 import { PlacementReads } from './placement-reads';
 
 /** What a create asks of placement; only the nodes named (or a bounded sample) are read. */
@@ -68,6 +68,14 @@ export function createControlActivities(deps: ControlDeps) {
   const reads = PlacementReads.fromTemporal(deps.client, deps.driverName);
   return {
     /** For list workflows and creates started by earlier releases: every reported node, from visibility. */
+    async listReportedNodes(): Promise<NodeView[]> {
+      return listNodeViews(deps.client, deps.driverName);
+    },
+
+    /**
+     * The same read under its name from the retired registry: histories written before
+     * `list-reported-nodes-activity` schedule it, so it stays registered for them (workflows/reported-nodes.ts).
+     */
     async readRegistry(): Promise<NodeView[]> {
       return listNodeViews(deps.client, deps.driverName);
     },
@@ -90,7 +98,7 @@ export function createControlActivities(deps: ControlDeps) {
       const notice: LivenessNotice = { nodeId: input.nodeId, live: input.live, at: new Date().toISOString() };
       const query = [
         `WorkflowId STARTS_WITH "${input.driverName}/"`,
-        'WorkflowType IN ("createVolume", "deleteVolume", "expandVolume")',
+        operationTypesClause(),
         'ExecutionStatus = "Running"',
         `${NodeIdKey.name} = "${input.nodeId}"`,
       ].join(' AND ');

@@ -1,6 +1,6 @@
 import { log } from '@temporalio/activity';
 import { continueInPool } from '../common/list-position';
-import { poolIdPrefix } from '../common/volume-id';
+import { ownsVolume, poolIdPrefix } from '../common/volume-id';
 import { DriverError, FailureType } from '../common/failures';
 import type { ExpandResult, StorageBackend } from '../storage/backend';
 import { whileHeartbeating } from './heartbeating';
@@ -89,7 +89,7 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
         whileHeartbeating(async () => {
           // A pool created after the ID was issued never held this volume (invariant: no false "deleted",
           // and no deleting a stranger's volume that happens to share the key).
-          if (input.poolIdPrefix !== poolIdPrefix(poolId)) return 'pool-replaced';
+          if (!ownsVolume(poolId, input.poolIdPrefix)) return 'pool-replaced';
           const { existed } = await backend.deleteVolume(input.key);
           return existed ? 'deleted' : 'absent';
         }),
@@ -99,7 +99,7 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
     async expandVolumeOnNode(input: NodeExpandInput): Promise<ExpandResult> {
       return withFailureTypes(() =>
         whileHeartbeating(async () => {
-          if (input.poolIdPrefix !== poolIdPrefix(poolId)) {
+          if (!ownsVolume(poolId, input.poolIdPrefix)) {
             throw new DriverError(FailureType.NotFound, "the volume's pool has been replaced: the volume is gone");
           }
           return backend.expandVolume(input.key, input.capacityBytes);
@@ -110,7 +110,7 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
     /** Undefined when this pool does not hold the volume. */
     async getVolumeOnNode(input: NodeDeleteInput): Promise<NodeVolume | undefined> {
       return withFailureTypes(async () => {
-        if (input.poolIdPrefix !== poolIdPrefix(poolId)) return undefined;
+        if (!ownsVolume(poolId, input.poolIdPrefix)) return undefined;
         const record = await backend.getVolume(input.key);
         return record && { key: record.key, name: record.name, capacityBytes: record.capacityBytes, poolId };
       });

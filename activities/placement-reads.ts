@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
-import type { NodeRecordView } from './node-record-reads';
-import { listNodeRecords, readNodeRecord } from './node-record-reads';
+import type { NodeRecordView } from '../node-records/reads';
+import { listNodeRecords, readNodeRecord } from '../node-records/reads';
 
 /**
  * Node records as placement reads them, shared by the creates running in this controller for a moment. A burst

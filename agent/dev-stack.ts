@@ -1,8 +1,9 @@
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { devLayout } from '../cli/dev-layout';
+import { devLayout } from './dev-layout';
 import { DEFAULT_DRIVER_NAME } from '../common/names';
+// eslint-disable-next-line import/no-restricted-paths -- `durable-csi dev` runs the dev server by design
 import { startDevServer, type DevServer } from '../temporal-dev/dev-server';
 import { watchParent } from './parent-watch';
 import { describeHolder, poolHolders, stopProcess } from './pool-holders';

@@ -1,5 +1,5 @@
 import { createLogger, type Logger } from '../common/logger';
-import type { TemporalConfig } from '../common/temporal-config';
+import type { TemporalConfig } from '../temporal/config';
 import { driverVersion } from '../common/version';
 import { call, connectCsi, withDeadline } from '../csi/client';
 import { createIdentityService } from '../csi/identity-service';

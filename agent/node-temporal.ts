@@ -1,12 +1,12 @@
 import { Client } from '@temporalio/client';
 import { Worker, type NativeConnection } from '@temporalio/worker';
-import { readNodeRecord } from '../activities/node-record-reads';
+import { readNodeRecord } from '../node-records/reads';
 import { createNodeActivities } from '../activities/node-activities';
 import { createPresenceActivities } from '../activities/presence-activities';
 import type { Logger } from '../common/logger';
 import { nodeTaskQueue } from '../common/names';
-import type { TemporalConfig } from '../common/temporal-config';
-import { connectTemporal } from '../common/temporal-connection';
+import type { TemporalConfig } from '../temporal/config';
+import { connectTemporal } from '../temporal/connection';
 import { driverVersion } from '../common/version';
 import { poolNamedByOperations } from '../operations/pending-operations';
 import type { AgentPool } from './agent-pool';

@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { Logger } from '../common/logger';
 import { controlTaskQueue, nodeRecordWorkflowId } from '../common/names';
-import { NODE_MEMO_KEY } from '../common/registry-types';
+import { NODE_MEMO_KEY } from '../node-records/types';
 import type { nodePresence } from '../workflows/node-presence';
 import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
 

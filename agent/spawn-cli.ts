@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot } from '../temporal-dev/project-root';
+import { findProjectRoot } from '../common/project-root';
 import { withAgentRuntimeEnv } from './process-tuning';
 
 /** The compiled CLI entry; found from the package root so that tests running from source use dist/ too. */

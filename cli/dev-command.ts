@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { Command } from 'commander';
-import { devDataDir } from './dev-layout';
+import { devDataDir } from '../agent/dev-layout';
 
 export function devCommand(): Command {
   return new Command('dev')

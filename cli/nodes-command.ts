@@ -9,7 +9,7 @@ import { printTable } from './table';
 
 /** `nodes` (the registry, with pending work per node) and `nodes forget`; both read Temporal directly. */
 export function nodesCommand(): Command {
-  const nodes = new Command('nodes').description("the node registry and operators' decisions about nodes");
+  const nodes = new Command('nodes').description("the node records and operators' decisions about nodes");
   nodes.addCommand(listCommand(), { isDefault: true });
   nodes.addCommand(forgetCommand());
   return nodes;
@@ -107,7 +107,7 @@ function forgetCommand(): Command {
         'Refused for a live node. Its volumes are lost.',
     )
     .argument('<node-id>')
-    .requiredOption('--reason <text>', 'why, kept in the registry and in every released operation');
+    .requiredOption('--reason <text>', 'why, kept in the node record and in every released operation');
   return addOperatorOptions(command).action(async (nodeId: string, flags: OperatorFlags & { reason: string }) => {
     const outcome = await withTemporalClient(flags, (client) =>
       forgetNode(client, flags.driverName, nodeId, flags.reason),

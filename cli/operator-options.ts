@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import { Option } from 'commander';
 import type { Command } from 'commander';
 import { DEFAULT_DRIVER_NAME } from '../common/names';
-import { connectionOptions } from '../common/temporal-config';
+import { connectionOptions } from '../temporal/config';
 import { formatDuration } from '../operations/describe-wait';
 import { addTemporalOptions, temporalConfig } from './temporal-options';
 import type { TemporalFlags } from './temporal-options';
@@ -35,7 +35,7 @@ export async function withTemporalClient<T>(flags: OperatorFlags, body: (client:
   } catch (error) {
     // The lazy connection fails on the first call: say why, as the controller does at start.
     if (isConnectFailure(error)) {
-      const { explainConnectionFailure } = await import('../common/temporal-connection');
+      const { explainConnectionFailure } = await import('../temporal/connection');
       throw await explainConnectionFailure(config, error);
     }
     // The SDK's message ("Failed to list workflows") hides the reason: unreachable, unknown attribute, ...

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import type { TemporalConfig } from '../common/temporal-config';
-import { checkTemporalTransport } from '../common/temporal-transport';
+import type { TemporalConfig } from '../temporal/config';
+import { checkTemporalTransport } from '../temporal/transport';
 
 /** The Temporal connection flags every long-running command takes. */
 export function addTemporalOptions(command: Command): Command {

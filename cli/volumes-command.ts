@@ -6,7 +6,7 @@ import type { CreateVolumeResponse__Output } from '../csi/generated/csi/v1/Creat
 import { TOPOLOGY_NODE_KEY } from '../common/names';
 import { formatBytes, parseQuantity } from '../common/quantity';
 import { describeDeleteOutcome } from './delete-outcome-text';
-import { defaultControllerEndpoint } from './dev-layout';
+import { defaultControllerEndpoint } from '../agent/dev-layout';
 import { describeUnanswered, listAllVolumes } from './list-all-volumes';
 import { printJson } from './operator-options';
 import { printTable } from './table';

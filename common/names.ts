@@ -19,6 +19,29 @@ export function deleteWorkflowId(driverName: string, volumeId: string): string {
   return `${driverName}/delete/${volumeId}`;
 }
 
+/** One workflow per target size: a later, larger request is a new operation, a retry attaches. */
+export function expandWorkflowId(driverName: string, volumeId: string, capacityBytes: number): string {
+  return `${driverName}/expand/${volumeId}/${capacityBytes}`;
+}
+
+/** A one-off read of a volume on its node; `runTag` keeps concurrent reads apart (see oneOffTag). */
+export function inspectWorkflowId(driverName: string, volumeId: string, runTag: string): string {
+  return `${driverName}/inspect/${volumeId}/${runTag}`;
+}
+
+/** One page of ListVolumes; `runTag` keeps concurrent listings apart (see oneOffTag). */
+export function listWorkflowId(driverName: string, runTag: string): string {
+  return `${driverName}/list/${runTag}`;
+}
+
+/**
+ * A tag for the ID of a short read-only workflow nobody attaches to. Called by clients only: workflow code never
+ * builds these IDs (Date.now and Math.random would be replay-safe there, but this keeps the rule simple).
+ */
+export function oneOffTag(): string {
+  return `${Date.now()}-${Math.random().toString(16).slice(2)}`;
+}
+
 /** The single registry workflow of earlier releases (deprecated; see workflows/node-registry.ts). */
 export function registryWorkflowId(driverName: string): string {
   return `${driverName}/registry`;
@@ -36,3 +59,11 @@ export const DEFAULT_DRIVER_NAME = 'durable-csi.io';
 
 /** Long-lived node records (and the single registry of earlier releases): running by design, never "pending". */
 export const NODE_RECORD_WORKFLOW_TYPES: readonly string[] = ['nodePresence', 'nodeRegistry'];
+
+/** The workflow types that are volume operations: not the node records, nor the short-lived list and inspect. */
+export const OPERATION_WORKFLOW_TYPES = ['createVolume', 'deleteVolume', 'expandVolume'] as const;
+
+/** The visibility clause `WorkflowType IN (...)` selecting the volume operations. */
+export function operationTypesClause(): string {
+  return `WorkflowType IN (${OPERATION_WORKFLOW_TYPES.map((type) => `"${type}"`).join(', ')})`;
+}

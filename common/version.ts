@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot } from '../temporal-dev/project-root';
+import { findProjectRoot } from './project-root';
 
 /** The package version, read from package.json whether running from source or from dist/. */
 export function driverVersion(): string {

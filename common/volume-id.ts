@@ -25,6 +25,14 @@ export function poolIdPrefix(poolId: string): string {
   return poolId.replace(/-/g, '').slice(0, POOL_ID_PREFIX_LENGTH);
 }
 
+/**
+ * The one check that a volume ID's pool prefix names this pool: a pool created after the ID was issued never held
+ * the volume, even if a volume of the same key lives there now.
+ */
+export function ownsVolume(poolId: string, issuedOnPrefix: string): boolean {
+  return issuedOnPrefix === poolIdPrefix(poolId);
+}
+
 /** What every volume ID of the node starts with; no other node's IDs do (node IDs contain no "_"). */
 export function volumeIdPrefix(nodeId: string): string {
   return `${VERSION}_${nodeId}_`;

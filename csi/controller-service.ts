@@ -1,6 +1,6 @@
 import type { ServerUnaryCall } from '@grpc/grpc-js';
 import { DriverError, FailureType } from '../common/failures';
-import type { NodeView } from '../common/registry-types';
+import type { NodeView } from '../node-records/types';
 import { isListPosition } from '../common/list-position';
 import type { VolumeOperations } from '../operations/volume-operations';
 import type { CreateVolumeRequest__Output } from './generated/csi/v1/CreateVolumeRequest';

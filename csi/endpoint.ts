@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { DriverError, FailureType } from '../common/failures';
-import { isLoopbackHost } from '../common/temporal-transport';
+import { isLoopbackHost } from '../temporal/transport';
 
 /** A CSI endpoint in the conventional forms: unix:///abs/path.sock, unix:/abs/path.sock or tcp://host:port. */
 export interface Endpoint {

@@ -4,7 +4,7 @@
  */
 import path from 'node:path';
 import { DriverError, FailureType } from '../common/failures';
-import { parseVolumeId, poolIdPrefix } from '../common/volume-id';
+import { ownsVolume, parseVolumeId } from '../common/volume-id';
 import type { StageOptions, StorageBackend } from '../storage/backend';
 import type { VolumeCapability__Output } from './generated/csi/v1/VolumeCapability';
 import { assertInKubeletDir } from './kubelet-paths';
@@ -59,7 +59,7 @@ export function volumeKey(volumeId: string, context: NodeContext): string {
   if (parts.nodeId !== context.nodeId) {
     throw notFound(`volume ${volumeId} lives on node ${parts.nodeId}, not on ${context.nodeId}`);
   }
-  if (parts.poolIdPrefix !== poolIdPrefix(context.poolId())) {
+  if (!ownsVolume(context.poolId(), parts.poolIdPrefix)) {
     throw notFound(`volume ${volumeId} was issued on a pool this node no longer has`);
   }
   return parts.key;

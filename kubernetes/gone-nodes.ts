@@ -1,6 +1,6 @@
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
-import { listNodeRecords, readNodeRecord } from '../activities/node-record-reads';
+import { listNodeRecords, readNodeRecord } from '../node-records/reads';
 import type { Logger } from '../common/logger';
 import { formatDuration } from '../operations/describe-wait';
 import { forgetNode } from '../operations/forget-node';

@@ -1,18 +1,18 @@
 import type { Client } from '@temporalio/client';
 import { Gauge } from 'prom-client';
 import type { Registry } from 'prom-client';
-import { listNodeViews, nodeRecordsQuery } from '../activities/node-record-reads';
+import { listNodeViews, nodeRecordsQuery } from '../node-records/reads';
 import type { Logger } from '../common/logger';
+import { operationTypesClause } from '../common/names';
 import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
 import { registerPoolGauges } from './pool-gauges';
 
-const OPERATION_TYPES = ['createVolume', 'deleteVolume', 'expandVolume'];
 /** Bounds the work of one scrape on a cluster with very many pending operations. */
 const MAX_LISTED = 10_000;
 
 /**
  * Gauges read at scrape time from Temporal (the truth), never kept in memory: pending operations by node and
- * phase from visibility, the oldest one's age, and the registry's view of nodes and pools.
+ * phase from visibility, the oldest one's age, and the node records' view of nodes and pools.
  */
 export function registerControllerMetrics(registry: Registry, client: Client, driverName: string, logger: Logger) {
   new Gauge({
@@ -84,8 +84,7 @@ interface PendingSnapshot {
 async function listPending(client: Client, driverName: string): Promise<PendingSnapshot> {
   const snapshot: PendingSnapshot = { counts: new Map(), oldestByNode: new Map() };
   const now = Date.now();
-  const types = OPERATION_TYPES.map((type) => `"${type}"`).join(', ');
-  const query = `ExecutionStatus = "Running" AND WorkflowType IN (${types})`;
+  const query = `ExecutionStatus = "Running" AND ${operationTypesClause()}`;
   let listed = 0;
   for await (const workflow of client.workflow.list({ query })) {
     if (!workflow.workflowId.startsWith(`${driverName}/`)) continue;

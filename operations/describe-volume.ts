@@ -1,6 +1,6 @@
 import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
 import { optionalTsToMs } from '@temporalio/common/lib/time';
-import { readNodeRecord } from '../activities/node-record-reads';
+import { readNodeRecord } from '../node-records/reads';
 import { DriverError, FailureType } from '../common/failures';
 import { parseVolumeId } from '../common/volume-id';
 import { VolumeIdKey } from '../workflows/search-attribute-keys';
@@ -31,7 +31,7 @@ export interface OperationHistory extends OperationSummary {
 export interface VolumeDescription {
   volumeId: string;
   nodeId: string;
-  /** The home node as the registry knows it now. */
+  /** The home node as its record knows it now. */
   node: { state: 'live' | 'offline' | 'forgotten' | 'unknown'; lastHeartbeat: Date | null; reason: string | null };
   operations: OperationHistory[];
 }

@@ -1,4 +1,4 @@
-import type { NodeRecordView } from '../activities/node-record-reads';
+import type { NodeRecordView } from '../node-records/reads';
 
 /**
  * The message an operator (and the CO's events) sees while an operation waits: which node, for how long, when

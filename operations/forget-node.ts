@@ -5,7 +5,7 @@ import {
   WorkflowUpdateRPCTimeoutOrCancelledError,
 } from '@temporalio/client';
 import { status as grpcStatus } from '@grpc/grpc-js';
-import { readNodeRecord } from '../activities/node-record-reads';
+import { readNodeRecord } from '../node-records/reads';
 import { DriverError, FailureType } from '../common/failures';
 import { controlTaskQueue, nodeRecordWorkflowId } from '../common/names';
 import { isValidNodeId } from '../common/node-id';
@@ -13,7 +13,7 @@ import { formatDuration } from './describe-wait';
 import type { ForgetNotice } from '../workflows/node-forgotten';
 import { nodeForgottenSignal } from '../workflows/node-forgotten';
 import { forgetNodeRecordUpdate, type nodePresence } from '../workflows/node-presence';
-import { NODE_MEMO_KEY } from '../common/registry-types';
+import { NODE_MEMO_KEY } from '../node-records/types';
 import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
 import { listPendingOperations } from './pending-operations';
 

@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { LIST_START, MAX_PAGE_ENTRIES } from '../common/list-position';
-import { controlTaskQueue } from '../common/names';
+import { controlTaskQueue, listWorkflowId, oneOffTag } from '../common/names';
 import type * as workflows from '../workflows';
 import type { ListVolumesResult } from '../workflows/list-volumes';
 import type { ListVolumesPage } from '../workflows/list-volumes-page';
@@ -13,7 +13,7 @@ export async function listVolumePage(
   maxEntries: number,
 ): Promise<ListVolumesPage> {
   return client.workflow.execute<typeof workflows.listVolumesPage>('listVolumesPage', {
-    workflowId: `${driverName}/list/${Date.now()}-${Math.random().toString(16).slice(2)}`,
+    workflowId: listWorkflowId(driverName, oneOffTag()),
     taskQueue: controlTaskQueue(driverName),
     args: [{ driverName, after, maxEntries }],
     workflowExecutionTimeout: '1m',

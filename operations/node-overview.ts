@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
-import { readAllNodeRecords } from '../activities/node-record-reads';
-import type { ForgottenNode, NodeView } from '../common/registry-types';
+import { readAllNodeRecords } from '../node-records/reads';
+import type { ForgottenNode, NodeView } from '../node-records/types';
 import { listPendingOperations } from './pending-operations';
 
 export interface NodeOverview {

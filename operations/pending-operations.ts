@@ -1,6 +1,7 @@
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { DriverError, FailureType } from '../common/failures';
 import { isValidNodeId } from '../common/node-id';
+import { operationTypesClause } from '../common/names';
 import { parseVolumeId } from '../common/volume-id';
 import {
   NodeIdKey,
@@ -10,9 +11,6 @@ import {
   VolumeNameKey,
   WaitingSinceKey,
 } from '../workflows/search-attribute-keys';
-
-/** The workflow types that are volume operations: not the registry, nor the short-lived list and inspect. */
-export const OPERATION_WORKFLOW_TYPES = ['createVolume', 'deleteVolume', 'expandVolume'] as const;
 
 const OPERATION_OF_TYPE: Record<string, string> = {
   createVolume: 'create',
@@ -50,8 +48,7 @@ export function driverOperationsClause(driverName: string): string {
   if (!DRIVER_NAME.test(driverName)) {
     throw new DriverError(FailureType.InvalidArgument, `"${driverName}" is not a CSI driver name`);
   }
-  const types = OPERATION_WORKFLOW_TYPES.map((type) => `"${type}"`).join(', ');
-  return `WorkflowId STARTS_WITH "${driverName}/" AND WorkflowType IN (${types})`;
+  return `WorkflowId STARTS_WITH "${driverName}/" AND ${operationTypesClause()}`;
 }
 
 export function pendingOperationsQuery(driverName: string, filter: PendingFilter = {}): string {

@@ -1,10 +1,17 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import type { NodeRecordView } from '../activities/node-record-reads';
-import { readAllNodeRecords, readNodeRecord } from '../activities/node-record-reads';
+import type { NodeRecordView } from '../node-records/reads';
+import { readAllNodeRecords, readNodeRecord } from '../node-records/reads';
 import { DriverError, FailureType } from '../common/failures';
-import { controlTaskQueue, createWorkflowId, deleteWorkflowId } from '../common/names';
-import type { NodeView } from '../common/registry-types';
+import {
+  controlTaskQueue,
+  createWorkflowId,
+  deleteWorkflowId,
+  expandWorkflowId,
+  inspectWorkflowId,
+  oneOffTag,
+} from '../common/names';
+import type { NodeView } from '../node-records/types';
 import { parseVolumeId } from '../common/volume-id';
 import { incompatibility, requestShape, type CapacityRange, type CreateRequestShape } from '../common/create-request';
 import type { CreateVolumeInput, CreateVolumeResult } from '../workflows/create-volume';
@@ -153,8 +160,7 @@ export class VolumeOperations {
         `volume ${volumeId} was on node ${parts.nodeId}, forgotten for good (${record.forgotten.reason})`,
       );
     const { handle } = await startOrAttach<typeof workflows.expandVolume>(this.client, 'expandVolume', {
-      // One workflow per target size: a later, larger request is a new operation, a retry attaches.
-      workflowId: `${this.driverName}/expand/${volumeId}/${capacityBytes}`,
+      workflowId: expandWorkflowId(this.driverName, volumeId, capacityBytes),
       eagerStart: this.options.eagerStart,
       taskQueue: controlTaskQueue(this.driverName),
       args: [{ driverName: this.driverName, volumeId, ...parts, capacityBytes, nodeLive: record?.node?.live }],
@@ -201,7 +207,7 @@ export class VolumeOperations {
         `volume ${volumeId} names node ${parts.nodeId}, which has no record`,
       );
     const volume = await this.client.workflow.execute<typeof workflows.inspectVolume>('inspectVolume', {
-      workflowId: `${this.driverName}/inspect/${volumeId}/${Date.now()}-${Math.random().toString(16).slice(2)}`,
+      workflowId: inspectWorkflowId(this.driverName, volumeId, oneOffTag()),
       taskQueue: controlTaskQueue(this.driverName),
       args: [{ driverName: this.driverName, ...parts }],
       workflowExecutionTimeout: '1m',

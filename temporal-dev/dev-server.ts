@@ -3,11 +3,11 @@ import type { ChildProcess } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { Connection } from '@temporalio/client';
-import { missingSearchAttributes } from './check-search-attributes';
+import { missingSearchAttributes } from '../temporal/check-search-attributes';
 import { dieWithParent } from './die-with-parent';
 import { isPortFree } from './free-port';
 import { locateTemporalCli } from './locate-cli';
-import { SEARCH_ATTRIBUTES } from './search-attributes';
+import { SEARCH_ATTRIBUTES } from '../temporal/search-attributes';
 
 export interface DevServerOptions {
   /** Holds temporal.db (SQLite, kept across restarts) and, by default, temporal.log. */

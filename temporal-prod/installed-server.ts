@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot } from '../temporal-dev/project-root';
+import { findProjectRoot } from '../common/project-root';
 
 /** What scripts/install-temporal-server.js leaves under .tools/temporal-server/<version>/. */
 export interface InstalledServer {

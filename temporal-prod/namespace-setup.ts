@@ -1,6 +1,6 @@
 import path from 'node:path';
-import type { TemporalConfig } from '../common/temporal-config';
-import { searchAttributeCreateCommands, temporalCliConnectionFlags } from '../temporal-dev/register-commands';
+import type { TemporalConfig } from '../temporal/config';
+import { searchAttributeCreateCommands, temporalCliConnectionFlags } from '../temporal/register-commands';
 import { exec } from './exec';
 import type { NamespaceSpec } from './prod-temporal';
 
@@ -18,7 +18,7 @@ export async function createNamespace(cli: string, config: TemporalConfig, spec:
 
 /**
  * Runs exactly the commands docs/operations.md shows and a controller prints when they are missing
- * (temporal-dev/register-commands.ts: they carry the connection flags), through a shell as an operator pastes
+ * (temporal/register-commands.ts: they carry the connection flags), through a shell as an operator pastes
  * them, with the CLI's directory first on PATH.
  */
 export async function registerSearchAttributes(cli: string, config: TemporalConfig, namespace: string): Promise<void> {

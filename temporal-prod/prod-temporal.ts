@@ -1,11 +1,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { TemporalConfig } from '../common/temporal-config';
+import type { TemporalConfig } from '../temporal/config';
 import { findFreePort, isPortFree } from '../temporal-dev/free-port';
 import { locateTemporalCli } from '../temporal-dev/locate-cli';
 import { FRONTEND_SERVER_NAME, makeTestCertificates, type TestCertificates } from './certificates';
 import { installedServer } from './installed-server';
-import { temporalCliConnectionFlags } from '../temporal-dev/register-commands';
+import { temporalCliConnectionFlags } from '../temporal/register-commands';
 import { createNamespace, registerSearchAttributes } from './namespace-setup';
 import { startPostgres, type Postgres } from './postgres';
 import { waitForCluster } from './readiness';
@@ -109,7 +109,7 @@ export class ProdTemporal {
     return (this.namespaces[0] as NamespaceSpec).name;
   }
 
-  /** How the driver reaches this server, as a TemporalConfig (common/temporal-config.ts). */
+  /** How the driver reaches this server, as a TemporalConfig (temporal/config.ts). */
   connectionConfig(namespace = this.namespace): TemporalConfig {
     const certs = this.certificates;
     if (!certs) return { address: this.address, namespace };

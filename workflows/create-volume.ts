@@ -13,14 +13,15 @@ import { TimeoutType } from '@temporalio/common';
 import type { CandidateAnswer, ControlActivities } from '../activities/control-activities';
 import type { NodeActivities, NodeCreateResult } from '../activities/node-activities';
 import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
-import { nodeTaskQueue } from '../common/names';
 import { supportsBlock } from '../common/backend-kinds';
 import { formatVolumeId, poolIdPrefix } from '../common/volume-id';
 import { requestShape, type CreateRequestShape } from '../common/create-request';
+import { createCompletionOptions, createFirstTryOptions } from './node-activity-options';
 import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
 import { rankCandidates, unknownNodes } from './placement';
 import { NodeIdKey, PhaseKey, VolumeIdKey } from './search-attribute-keys';
+import { listReportedNodes } from './reported-nodes';
 
 /** Everything the create needs; secrets never enter here (invariant 6). */
 export interface CreateVolumeInput {
@@ -55,33 +56,12 @@ const placement = proxyLocalActivities<ControlActivities>({
   retry: { maximumInterval: '10s' },
 });
 
-/**
- * The first attempt on a node may be abandoned only if it provably never ran (invariant 4). A node's queue has
- * no other poller, so a schedule-to-start timeout means the agent is not there; one attempt only, because a
- * second attempt's schedule-to-start timeout would say nothing about whether the first one allocated.
- */
-const FIRST_TRY_SCHEDULE_TO_START = '20s';
-/** Node activities heartbeat every second: a dead agent is noticed in seconds. */
-const HEARTBEAT_TIMEOUT = '5s';
-
-function firstTry(queue: string) {
-  return proxyActivities<NodeActivities>({
-    taskQueue: queue,
-    scheduleToStartTimeout: FIRST_TRY_SCHEDULE_TO_START,
-    startToCloseTimeout: '60s',
-    heartbeatTimeout: HEARTBEAT_TIMEOUT,
-    retry: { maximumAttempts: 1 },
-  });
+function firstTry(driverName: string, nodeId: string) {
+  return proxyActivities<NodeActivities>(createFirstTryOptions(driverName, nodeId));
 }
 
-/** Once an attempt may have allocated, the node must finish what it started: retry there until it answers. */
-function completion(queue: string) {
-  return proxyActivities<NodeActivities>({
-    taskQueue: queue,
-    startToCloseTimeout: '60s',
-    heartbeatTimeout: HEARTBEAT_TIMEOUT,
-    retry: { initialInterval: '1s', maximumInterval: '30s', nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES] },
-  });
+function completion(driverName: string, nodeId: string) {
+  return proxyActivities<NodeActivities>(createCompletionOptions(driverName, nodeId));
 }
 
 export async function createVolume(input: CreateVolumeInput): Promise<CreateVolumeResult> {
@@ -107,11 +87,10 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
       { key: NodeIdKey, value: node.nodeId },
       { key: PhaseKey, value: 'running' },
     ]);
-    const queue = nodeTaskQueue(input.driverName, node.nodeId);
     setCurrentDetails(`allocating on node ${node.nodeId}`);
     let created: NodeCreateResult;
     try {
-      created = await firstTry(queue).createVolumeOnNode(nodeInput);
+      created = await firstTry(input.driverName, node.nodeId).createVolumeOnNode(nodeInput);
     } catch (error) {
       if (neverStarted(error)) timedOut++;
       if (neverStarted(error) || refused(error, FailureType.ResourceExhausted)) continue;
@@ -120,7 +99,9 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
       // The phase is already "running" for this node: from here it follows the node's record.
       liveness?.waitOn({ nodeId: node.nodeId, doing: 'finishing the allocation' }, true, new Date(), true);
       try {
-        const finished = await untilForgotten(node.nodeId, () => completion(queue).createVolumeOnNode(nodeInput));
+        const finished = await untilForgotten(node.nodeId, () =>
+          completion(input.driverName, node.nodeId).createVolumeOnNode(nodeInput),
+        );
         liveness?.stop();
         // A node forgotten for good took any allocation with it: another node may now be tried.
         if (finished.forgotten) continue;
@@ -159,7 +140,7 @@ function candidateRequest(input: CreateVolumeInput) {
 
 /** Placement as earlier releases did it, for their histories: one table of every node. */
 async function legacyCandidates(input: CreateVolumeInput): Promise<CandidateAnswer> {
-  const nodes = await control.readRegistry();
+  const nodes = await listReportedNodes(control);
   const unknown = unknownNodes(nodes, input.requisite);
   if (input.requisite && unknown.length === input.requisite.length) {
     throw ApplicationFailure.create({

@@ -7,12 +7,12 @@ import {
 } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities, NodeDeleteOutcome } from '../activities/node-activities';
-import { NON_RETRYABLE_TYPES } from '../common/failures';
-import { nodeTaskQueue } from '../common/names';
+import { deleteOptions } from './node-activity-options';
 import type { ForgetNotice } from './node-forgotten';
 import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
 import { NodeIdKey, PhaseKey, WaitingSinceKey } from './search-attribute-keys';
+import { listReportedNodes } from './reported-nodes';
 
 export interface DeleteVolumeInput {
   driverName: string;
@@ -62,13 +62,9 @@ export async function deleteVolume(input: DeleteVolumeInput): Promise<DeleteVolu
     const legacy = await legacyStart(input);
     if (legacy) return legacy;
   }
-  const onNode = proxyActivities<NodeActivities>({
-    taskQueue: nodeTaskQueue(input.driverName, input.nodeId),
-    startToCloseTimeout: '60s',
-    heartbeatTimeout: '10s',
-    retry: { initialInterval: '1s', maximumInterval: '30s', nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES] },
-    summary: `delete volume ${input.key} from the pool of ${input.nodeId}`,
-  });
+  const onNode = proxyActivities<NodeActivities>(
+    deleteOptions(input.driverName, input.nodeId, `delete volume ${input.key} from the pool of ${input.nodeId}`),
+  );
   const result = await untilForgotten(input.nodeId, () =>
     onNode.deleteVolumeOnNode({ key: input.key, poolIdPrefix: input.poolIdPrefix }),
   );
@@ -79,7 +75,7 @@ export async function deleteVolume(input: DeleteVolumeInput): Promise<DeleteVolu
 
 /** The start of histories written by earlier releases: the registry read, then the phase as judged from it. */
 async function legacyStart(input: DeleteVolumeInput): Promise<DeleteVolumeResult | undefined> {
-  const nodes = await control.readRegistry();
+  const nodes = await listReportedNodes(control);
   const node = nodes.find((candidate) => candidate.nodeId === input.nodeId);
   upsertSearchAttributes([{ key: NodeIdKey, value: input.nodeId }]);
   // Completed histories answered "never registered" here; a run reaching this point now waits instead.

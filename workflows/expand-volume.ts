@@ -7,8 +7,8 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { NodeActivities } from '../activities/node-activities';
-import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
-import { nodeTaskQueue } from '../common/names';
+import { FailureType } from '../common/failures';
+import { expandOptions } from './node-activity-options';
 import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
 import { PhaseKey, WaitingSinceKey } from './search-attribute-keys';
@@ -47,13 +47,9 @@ export async function expandVolume(input: ExpandVolumeInput): Promise<ExpandVolu
     ]);
     setCurrentDetails(`waiting for node ${input.nodeId} since ${now.toISOString()}`);
   }
-  const onNode = proxyActivities<NodeActivities>({
-    taskQueue: nodeTaskQueue(input.driverName, input.nodeId),
-    startToCloseTimeout: '5m',
-    heartbeatTimeout: '10s',
-    retry: { initialInterval: '1s', maximumInterval: '30s', nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES] },
-    summary: `grow ${input.volumeId} to ${input.capacityBytes} bytes`,
-  });
+  const onNode = proxyActivities<NodeActivities>(
+    expandOptions(input.driverName, input.nodeId, `grow ${input.volumeId} to ${input.capacityBytes} bytes`),
+  );
   const untilForgotten = listenForForget();
   const result = await untilForgotten(input.nodeId, () =>
     onNode.expandVolumeOnNode({ key: input.key, poolIdPrefix: input.poolIdPrefix, capacityBytes: input.capacityBytes }),

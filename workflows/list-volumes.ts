@@ -3,6 +3,7 @@ import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities } from '../activities/node-activities';
 import { nodeTaskQueue } from '../common/names';
 import { formatVolumeId, poolIdPrefix } from '../common/volume-id';
+import { listReportedNodes } from './reported-nodes';
 
 export interface ListedVolume {
   volumeId: string;
@@ -30,7 +31,7 @@ const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '30s',
  * because one result of every volume exceeds Temporal's 2 MB payload limit at about 10,000 volumes.
  */
 export async function listVolumes(input: { driverName: string }): Promise<ListVolumesResult> {
-  const nodes = await control.readRegistry();
+  const nodes = await listReportedNodes(control);
   const unreachableNodes = nodes.filter((node) => !node.live).map((node) => node.nodeId);
   const answers = await Promise.all(
     nodes

@@ -1,4 +1,5 @@
-import { CancellationScope, condition, defineSignal, patched, setHandler } from '@temporalio/workflow';
+import { condition, defineSignal, patched, setHandler } from '@temporalio/workflow';
+import { startCancellable } from './cancellable-work';
 
 /**
  * The operator's decision that a node is gone for good (`durable-csi nodes forget`). Operations waiting on
@@ -43,16 +44,13 @@ export function listenForForget(): <T>(nodeId: string, work: () => Promise<T>) =
     };
     const early = ending();
     if (early) return { forgotten: true, notice: early };
-    const scope = new CancellationScope();
-    const running = scope.run(work);
-    running.catch(() => undefined); // once cancelled, its failure is expected and ignored
-    const finished = running.then((value) => ({ forgotten: false as const, value }));
+    const { finished, cancel } = startCancellable(work, (value) => ({ forgotten: false as const, value }));
     for (;;) {
       const winner = await Promise.race([finished, condition(() => judged < notices.length).then(() => undefined)]);
       if (winner) return winner;
       const notice = ending();
       if (notice) {
-        scope.cancel();
+        cancel();
         return { forgotten: true, notice };
       }
     }

@@ -1,7 +1,6 @@
 import {
   ActivityFailure,
   ApplicationFailure,
-  CancellationScope,
   condition,
   defineSignal,
   defineUpdate,
@@ -17,8 +16,9 @@ import {
 import type { ControlActivities } from '../activities/control-activities';
 import type { PresenceActivities } from '../activities/presence-activities';
 import { nodeTaskQueue } from '../common/names';
-import type { ForgottenNode, NodeRecord, NodeRecordMemo, NodeReport, WrittenOffVolume } from '../common/registry-types';
-import { NODE_MEMO_KEY, PRESENCE_HEARTBEAT_TIMEOUT_MS } from '../common/registry-types';
+import type { ForgottenNode, NodeRecord, NodeRecordMemo, NodeReport, WrittenOffVolume } from '../node-records/types';
+import { NODE_MEMO_KEY, PRESENCE_HEARTBEAT_TIMEOUT_MS } from '../node-records/types';
+import { startCancellable } from './cancellable-work';
 import { writeOffVolumeSignal } from './write-off-signal';
 import { writtenOffCleaner } from './written-off-volumes';
 import type { ForgetNotice } from './node-forgotten';
@@ -135,12 +135,10 @@ export async function nodePresence(input: NodePresenceInput): Promise<void> {
 
   /** Runs the activity unless a renewal is asked first, in which case it is cancelled (undefined). */
   const unlessRenewed = async <T>(work: () => Promise<T>): Promise<{ value: T } | undefined> => {
-    const scope = new CancellationScope();
-    const running = scope.run(work);
-    running.catch(() => undefined); // once cancelled, its failure is expected and ignored
+    const { finished, cancel } = startCancellable(work, (value) => ({ value }));
     const renewed = condition(() => renew).then(() => undefined);
-    const winner = await Promise.race([running.then((value) => ({ value })), renewed]);
-    if (!winner) scope.cancel();
+    const winner = await Promise.race([finished, renewed]);
+    if (!winner) cancel();
     return winner;
   };
 

@@ -1,5 +1,5 @@
 import { condition, continueAsNew, defineSignal, setHandler, upsertMemo, workflowInfo } from '@temporalio/workflow';
-import type { ForgottenNode, NodeRecord, NodeReport } from '../common/registry-types';
+import type { ForgottenNode, NodeRecord, NodeReport } from '../node-records/types';
 import type { ForgetNotice } from './node-forgotten';
 
 /**

@@ -1,5 +1,5 @@
 import { defineSignal } from '@temporalio/workflow';
-import type { WrittenOffVolume } from '../common/registry-types';
+import type { WrittenOffVolume } from '../node-records/types';
 
 /**
  * To a node's record (workflows/node-presence.ts): a deletion ended with the node forgotten, so the volume is

@@ -1,10 +1,9 @@
 import { ActivityFailure, log, proxyActivities } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities } from '../activities/node-activities';
-import { NON_RETRYABLE_TYPES } from '../common/failures';
-import { nodeTaskQueue } from '../common/names';
-import type { WrittenOffVolume } from '../common/registry-types';
-import { poolIdPrefix } from '../common/volume-id';
+import { deleteOptions } from './node-activity-options';
+import type { WrittenOffVolume } from '../node-records/types';
+import { ownsVolume } from '../common/volume-id';
 
 /**
  * The volumes a node's record keeps because their deletions were answered "node-forgotten" while nothing could
@@ -36,13 +35,9 @@ export function writtenOffCleaner(deps: {
 }): WrittenOffCleaner {
   let kept = [...deps.kept];
   let draining: Promise<void> | undefined;
-  const onNode = proxyActivities<NodeActivities>({
-    taskQueue: nodeTaskQueue(deps.driverName, deps.nodeId),
-    startToCloseTimeout: '60s',
-    heartbeatTimeout: '10s',
-    retry: { initialInterval: '1s', maximumInterval: '30s', nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES] },
-    summary: `delete volumes written off while ${deps.nodeId} was forgotten`,
-  });
+  const onNode = proxyActivities<NodeActivities>(
+    deleteOptions(deps.driverName, deps.nodeId, `delete volumes written off while ${deps.nodeId} was forgotten`),
+  );
   const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 5 } });
 
   const deleteOne = async (volume: WrittenOffVolume): Promise<string> => {
@@ -57,14 +52,13 @@ export function writtenOffCleaner(deps: {
   };
 
   const run = async (poolId: string) => {
-    const prefix = poolIdPrefix(poolId);
-    const gone = kept.filter((volume) => volume.poolIdPrefix !== prefix);
+    const gone = kept.filter((volume) => !ownsVolume(poolId, volume.poolIdPrefix));
     if (gone.length > 0) {
       log.info('written-off volumes were on a pool this node no longer has: nothing to delete', {
         nodeId: deps.nodeId,
         volumeIds: gone.map((volume) => volume.volumeId),
       });
-      kept = kept.filter((volume) => volume.poolIdPrefix === prefix);
+      kept = kept.filter((volume) => ownsVolume(poolId, volume.poolIdPrefix));
       deps.onChange(kept.length);
     }
     while (kept.length > 0) {

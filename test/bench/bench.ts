@@ -11,7 +11,7 @@ import { parseQuantity } from '../../common/quantity';
 import { DirBackend } from '../../storage/dir-backend';
 import { DEV_SERVER_DYNAMIC_CONFIG, startDevServer, type DynamicConfig } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
-import { findProjectRoot } from '../../temporal-dev/project-root';
+import { findProjectRoot } from '../../common/project-root';
 import { TestCluster } from '../support/cluster';
 import { startRunTemporal } from '../support/run-temporal';
 import { runDirectLevel, warmUpDirect } from './direct';

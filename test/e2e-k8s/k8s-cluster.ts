@@ -6,7 +6,7 @@ import path from 'node:path';
 import { call, connectCsi, withDeadline } from '../../csi/client';
 import type { NodeGetInfoResponse__Output } from '../../csi/generated/csi/v1/NodeGetInfoResponse';
 import { waitUntilReady } from '../../agent/wait-ready';
-import { findProjectRoot } from '../../temporal-dev/project-root';
+import { findProjectRoot } from '../../common/project-root';
 import { temporalAddress } from '../support/cluster';
 import { ControlPlane, serviceAccount } from './control-plane';
 import type { KubeRest } from './kube-rest';

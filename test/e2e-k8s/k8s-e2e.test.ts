@@ -9,7 +9,7 @@ import { Client, Connection } from '@temporalio/client';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { readNodeRecord } from '../../activities/node-record-reads';
+import { readNodeRecord } from '../../node-records/reads';
 import { CLI_MAIN } from '../../agent/spawn-cli';
 import { TOPOLOGY_NODE_KEY } from '../../common/names';
 import { parseQuantity } from '../../common/quantity';

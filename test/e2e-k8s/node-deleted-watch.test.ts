@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { listNodeRecords, readNodeRecord } from '../../activities/node-record-reads';
+import { listNodeRecords, readNodeRecord } from '../../node-records/reads';
 import { nodeRecordWorkflowId } from '../../common/names';
 import { listPendingOperations } from '../../operations/pending-operations';
 import { TestCluster, type ManagedProcess } from '../support/cluster';

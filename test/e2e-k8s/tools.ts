@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot } from '../../temporal-dev/project-root';
+import { findProjectRoot } from '../../common/project-root';
 
 export interface K8sTools {
   etcd: string;

@@ -2,7 +2,7 @@ import { InterceptingCall, type Interceptor } from '@grpc/grpc-js';
 import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { randomUUID } from 'node:crypto';
-import { connectionOptions } from '../../common/temporal-config';
+import { connectionOptions } from '../../temporal/config';
 import { boundedResult } from '../../operations/bounded-result';
 import { testTemporalConfig } from '../support/test-temporal';
 

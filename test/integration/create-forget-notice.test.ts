@@ -1,6 +1,6 @@
 import { TOPOLOGY_NODE_KEY, createWorkflowId } from '../../common/names';
 import { parseVolumeId } from '../../common/volume-id';
-import { readNodeRecord } from '../../activities/node-record-reads';
+import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
 import { nodeForgottenSignal } from '../../workflows/node-forgotten';
 import { TestCluster } from '../support/cluster';

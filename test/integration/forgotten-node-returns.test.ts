@@ -1,7 +1,7 @@
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Client, WorkflowUpdateFailedError } from '@temporalio/client';
 import { buildOrphanReport } from '../../kubernetes/orphan-report';
-import { readNodeRecord } from '../../activities/node-record-reads';
+import { readNodeRecord } from '../../node-records/reads';
 import { controlTaskQueue, deleteWorkflowId, nodeRecordWorkflowId } from '../../common/names';
 import { parseVolumeId } from '../../common/volume-id';
 import { forgetNode } from '../../operations/forget-node';

@@ -1,5 +1,5 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { readNodeRecord } from '../../activities/node-record-reads';
+import { readNodeRecord } from '../../node-records/reads';
 import { deleteWorkflowId, nodeRecordWorkflowId } from '../../common/names';
 import { renewRecordSignal } from '../../workflows/node-presence';
 import { PhaseKey } from '../../workflows/search-attribute-keys';

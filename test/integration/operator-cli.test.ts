@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { listNodeViews } from '../../activities/node-record-reads';
+import { listNodeViews } from '../../node-records/reads';
 import { CLI_MAIN } from '../../agent/spawn-cli';
 import { TestCluster } from '../support/cluster';
 import { testTemporalFlags } from '../support/test-temporal';

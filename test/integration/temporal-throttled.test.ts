@@ -4,7 +4,7 @@ import * as path from 'path';
 import { status } from '@grpc/grpc-js';
 import { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
-import { connectTemporal } from '../../common/temporal-connection';
+import { connectTemporal } from '../../temporal/connection';
 import { toGrpcStatus } from '../../csi/errors';
 import { startDevServer, type DevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { spawnCli, stopChild } from '../../agent/spawn-cli';
 import { call, connectCsi, withDeadline } from '../../csi/client';
 import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
-import type { TemporalConfig } from '../../common/temporal-config';
+import type { TemporalConfig } from '../../temporal/config';
 import { API_KEY_SERVER_NAME, certificatesIn } from '../../temporal-prod/certificates';
 import { temporalConfigFlags } from '../../temporal-prod/prod-temporal';
 import { TestCluster } from '../support/cluster';

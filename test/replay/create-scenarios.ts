@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { TOPOLOGY_NODE_KEY, createWorkflowId } from '../../common/names';
 import type { CsiClients } from '../../csi/client';
-import { readNodeRecord } from '../../activities/node-record-reads';
+import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
 import { nodeForgottenSignal } from '../../workflows/node-forgotten';
 import type { TestCluster } from '../support/cluster';

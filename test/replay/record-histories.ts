@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createWorkflowId, deleteWorkflowId, nodeRecordWorkflowId } from '../../common/names';
-import { readNodeRecord } from '../../activities/node-record-reads';
+import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
 import { renewRecordSignal } from '../../workflows/node-presence';
 import { startDevServer } from '../../temporal-dev/dev-server';

@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { CLI_MAIN } from '../../agent/spawn-cli';
-import { findProjectRoot } from '../../temporal-dev/project-root';
+import { findProjectRoot } from '../../common/project-root';
 
 /** A build of the driver the soak can start processes from: this tree's dist/, or an old revision's. */
 export interface Build {

@@ -1,7 +1,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import path from 'node:path';
 import { parseDuration } from '../../common/duration';
-import { findProjectRoot } from '../../temporal-dev/project-root';
+import { findProjectRoot } from '../../common/project-root';
 import { integer } from '../support/option-parsers';
 
 /** Every kind of fault the schedule knows, in the order --faults lists them. */

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { spawnCli, stopChild } from '../../agent/spawn-cli';
 import { waitUntilReady } from '../../agent/wait-ready';
 import { connectCsi, type CsiClients } from '../../csi/client';
-import { readNodeRecord } from '../../activities/node-record-reads';
+import { readNodeRecord } from '../../node-records/reads';
 import { connectTestTemporal, testTemporalConfig, testTemporalFlags } from './test-temporal';
 
 /** The address of the Temporal server the test runs against (test-temporal.ts says which). */

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { CLI_MAIN } from '../../agent/spawn-cli';
 import { findFreePort, isPortFree } from '../../temporal-dev/free-port';
-import { findProjectRoot } from '../../temporal-dev/project-root';
+import { findProjectRoot } from '../../common/project-root';
 import { eventually } from './run-cli';
 
 /** `durable-csi dev` (or `npm run dev`) as a user starts it: a plain child with its output captured. */

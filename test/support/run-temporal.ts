@@ -1,5 +1,5 @@
 import path from 'node:path';
-import type { TemporalConfig } from '../../common/temporal-config';
+import type { TemporalConfig } from '../../temporal/config';
 import { startDevServer, type DevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
 import { ProdTemporal, temporalConfigFlags } from '../../temporal-prod/prod-temporal';

@@ -1,5 +1,5 @@
 import { Connection } from '@temporalio/client';
-import { connectionOptions, type TemporalConfig } from '../../common/temporal-config';
+import { connectionOptions, type TemporalConfig } from '../../temporal/config';
 import { temporalConfigFlags } from '../../temporal-prod/prod-temporal';
 
 /**

@@ -1,5 +1,5 @@
 import { ADDRESS_ENV, CONFIG_ENV, PROD_CONFIG_ENV } from './test-temporal';
-import type { TemporalConfig } from '../../common/temporal-config';
+import type { TemporalConfig } from '../../temporal/config';
 
 /**
  * setupFiles of the `prod-temporal` jest project: points this test file at the production-style server. Jest gives

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { readNodeRecord } from '../../../activities/node-record-reads';
-import { connectionOptions } from '../../../common/temporal-config';
+import { readNodeRecord } from '../../../node-records/reads';
+import { connectionOptions } from '../../../temporal/config';
 import { parseVolumeId } from '../../../common/volume-id';
 import { forgetNode } from '../../../operations/forget-node';
 import type { Fault } from './types';

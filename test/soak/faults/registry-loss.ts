@@ -1,6 +1,6 @@
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { nodeRecordWorkflowId, registryWorkflowId } from '../../../common/names';
-import { connectionOptions } from '../../../common/temporal-config';
+import { connectionOptions } from '../../../temporal/config';
 import { renewRecordSignal } from '../../../workflows/node-presence';
 import { resetToFirstTask } from '../../support/reset-workflow';
 import type { Fault } from './types';

@@ -1,4 +1,4 @@
-import type { TemporalConfig } from '../../../common/temporal-config';
+import type { TemporalConfig } from '../../../temporal/config';
 import type { ProdTemporal } from '../../../temporal-prod/prod-temporal';
 import type { Build } from '../baseline';
 import type { Cluster } from '../cluster';

@@ -1,4 +1,4 @@
-import type { NodeRecordView } from '../../../activities/node-record-reads';
+import type { NodeRecordView } from '../../../node-records/reads';
 import { PlacementReads, type RecordSource } from '../../../activities/placement-reads';
 
 function view(nodeId: string): NodeRecordView {

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { AGENT_RUNTIME_ENV, applyAgentHeapTuning, withAgentRuntimeEnv } from '../../../agent/process-tuning';
-import { findProjectRoot } from '../../../temporal-dev/project-root';
+import { findProjectRoot } from '../../../common/project-root';
 
 /** The compiled module, as the agents load it. */
 const TUNING_MODULE = path.join(findProjectRoot(), 'dist', 'agent', 'process-tuning.js');

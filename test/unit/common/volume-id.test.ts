@@ -3,6 +3,7 @@ import {
   POOL_ID_PREFIX_LENGTH,
   VOLUME_ID_MAX_BYTES,
   formatVolumeId,
+  ownsVolume,
   parseVolumeId,
   poolIdPrefix,
 } from '../../../common/volume-id';
@@ -117,5 +118,17 @@ describe('parseVolumeId', () => {
     expect(Buffer.byteLength(padded)).toBe(129);
     expect(parseVolumeId(padded)).toBeUndefined();
     expect(parseVolumeId('x'.repeat(129))).toBeUndefined();
+  });
+});
+
+describe('ownsVolume', () => {
+  const POOL = '3f1c2d4e-1111-2222-3333-444455556666';
+
+  it('accepts the prefix of its own pool, dashes or not', () => {
+    expect(ownsVolume(POOL, '3f1c2d4e11112222')).toBe(true);
+  });
+
+  it('refuses the prefix of a pool created later under the same path', () => {
+    expect(ownsVolume(POOL, '3f1c2d4e11112223')).toBe(false);
   });
 });

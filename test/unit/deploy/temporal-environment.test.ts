@@ -9,7 +9,7 @@ import type { V1ConfigMap, V1Container, V1DaemonSet, V1Deployment } from '@kuber
 import { loadAll as loadAllYaml } from 'js-yaml';
 import fs from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot } from '../../../temporal-dev/project-root';
+import { findProjectRoot } from '../../../common/project-root';
 
 const DEPLOY = path.join(findProjectRoot(), 'deploy');
 const read = (file: string) => fs.readFileSync(path.join(DEPLOY, file), 'utf8');

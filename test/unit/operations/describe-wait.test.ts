@@ -1,4 +1,4 @@
-import type { NodeRecordView } from '../../../activities/node-record-reads';
+import type { NodeRecordView } from '../../../node-records/reads';
 import { describeWait, formatDuration } from '../../../operations/describe-wait';
 
 describe('formatDuration', () => {

@@ -3,7 +3,7 @@ import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { Client, Connection } from '@temporalio/client';
-import { missingSearchAttributes } from '../../../temporal-dev/check-search-attributes';
+import { missingSearchAttributes } from '../../../temporal/check-search-attributes';
 import { startDevServer } from '../../../temporal-dev/dev-server';
 import type { DevServer } from '../../../temporal-dev/dev-server';
 import { findFreePort } from '../../../temporal-dev/free-port';

@@ -1,8 +1,8 @@
 import { Command } from 'commander';
 import { addTemporalOptions, temporalConfig, type TemporalFlags } from '../../../cli/temporal-options';
-import type { TemporalConfig } from '../../../common/temporal-config';
-import { searchAttributeCreateCommands } from '../../../temporal-dev/register-commands';
-import { SEARCH_ATTRIBUTES } from '../../../temporal-dev/search-attributes';
+import type { TemporalConfig } from '../../../temporal/config';
+import { searchAttributeCreateCommands } from '../../../temporal/register-commands';
+import { SEARCH_ATTRIBUTES } from '../../../temporal/search-attributes';
 import { temporalConfigFlags } from '../../../temporal-prod/prod-temporal';
 import { renderDynamicConfig, renderServerConfig, SERVICES } from '../../../temporal-prod/server-config';
 import * as keys from '../../../workflows/search-attribute-keys';

@@ -1,4 +1,4 @@
-import type { NodeView } from '../../../common/registry-types';
+import type { NodeView } from '../../../node-records/types';
 import { rankCandidates, unknownNodes } from '../../../workflows/placement';
 
 const GI = 1024 ** 3;

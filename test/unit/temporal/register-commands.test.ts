@@ -1,4 +1,4 @@
-import { searchAttributeCreateCommands } from '../../../temporal-dev/register-commands';
+import { searchAttributeCreateCommands } from '../../../temporal/register-commands';
 
 describe('searchAttributeCreateCommands', () => {
   it('names the server and namespace the controller was given, one command per attribute', () => {

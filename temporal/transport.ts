@@ -1,6 +1,6 @@
 import net from 'node:net';
-import type { TemporalConfig } from './temporal-config';
-import { usesTls } from './temporal-config';
+import type { TemporalConfig } from './config';
+import { usesTls } from './config';
 
 /**
  * Refuses a Temporal setup that would quietly be weaker than it looks, before any connection is tried: a client

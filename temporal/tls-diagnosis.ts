@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import tls from 'node:tls';
-import type { TemporalConfig } from './temporal-config';
-import { usesTls } from './temporal-config';
+import type { TemporalConfig } from './config';
+import { usesTls } from './config';
 
 const TIMEOUT_MS = 5_000;
 /** HTTP/2 connection preface and an empty SETTINGS frame: a gRPC server answers with its own SETTINGS. */

@@ -2,8 +2,8 @@ import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { controlTaskQueue, nodeRecordWorkflowId } from '../common/names';
-import type { ForgottenNode, NodeRecordMemo, NodeReport, NodeView } from '../common/registry-types';
-import { NODE_MEMO_KEY } from '../common/registry-types';
+import type { ForgottenNode, NodeRecordMemo, NodeReport, NodeView } from './types';
+import { NODE_MEMO_KEY } from './types';
 import { OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
 
 /**

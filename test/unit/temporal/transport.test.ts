@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { addTemporalOptions, temporalConfig, type TemporalFlags } from '../../../cli/temporal-options';
-import { usesTls, type TemporalConfig } from '../../../common/temporal-config';
+import { usesTls, type TemporalConfig } from '../../../temporal/config';
 
 function configFrom(args: string[], env: Record<string, string> = {}): TemporalConfig {
   const saved = { ...process.env };
@@ -69,7 +69,7 @@ describe('TLS flags', () => {
 
 describe('API key file', () => {
   it('is read again when it changes: the new key is applied, a missing or empty file keeps the old one', async () => {
-    const { followApiKeyFile } = await import('../../../common/api-key-file');
+    const { followApiKeyFile } = await import('../../../temporal/api-key-file');
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-key-'));
     const file = path.join(dir, 'api-key');
     fs.writeFileSync(file, 'key-1\n');

@@ -1,4 +1,4 @@
-import type { TemporalConfig } from '../common/temporal-config';
+import type { TemporalConfig } from './config';
 import { SEARCH_ATTRIBUTES } from './search-attributes';
 
 /**

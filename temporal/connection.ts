@@ -1,5 +1,5 @@
 import { NativeConnection } from '@temporalio/worker';
-import { connectionOptions, usesTls, type TemporalConfig } from './temporal-config';
+import { connectionOptions, usesTls, type TemporalConfig } from './config';
 import { followApiKeyFile } from './api-key-file';
 import { diagnoseTemporalTransport } from './tls-diagnosis';
 
@@ -9,7 +9,7 @@ import { diagnoseTemporalTransport } from './tls-diagnosis';
  * the worker in the same process (eager start: docs/performance.md). Fails with a message that names the address
  * and, when the transport is at fault, the exact problem (wrong CA, missing or refused client certificate, name
  * mismatch, plain server): the SDK alone gives one message for all of them. An API key file is followed: a rotated
- * key replaces the live connection's (common/api-key-file.ts).
+ * key replaces the live connection's (temporal/api-key-file.ts).
  */
 export async function connectTemporal(
   config: TemporalConfig,

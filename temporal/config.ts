@@ -16,7 +16,7 @@ export interface TemporalConfig {
   tls?: boolean;
   /** Read from a file so that it never appears in a process listing; read again when it changes. */
   apiKeyFile?: string;
-  /** The operator's explicit acceptance of plaintext to a non-loopback address (common/temporal-transport.ts). */
+  /** The operator's explicit acceptance of plaintext to a non-loopback address (temporal/transport.ts). */
   insecure?: boolean;
 }
 

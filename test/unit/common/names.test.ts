@@ -1,0 +1,27 @@
+import {
+  OPERATION_WORKFLOW_TYPES,
+  expandWorkflowId,
+  inspectWorkflowId,
+  listWorkflowId,
+  oneOffTag,
+  operationTypesClause,
+} from '../../../common/names';
+
+describe('workflow names', () => {
+  it('selects exactly the three volume operations in visibility', () => {
+    expect(OPERATION_WORKFLOW_TYPES).toEqual(['createVolume', 'deleteVolume', 'expandVolume']);
+    expect(operationTypesClause()).toBe('WorkflowType IN ("createVolume", "deleteVolume", "expandVolume")');
+  });
+
+  it('gives an expansion one ID per target size, so a retry attaches and a larger request starts anew', () => {
+    expect(expandWorkflowId('d.io', 'v1_n_p_k', 2048)).toBe('d.io/expand/v1_n_p_k/2048');
+    expect(expandWorkflowId('d.io', 'v1_n_p_k', 4096)).not.toBe(expandWorkflowId('d.io', 'v1_n_p_k', 2048));
+  });
+
+  it('keeps one-off reads apart by their tag', () => {
+    const [a, b] = [oneOffTag(), oneOffTag()];
+    expect(a).not.toBe(b);
+    expect(inspectWorkflowId('d.io', 'v1_n_p_k', a)).toBe(`d.io/inspect/v1_n_p_k/${a}`);
+    expect(listWorkflowId('d.io', a)).toBe(`d.io/list/${a}`);
+  });
+});
