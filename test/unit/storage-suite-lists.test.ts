@@ -50,7 +50,7 @@ describe('the storage suite lists', () => {
     }
   });
 
-  it('counts [It] specs only, and tells the suite\'s own skips from the unselected', () => {
+  it("counts [It] specs only, and tells the suite's own skips from the unselected", () => {
     const spec = (name: string, status: 'passed' | 'failed' | 'skipped', message = '') => ({
       name,
       status,
