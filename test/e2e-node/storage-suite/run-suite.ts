@@ -5,6 +5,7 @@ import { findProjectRoot } from '../../../temporal-dev/project-root';
 import { k8sTools } from '../../e2e-k8s/tools';
 import { parseGinkgoSummary, parseJunit, type GinkgoSummary, type SpecResult } from '../../support/ginkgo-junit';
 import type { RealNode } from '../real-node';
+import { ciSkip } from './scope';
 import { skipPattern } from './skips';
 
 const ROOT = findProjectRoot();
@@ -56,7 +57,7 @@ export function suiteArgs(node: RealNode, run: SuiteRun, reportDir: string, suit
   return [
     `--procs=${suiteProcs()}`,
     `--focus=${run.focus}`,
-    `--skip=${skipPattern(run.driver)}`,
+    `--skip=${[skipPattern(run.driver), ciSkip(run.driver)].filter(Boolean).join('|')}`,
     `--junit-report=${path.join(reportDir, 'junit.xml')}`,
     `--timeout=${Math.floor(run.timeoutMs / 1000)}s`,
     '--no-color',
