@@ -63,8 +63,34 @@ const DRIVER_DEFAULTS: Record<string, string> = {
   suid: 'the driver mounts every volume nosuid: a set-user-ID file on a volume must not run as root',
 };
 
-/** Undefined when the option is allowed; otherwise why not, naming the option. */
-export function refuseMountOption(option: string): string | undefined {
+/**
+ * What a bind mount (the dir backend's volumes: a directory, not a filesystem of its own) can carry: the per-mount
+ * flags a bind remount applies. The rest belong to a filesystem's superblock and would be silently ignored.
+ */
+const BIND_OPTIONS = new Set([
+  'noatime',
+  'nodiratime',
+  'relatime',
+  'norelatime',
+  'strictatime',
+  'noexec',
+  'exec',
+  'nosuid',
+  'nodev',
+  'ro',
+  'rw',
+]);
+
+/**
+ * Undefined when the option is allowed; otherwise why not, naming the option. bindOnly: the volume is a directory
+ * bind-mounted (dir backend), so only the per-mount flags apply.
+ */
+export function refuseMountOption(option: string, bindOnly = false): string | undefined {
+  if (bindOnly && !BIND_OPTIONS.has(option) && !DRIVER_DEFAULTS[option])
+    return (
+      `mount option "${option}" applies to a filesystem, and a dir volume is a directory bind-mounted: ` +
+      `it can carry ${[...BIND_OPTIONS].join(', ')}`
+    );
   if (PLAIN.has(option) || VALUED.some(([pattern]) => pattern.test(option))) return undefined;
   const reason = DRIVER_DEFAULTS[option];
   if (reason) return `mount option "${option}" is not allowed: ${reason}`;

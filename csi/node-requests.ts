@@ -46,7 +46,7 @@ export function stageOptions(capability: VolumeCapability__Output | null, backen
     if (flag === '' || flag.includes(',') || /[\u0000-\u001f\u007f]/.test(flag)) {
       throw invalid(`mount flag ${JSON.stringify(flag)} is not a single mount option`);
     }
-    const refusal = refuseMountOption(flag);
+    const refusal = refuseMountOption(flag, backend.kind === 'dir');
     if (refusal) throw invalid(refusal);
   }
   return { accessType, fsType: capability.mount?.fs_type ?? '', mountFlags };

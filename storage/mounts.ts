@@ -136,7 +136,7 @@ export async function mountFilesystem(device: string, target: string, fsType: st
 export async function bindMount(
   source: string,
   target: string,
-  options: { readonly: boolean; device?: boolean },
+  options: { readonly: boolean; device?: boolean; flags?: string[] },
 ): Promise<void> {
   if (options.device && options.readonly && !(await isReadOnlyDevice(source))) {
     throw new DriverError(
@@ -149,9 +149,13 @@ export async function bindMount(
   try {
     await runTool('mount', [
       '-o',
-      ['remount', 'bind', ...(options.device ? ['nosuid'] : SAFE_DEFAULTS), ...(options.readonly ? ['ro'] : [])].join(
-        ',',
-      ),
+      [
+        'remount',
+        'bind',
+        ...(options.device ? ['nosuid'] : SAFE_DEFAULTS),
+        ...(options.flags ?? []),
+        ...(options.readonly ? ['ro'] : []),
+      ].join(','),
       target,
     ]);
   } catch (error) {

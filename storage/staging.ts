@@ -91,7 +91,9 @@ export async function establish(
   if (!(await pathExists(staging.stagingPath))) {
     throw new DriverError(FailureType.FailedPrecondition, `staging path ${staging.stagingPath} does not exist`);
   }
-  if (mount.kind === 'bind') await bindMount(mount.source, staging.stagingPath, { readonly: false });
+  // A dir volume's mount flags (csi/mount-options.ts allows only per-mount ones) go on its bind mount.
+  if (mount.kind === 'bind')
+    await bindMount(mount.source, staging.stagingPath, { readonly: false, flags: staging.mountFlags });
   else await mountFilesystem(mount.device, staging.stagingPath, mount.fsType, staging.mountFlags);
   return { attachment, changed: true };
 }

@@ -29,9 +29,12 @@ describe('the storage suite lists', () => {
   });
 
   it('explains a declared-false skip and refuses an unknown one', () => {
-    expect(skipReason('')).toMatch(/not selected/);
-    expect(skipReason('Driver "durable-csi.io" does not support cloning - skipping')).toMatch(/declares false/);
-    expect(skipReason('Driver "durable-csi.io" does not support block volume mode')).toBeUndefined();
+    expect(skipReason('', 'dir')).toMatch(/not selected/);
+    expect(skipReason('Driver "durable-csi.io" does not support cloning - skipping', 'dir')).toMatch(/declares false/);
+    const noBlock = 'Driver "durable-csi.io" does not support block volume mode - skipping';
+    expect(skipReason(noBlock, 'dir')).toMatch(/declares false/);
+    expect(skipReason(noBlock, 'loop-ext4')).toBeUndefined();
+    expect(skipReason('Driver "durable-csi.io" does not support something new', 'dir')).toBeUndefined();
   });
 
   it('runs everything for loop ext4 and the filesystem suites for the others', () => {

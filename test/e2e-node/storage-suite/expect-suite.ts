@@ -18,7 +18,9 @@ export async function expectSuitePasses(node: RealNode, driver: SuiteDriver): Pr
   expect(counts.run).toBeGreaterThan(0);
   expect(outcome.specs.filter((spec) => spec.status === 'failed').map((spec) => spec.name)).toEqual([]);
   const unexplained = itSpecs(outcome.specs)
-    .filter((spec) => spec.status !== 'passed' && spec.status !== 'failed' && skipReason(spec.message) === undefined)
+    .filter(
+      (spec) => spec.status !== 'passed' && spec.status !== 'failed' && skipReason(spec.message, driver) === undefined,
+    )
     .map((spec) => `${spec.name}: ${spec.message}`);
   expect(unexplained).toEqual([]);
   expect(outcome.exitCode).toBe(0);

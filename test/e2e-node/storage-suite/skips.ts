@@ -71,6 +71,8 @@ export function skipPattern(driver: SuiteDriver): string {
 export interface SelfSkip {
   message: RegExp;
   reason: string;
+  /** Only for these drivers (all when absent). */
+  drivers?: readonly SuiteDriver[];
 }
 
 const DECLARED_FALSE = 'A capability the driver YAML declares false (docs/storage-suite.md says why for each).';
@@ -115,13 +117,40 @@ export const SELF_SKIPS: readonly SelfSkip[] = [
       'Immediate-binding variants for such drivers.',
   },
   { message: /Not enough topologies in cluster|Number of available nodes|at least 2 nodes/, reason: ONE_NODE },
+  {
+    message:
+      /does not support (SELinuxMount|group snapshots|snapshot metadata|volume limits)|doesn't support RWX -- skipping/,
+    reason: `${DECLARED_FALSE} seLinuxMount, groupSnapshot, snapshotMetadata, volumeLimits (no per-node limit), RWX.`,
+  },
+  {
+    message: /does not support block volume mode|does not provide raw block|doesn't support Block -- skipping/,
+    reason: `${DECLARED_FALSE} block: the dir backend has no device to hand over.`,
+    drivers: ['dir'],
+  },
+  {
+    message: /has no configured VolumeAttributesClass/,
+    reason: 'No mutable parameters: MODIFY_VOLUME is not advertised (docs/csi-sanity.md), so no VolumeAttributesClass.',
+  },
+  {
+    message:
+      /doesn't specify (performance|snapshot stress|stress|volume group snapshot stress|volume modify stress) test options/,
+    reason:
+      'Opt-in load specs (DriverInfo StressTestOptions, PerformanceTestOptions): not declared; the soak ' +
+      '(docs/soak.md) and the benchmarks (docs/performance.md) load durable-csi through its own harness.',
+  },
+  {
+    message:
+      /Block volumes do not support mount options|Test is not valid for Block volume mode|raw block volumes cannot be read-only|skipping multiple PV mount test for block mode|Suite "volumeLimits" does not support GenericEphemeralVolume/,
+    reason: "The suite's own rule: the spec does not apply to that pattern, whatever the driver.",
+  },
 ];
 
 /** Ginkgo's message for a spec the focus or -ginkgo.skip left out. */
 export const NOT_SELECTED = '';
 
 /** The reason a skipped spec's message is allowed, or undefined when nothing in the lists explains it. */
-export function skipReason(message: string): string | undefined {
+export function skipReason(message: string, driver: SuiteDriver): string | undefined {
   if (message === NOT_SELECTED) return 'not selected by the focus or the skip list';
-  return SELF_SKIPS.find((skip) => skip.message.test(message))?.reason;
+  return SELF_SKIPS.find((skip) => (!skip.drivers || skip.drivers.includes(driver)) && skip.message.test(message))
+    ?.reason;
 }

@@ -230,6 +230,25 @@ describe('mount options', () => {
     await unpublish(s, volumeId, target);
     await unstage(s, volumeId, stagingPath);
   });
+
+  it("carries a dir volume's per-mount options to its bind mounts and refuses a filesystem's, touching nothing", async () => {
+    const s = await serve('dir');
+    const volumeId = await newVolume(s);
+    const refused = path.join(s.kubelet, 'refused');
+    const before = s.fixture.tree();
+    const answer = await refusal(stage(s, volumeId, refused, mount(['discard'])));
+    expect(answer.code).toBe('INVALID_ARGUMENT');
+    expect(answer.details).toMatch(/"discard" applies to a filesystem.*noatime/);
+    expect(s.fixture.tree()).toEqual(before);
+    const stagingPath = path.join(s.kubelet, 'staging-noatime');
+    const target = path.join(s.kubelet, 'target-noatime');
+    await stage(s, volumeId, stagingPath, mount(['noatime']));
+    await publish(s, volumeId, stagingPath, target, mount(['noatime']), false);
+    expect(await optionsAt(stagingPath)).toEqual(expect.arrayContaining(['noatime', 'nodev', 'nosuid']));
+    expect(await optionsAt(target)).toEqual(expect.arrayContaining(['noatime', 'nodev', 'nosuid']));
+    await unpublish(s, volumeId, target);
+    await unstage(s, volumeId, stagingPath);
+  });
 });
 
 describe('read-only raw block', () => {
