@@ -73,7 +73,7 @@ const BUILDS = [
     ldflags: ['-X main.version=v2.3.0'],
   },
   {
-    // Kubernetes' external storage suite (test/e2e-node/storage-suite.test.ts): a Go test of our own that imports
+    // Kubernetes' external storage suite (test/e2e-node/storage-suite/): a Go test of our own that imports
     // only k8s.io/kubernetes/test/e2e/storage/external, so it builds faster than all of e2e.test; agnhost is the
     // helper image's binary the suite's subPath and exec Pods run.
     name: 'storage-suite',
