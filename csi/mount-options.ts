@@ -5,21 +5,31 @@
  * `suid`: the driver mounts nodev,nosuid) or lets one take the node down (`errors=panic`), nor anything the kernel
  * might read as a path or a device (`journal_path=`, `logdev=`, `context=`).
  */
-const PLAIN = new Set([
-  // atime and write behaviour, any filesystem
+/**
+ * The per-mount flags: a bind remount applies them, so they are all a dir volume (a directory bind-mounted, not a
+ * filesystem of its own) can carry. The rest belong to a filesystem's superblock and would be silently ignored.
+ */
+const PER_MOUNT = [
   'noatime',
   'nodiratime',
   'relatime',
   'norelatime',
   'strictatime',
-  'lazytime',
-  'nolazytime',
   'noexec',
   'exec',
   'nosuid',
   'nodev',
   'ro',
   'rw',
+];
+const BIND_OPTIONS = new Set(PER_MOUNT);
+
+const PLAIN = new Set([
+  // atime, exec, ro/rw: any filesystem, and a bind mount too
+  ...PER_MOUNT,
+  // write behaviour, any filesystem
+  'lazytime',
+  'nolazytime',
   'sync',
   'async',
   'dirsync',
@@ -62,24 +72,6 @@ const DRIVER_DEFAULTS: Record<string, string> = {
   dev: 'the driver mounts every volume nodev: device files on a volume must not open host devices',
   suid: 'the driver mounts every volume nosuid: a set-user-ID file on a volume must not run as root',
 };
-
-/**
- * What a bind mount (the dir backend's volumes: a directory, not a filesystem of its own) can carry: the per-mount
- * flags a bind remount applies. The rest belong to a filesystem's superblock and would be silently ignored.
- */
-const BIND_OPTIONS = new Set([
-  'noatime',
-  'nodiratime',
-  'relatime',
-  'norelatime',
-  'strictatime',
-  'noexec',
-  'exec',
-  'nosuid',
-  'nodev',
-  'ro',
-  'rw',
-]);
 
 /**
  * Undefined when the option is allowed; otherwise why not, naming the option. bindOnly: the volume is a directory

@@ -7,7 +7,7 @@ import { DriverError, FailureType } from '../common/failures';
 import type { AccessType } from './backend';
 import { growExt4IfSmaller, loopFsType } from './filesystems';
 import { pathExists } from './fs-checks';
-import { attachDevice, detachDevices, deviceBytes, devicesOfKind } from './loop-devices';
+import { attachDevice, detachDevices, deviceBytes, devicesByKind, devicesOfKind } from './loop-devices';
 import { bindMatcherOf, majorMinorOf, readMounts, showsVolume } from './mounts';
 import type { PoolLayout } from './pool-layout';
 import type { Attachment, VolumeAccess, VolumeRef } from './volume-access';
@@ -37,7 +37,8 @@ export class LoopAccess implements VolumeAccess {
       throw new DriverError(FailureType.FailedPrecondition, `the image of volume ${volume.key} (${image}) is missing`);
     }
     const { device, fresh } = await attachDevice(image);
-    const attachment = await this.describe(volume, device, fresh);
+    const readers = await devicesOfKind(image, true);
+    const attachment = await this.describe(volume, device, fresh, readers);
     if (attachment.mount?.kind === 'filesystem' && attachment.mount.fsType === 'ext4') {
       // Expanded while unstaged: grow it now, before it is mounted (online growth needs CAP_SYS_RESOURCE).
       const mounted = (await readMounts()).some((entry) => showsVolume(entry, attachment.matchers));
@@ -47,8 +48,9 @@ export class LoopAccess implements VolumeAccess {
   }
 
   async find(volume: VolumeRef): Promise<Attachment | undefined> {
-    const [device] = await devicesOfKind(this.layout.volumeImage(volume.key), false);
-    return device === undefined ? undefined : this.describe(volume, device, false);
+    const { readWrite, readOnly } = await devicesByKind(this.layout.volumeImage(volume.key));
+    const [device] = readWrite;
+    return device === undefined ? undefined : this.describe(volume, device, false, readOnly);
   }
 
   /** A read-only loop device over the same image, for a read-only raw block publish. */
@@ -73,10 +75,9 @@ export class LoopAccess implements VolumeAccess {
   }
 
   /** Its filesystem's mounts (any bind of it included) and bind mounts of its device nodes (readers' too). */
-  private async describe(volume: VolumeRef, device: string, fresh: boolean): Promise<Attachment> {
+  private async describe(volume: VolumeRef, device: string, fresh: boolean, readers: string[]): Promise<Attachment> {
     const filesystem = { majorMinor: majorMinorOf((await fs.stat(device, { bigint: true })).rdev) };
     const mounts = await readMounts();
-    const readers = await devicesOfKind(this.layout.volumeImage(volume.key), true);
     const matchers = [filesystem, ...(await Promise.all([device, ...readers].map((d) => bindMatcherOf(d, mounts))))];
     if (volume.accessType === 'block') return { device, matchers, fresh };
     return { mount: { kind: 'filesystem', device, fsType: loopFsType(volume.fsType) }, device, matchers, fresh };

@@ -22,12 +22,18 @@ export async function attachedDevices(file: string): Promise<string[]> {
     .filter((line) => line.startsWith('/dev/'));
 }
 
-/** The file's devices of one kind: the read-write one staging uses, or the read-only ones readers get. */
-export async function devicesOfKind(file: string, readOnly: boolean): Promise<string[]> {
-  const devices: string[] = [];
+/** The file's devices by kind, from one losetup run: the read-write one staging uses, the readers' read-only ones. */
+export async function devicesByKind(file: string): Promise<{ readWrite: string[]; readOnly: string[] }> {
+  const kinds = { readWrite: [] as string[], readOnly: [] as string[] };
   for (const device of await attachedDevices(file))
-    if ((await isReadOnlyDevice(device)) === readOnly) devices.push(device);
-  return devices;
+    ((await isReadOnlyDevice(device)) ? kinds.readOnly : kinds.readWrite).push(device);
+  return kinds;
+}
+
+/** The file's devices of one kind (see devicesByKind). */
+export async function devicesOfKind(file: string, readOnly: boolean): Promise<string[]> {
+  const kinds = await devicesByKind(file);
+  return readOnly ? kinds.readOnly : kinds.readWrite;
 }
 
 /**
