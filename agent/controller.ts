@@ -22,6 +22,7 @@ import { serveHealth } from './health-endpoint';
 import { registerControllerMetrics } from '../metrics/controller-metrics';
 import { createProcessMetrics, serveMetrics } from '../metrics/registry';
 import type { NodeDeletedPolicy } from '../kubernetes/node-deleted-policy';
+import { cachedCheck } from '../common/cached-check';
 
 export interface ControllerConfig {
   endpoint: string;
@@ -88,8 +89,12 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
   });
   // The Pod's liveness (/healthz): the worker runs; Temporal's health is readiness (/readyz on the metrics port).
   const live = async () => worker.getState() === 'RUNNING';
-  const readiness = async () =>
-    (await temporalAnswers(client)) ? undefined : `Temporal at ${config.temporal.address} does not answer`;
+  // Cached: every probe (kubelet's, a scraper's) would otherwise be a Temporal call.
+  const readiness = cachedCheck(
+    async () =>
+      (await temporalAnswers(client)) ? undefined : `Temporal at ${config.temporal.address} does not answer`,
+    READINESS_TTL_MS,
+  );
   const controller = createControllerService(operations, config);
   const metrics = createProcessMetrics('controller');
   registerControllerMetrics(metrics.registry, client, config.driverName, logger);
@@ -131,6 +136,9 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
   });
   return { stop };
 }
+
+/** How long a /readyz answer is reused: well under the readiness probe's period (deploy/base: 10 s). */
+const READINESS_TTL_MS = 3000;
 
 async function temporalAnswers(client: Client): Promise<boolean> {
   try {

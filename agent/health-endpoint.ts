@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { Logger } from '../common/logger';
+import { parseListenAddress } from '../common/listen-address';
 
 /**
  * The Pods' probes, served by the driver itself (the livenessprobe sidecar is not on the Go module proxy, and a
@@ -14,8 +15,7 @@ export interface HealthChecks {
 }
 
 export async function serveHealth(address: string, checks: HealthChecks, logger: Logger): Promise<() => Promise<void>> {
-  const match = /^(.*):(\d+)$/.exec(address);
-  if (!match) throw new Error(`health address "${address}" is not host:port`);
+  const { host, port } = parseListenAddress(address, 'health');
   const server = http.createServer((request, response) => {
     const answer = (why: string | undefined) => response.writeHead(why ? 503 : 200).end(why ?? 'ok');
     const failed = (error: unknown) => response.writeHead(503).end(String(error));
@@ -25,7 +25,7 @@ export async function serveHealth(address: string, checks: HealthChecks, logger:
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(Number(match[2]), match[1] || '0.0.0.0', () => resolve());
+    server.listen(port, host, () => resolve());
   });
   logger.info({ address }, 'health endpoint listening');
   return () => new Promise<void>((resolve) => server.close(() => resolve()));

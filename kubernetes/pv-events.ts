@@ -23,8 +23,14 @@ export interface EventSubject {
   uid?: string;
 }
 
-/** Where Events about cluster-scoped objects live (kubectl describe pv/node finds them there). */
-const EVENT_NAMESPACE = 'default';
+/**
+ * Where Events about cluster-scoped objects are written: the driver's own namespace (POD_NAMESPACE, from the
+ * downward API in deploy/base), so its role creates Events there only; `kubectl describe pv/node` searches every
+ * namespace for a cluster-scoped object's Events. Outside a Pod: `default`.
+ */
+function eventNamespace(): string {
+  return process.env.POD_NAMESPACE || 'default';
+}
 
 /** Records an Event on each PV; failures are logged, never thrown (an Event is a report, not the decision). */
 export async function recordPvEvents(
@@ -47,13 +53,14 @@ export async function recordEvent(
   logger: Logger,
 ): Promise<void> {
   const now = new Date();
+  const namespace = eventNamespace();
   const digest = crypto
     .createHash('sha256')
     .update(`${subject.uid ?? subject.name}/${event.key}`)
     .digest('hex')
     .slice(0, 16);
   const body = {
-    metadata: { name: `${subject.name}.${digest}`, namespace: EVENT_NAMESPACE },
+    metadata: { name: `${subject.name}.${digest}`, namespace },
     involvedObject: { apiVersion: 'v1', ...subject },
     type: event.type,
     reason: event.reason,
@@ -67,7 +74,7 @@ export async function recordEvent(
     count: 1,
   };
   try {
-    await core.createNamespacedEvent({ namespace: EVENT_NAMESPACE, body });
+    await core.createNamespacedEvent({ namespace, body });
   } catch (error) {
     if (statusOf(error) === 409) return; // another replica (or an earlier attempt) reported the same decision
     logger.warn(

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Logger } from '../common/logger';
+import { parseListenAddress } from '../common/listen-address';
 
 /** One Prometheus registry per process, with the CSI call metrics every process has. */
 export interface ProcessMetrics {
@@ -43,8 +44,7 @@ export async function serveMetrics(
   readiness?: ReadinessCheck,
   liveness?: ReadinessCheck,
 ): Promise<() => Promise<void>> {
-  const match = /^(.*):(\d+)$/.exec(address);
-  if (!match) throw new Error(`metrics address "${address}" is not host:port`);
+  const { host, port } = parseListenAddress(address, 'metrics');
   const server = http.createServer((request, response) => {
     const check = request.url === '/readyz' ? readiness : request.url === '/livez' ? liveness : undefined;
     if (check) {
@@ -68,7 +68,7 @@ export async function serveMetrics(
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(Number(match[2]), match[1] || '0.0.0.0', () => resolve());
+    server.listen(port, host, () => resolve());
   });
   logger.info({ address }, 'metrics listening');
   return () => new Promise<void>((resolve) => server.close(() => resolve()));

@@ -199,6 +199,14 @@ function smokeTest(buildah, container, spec) {
   inImage(['node', '-e', "require('@temporalio/core-bridge')"]);
   for (const tool of ['losetup', 'mount', 'umount', 'fallocate', 'mkfs.ext4', 'resize2fs', 'mkfs.xfs', 'xfs_growfs'])
     inImage(['sh', '-c', `command -v ${tool}`]);
+  // What the image must not be (issue 21 item 9): root by default, an installer on PATH, the compiled tests.
+  const uid = inImage(['id', '-u']).trim();
+  if (uid !== spec.user.split(':')[0]) throw new Error(`the image runs as uid ${uid}, not ${spec.user}`);
+  for (const tool of ['npm', 'npx', 'corepack', 'yarn'])
+    if (inImage(['sh', '-c', `command -v ${tool} || true`]).trim()) throw new Error(`the image has ${tool} on PATH`);
+  for (const omitted of spec.omit || [])
+    if (inImage(['sh', '-c', `test -e ${path.posix.join(spec.workdir, omitted)} && echo present || true`]).trim())
+      throw new Error(`the image holds ${omitted}, which deploy/image.json omits`);
 }
 
 function assemble(spec, parts, timings) {

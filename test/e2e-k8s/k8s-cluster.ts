@@ -45,8 +45,9 @@ export class K8sCluster {
   /** The admin's client. */
   api!: KubeRest;
   /** deploy/ as the API server stored it (defaults filled in). */
-  private deployment!: V1Deployment;
-  private daemonSet!: V1DaemonSet;
+  /** The applied controller Deployment and node DaemonSet, as the API server returned them. */
+  deployment!: V1Deployment;
+  daemonSet!: V1DaemonSet;
   private readonly configMaps = new Map<string, Record<string, string>>();
   controllers: RunningPod[] = [];
   nodes = new Map<string, RunningPod>();

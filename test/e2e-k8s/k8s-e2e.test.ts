@@ -2,7 +2,9 @@ import type {
   CoreV1EventList,
   V1CSIDriver,
   V1CSIStorageCapacityList,
+  V1Namespace,
   V1PersistentVolume,
+  V1PodSpec,
   V1StorageClass,
 } from '@kubernetes/client-node';
 import { Client, Connection } from '@temporalio/client';
@@ -130,6 +132,39 @@ describe('deploy/', () => {
     expect(rendered).not.toContain('--backend=dir');
     expect(rendered).toContain('--temporal-tls-cert=/etc/durable-csi/temporal/tls.crt');
     expect(rendered).toContain('--temporal-api-key-file=/etc/durable-csi/temporal-api-key/api-key');
+  });
+});
+
+describe('Pod Security', () => {
+  // issue 21 item 8: the API server's own PodSecurity admission judges the applied Pod templates.
+  const RESTRICTED = 'e2e-psa-restricted';
+  const dryRunPod = (name: string, spec: V1PodSpec | undefined) =>
+    cluster.api.create(`/api/v1/namespaces/${RESTRICTED}/pods?dryRun=All`, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name },
+      spec,
+    });
+
+  beforeAll(async () => {
+    await cluster.api.create('/api/v1/namespaces', {
+      metadata: { name: RESTRICTED, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
+    });
+  });
+
+  it("the controller's Pod is admitted where the restricted level is enforced", async () => {
+    await expect(dryRunPod('controller', cluster.deployment.spec?.template.spec)).resolves.toBeDefined();
+  });
+
+  it("the node agent's privileged Pod is not (so the check above can fail), and its namespace says so", async () => {
+    await expect(dryRunPod('node', cluster.daemonSet.spec?.template.spec)).rejects.toThrow(
+      /violates PodSecurity "restricted/,
+    );
+    const namespace = await cluster.api.get<V1Namespace>(`/api/v1/namespaces/${NAMESPACE}`);
+    expect(namespace.metadata?.labels).toMatchObject({
+      'pod-security.kubernetes.io/enforce': 'privileged',
+      'pod-security.kubernetes.io/audit': 'restricted',
+    });
   });
 });
 

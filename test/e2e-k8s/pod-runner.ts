@@ -127,6 +127,8 @@ function fieldValue(fieldPath: string, ctx: PodContext): string {
   if (fieldPath === 'metadata.name') return ctx.podName;
   if (fieldPath === 'metadata.namespace') return ctx.namespace;
   if (fieldPath === 'spec.nodeName' && ctx.nodeName) return ctx.nodeName;
+  // The processes share the host's network: loopback is where each Pod's ports are (mapped apart in `ports`).
+  if (fieldPath === 'status.podIP') return '127.0.0.1';
   throw new Error(`fieldRef ${fieldPath} is not emulated`);
 }
 

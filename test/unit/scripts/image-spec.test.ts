@@ -39,7 +39,7 @@ describe('deploy/Containerfile follows deploy/image.json', () => {
       (t: string) => t.replace(/node:20\.20\.2-bookworm-slim AS deps/, 'node:22-bookworm-slim AS deps'),
       'FROM',
     ],
-    ['no USER', (t: string) => t.replace('USER 0:0\n', ''), 'USER is undefined'],
+    ['no USER', (t: string) => t.replace('USER 65532:65532\n', ''), 'USER is undefined'],
     ['another link', (t: string) => t.replace('/usr/local/bin/durable-csi', '/usr/bin/durable-csi'), 'ln -s'],
     ['the tests kept', (t: string) => t.replace('RUN rm -rf dist/test && ', 'RUN '), 'rm -rf removes []'],
   ])('reports %s', (_what, change, message) => {
