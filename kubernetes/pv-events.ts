@@ -24,13 +24,10 @@ export interface EventSubject {
 }
 
 /**
- * Where Events about cluster-scoped objects are written: the driver's own namespace (POD_NAMESPACE, from the
- * downward API in deploy/base), so its role creates Events there only; `kubectl describe pv/node` searches every
- * namespace for a cluster-scoped object's Events. Outside a Pod: `default`.
+ * Where Events about cluster-scoped objects live: the API server accepts an Event whose object has no namespace only
+ * in `default` (or none), and kubectl describe pv/node finds them there. durable-csi's Role allows it this one.
  */
-function eventNamespace(): string {
-  return process.env.POD_NAMESPACE || 'default';
-}
+const EVENT_NAMESPACE = 'default';
 
 /** Records an Event on each PV; failures are logged, never thrown (an Event is a report, not the decision). */
 export async function recordPvEvents(
@@ -53,14 +50,13 @@ export async function recordEvent(
   logger: Logger,
 ): Promise<void> {
   const now = new Date();
-  const namespace = eventNamespace();
   const digest = crypto
     .createHash('sha256')
     .update(`${subject.uid ?? subject.name}/${event.key}`)
     .digest('hex')
     .slice(0, 16);
   const body = {
-    metadata: { name: `${subject.name}.${digest}`, namespace },
+    metadata: { name: `${subject.name}.${digest}`, namespace: EVENT_NAMESPACE },
     involvedObject: { apiVersion: 'v1', ...subject },
     type: event.type,
     reason: event.reason,
@@ -74,7 +70,7 @@ export async function recordEvent(
     count: 1,
   };
   try {
-    await core.createNamespacedEvent({ namespace, body });
+    await core.createNamespacedEvent({ namespace: EVENT_NAMESPACE, body });
   } catch (error) {
     if (statusOf(error) === 409) return; // another replica (or an earlier attempt) reported the same decision
     logger.warn(

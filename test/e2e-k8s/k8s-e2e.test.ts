@@ -2,12 +2,16 @@ import type {
   CoreV1EventList,
   V1CSIDriver,
   V1CSIStorageCapacityList,
+  V1DaemonSet,
+  V1Deployment,
   V1Namespace,
   V1PersistentVolume,
   V1PodSpec,
   V1StorageClass,
 } from '@kubernetes/client-node';
 import { Client, Connection } from '@temporalio/client';
+// js-yaml is what @kubernetes/client-node parses with; its own entry point is ESM, which jest cannot load here.
+import { loadAll as loadAllYaml } from 'js-yaml';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -123,6 +127,7 @@ describe('deploy/', () => {
         `  - ${relative('components/loop-backend')}`,
         `  - ${relative('components/temporal-mtls')}`,
         `  - ${relative('components/temporal-api-key')}`,
+        `  - ${relative('components/temporal-node-host-identity')}`,
         '',
       ].join('\n'),
     );
@@ -132,6 +137,22 @@ describe('deploy/', () => {
     expect(rendered).not.toContain('--backend=dir');
     expect(rendered).toContain('--temporal-tls-cert=/etc/durable-csi/temporal/tls.crt');
     expect(rendered).toContain('--temporal-api-key-file=/etc/durable-csi/temporal-api-key/api-key');
+    // issue 21 item 2: one identity per role, and with the host component one per node: no credential of the
+    // controller's is mounted on a node (the node authorizer lets every kubelet read its Pods' Secrets).
+    const objects = loadAllYaml(rendered) as (V1Deployment | V1DaemonSet)[];
+    const secretsOf = (kind: string) =>
+      (objects.find((object) => object.kind === kind)?.spec?.template.spec?.volumes ?? []).flatMap((volume) =>
+        volume.secret?.secretName ? [volume.secret.secretName] : [],
+      );
+    expect(secretsOf('Deployment').sort()).toEqual([
+      'durable-csi-temporal-controller-api-key',
+      'durable-csi-temporal-controller-tls',
+    ]);
+    expect(secretsOf('DaemonSet')).toEqual(['durable-csi-temporal-node-api-key']);
+    const nodeTls = objects
+      .find((object) => object.kind === 'DaemonSet')
+      ?.spec?.template.spec?.volumes?.find((volume) => volume.name === 'temporal-tls');
+    expect(nodeTls).toEqual({ name: 'temporal-tls', hostPath: { path: '/etc/durable-csi/temporal', type: 'Directory' } });
   });
 });
 
@@ -158,7 +179,7 @@ describe('Pod Security', () => {
 
   it("the node agent's privileged Pod is not (so the check above can fail), and its namespace says so", async () => {
     await expect(dryRunPod('node', cluster.daemonSet.spec?.template.spec)).rejects.toThrow(
-      /violates PodSecurity "restricted/,
+      /violates PodSecurity \\?"restricted/,
     );
     const namespace = await cluster.api.get<V1Namespace>(`/api/v1/namespaces/${NAMESPACE}`);
     expect(namespace.metadata?.labels).toMatchObject({

@@ -3,7 +3,7 @@
  * (every `core.<method>(` and informer path under kubernetes/), so a new API call without its rule, or a rule no
  * code uses, fails here; the e2e (test/e2e-k8s) runs the controller as this ServiceAccount against a real API server.
  */
-import type { V1ClusterRole, V1Deployment, V1PolicyRule, V1Role } from '@kubernetes/client-node';
+import type { V1ClusterRole, V1PolicyRule, V1Role } from '@kubernetes/client-node';
 import { loadAll as loadAllYaml } from 'js-yaml';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -65,7 +65,7 @@ describe("durable-csi's own roles", () => {
     );
   });
 
-  it('Events are created in the driver namespace only (a Role), never patched or updated', () => {
+  it('Events are created in one namespace only (a Role), never patched or updated', () => {
     expect([...grants(role('Role', 'durable-csi-controller-events').rules ?? [])].sort()).toEqual(
       [...needs().namespaced].sort(),
     );
@@ -73,14 +73,11 @@ describe("durable-csi's own roles", () => {
     expect([...cluster].filter((grant) => grant.startsWith('events '))).toEqual([]);
   });
 
-  it('the controller tells the code its namespace (POD_NAMESPACE), where the Role lets it write', () => {
-    const [deployment] = loadAllYaml(fs.readFileSync(path.join(ROOT, 'deploy/base/controller.yaml'), 'utf8')) as [
-      V1Deployment,
-    ];
-    const driver = deployment.spec?.template.spec?.containers.find((container) => container.name === 'durable-csi');
-    expect(driver?.env?.find((variable) => variable.name === 'POD_NAMESPACE')?.valueFrom?.fieldRef?.fieldPath).toBe(
-      'metadata.namespace',
-    );
+  it("the Events Role and its binding name the namespace the API server takes them in (not the driver's)", () => {
+    for (const kind of ['Role', 'RoleBinding'])
+      expect(role(kind, 'durable-csi-controller-events').metadata?.namespace).toBe('default');
+    const code = fs.readFileSync(path.join(KUBERNETES_CODE, 'pv-events.ts'), 'utf8');
+    expect(code).toMatch(/const EVENT_NAMESPACE = 'default';/);
   });
 });
 
