@@ -152,7 +152,10 @@ describe('deploy/', () => {
     const nodeTls = objects
       .find((object) => object.kind === 'DaemonSet')
       ?.spec?.template.spec?.volumes?.find((volume) => volume.name === 'temporal-tls');
-    expect(nodeTls).toEqual({ name: 'temporal-tls', hostPath: { path: '/etc/durable-csi/temporal', type: 'Directory' } });
+    expect(nodeTls).toEqual({
+      name: 'temporal-tls',
+      hostPath: { path: '/etc/durable-csi/temporal', type: 'Directory' },
+    });
   });
 });
 
