@@ -5,6 +5,7 @@ import type { NodeExpandVolumeRequest__Output } from './generated/csi/v1/NodeExp
 import type { NodeExpandVolumeResponse } from './generated/csi/v1/NodeExpandVolumeResponse';
 import type { NodeGetVolumeStatsRequest__Output } from './generated/csi/v1/NodeGetVolumeStatsRequest';
 import type { NodeGetVolumeStatsResponse } from './generated/csi/v1/NodeGetVolumeStatsResponse';
+import { assertInKubeletDir } from './kubelet-paths';
 import type { NodeContext } from './node-requests';
 import { required, volumeKey } from './node-requests';
 import { toBytes } from './validate-create';
@@ -12,7 +13,7 @@ import { toBytes } from './validate-create';
 export function volumeStatusHandlers(context: NodeContext) {
   return {
     async NodeGetVolumeStats(request: NodeGetVolumeStatsRequest__Output): Promise<NodeGetVolumeStatsResponse> {
-      const { key, volumePath } = volumeAndPath(request, context);
+      const { key, volumePath } = await volumeAndPath(request, context);
       const stats = await context.backend.volumeStats(key, volumePath);
       return {
         usage: stats.usage.map((usage) => ({
@@ -26,7 +27,7 @@ export function volumeStatusHandlers(context: NodeContext) {
     },
 
     async NodeExpandVolume(request: NodeExpandVolumeRequest__Output): Promise<NodeExpandVolumeResponse> {
-      const { key, volumePath } = volumeAndPath(request, context);
+      const { key, volumePath } = await volumeAndPath(request, context);
       const volumeId = request.volume_id;
       const requiredBytes = toBytes(request.capacity_range?.required_bytes, 'required_bytes');
       const { capacityBytes } = await context.backend.expandFilesystem(key, volumePath);
@@ -44,14 +45,24 @@ export function volumeStatusHandlers(context: NodeContext) {
 
 /**
  * Both fields are required (INVALID_ARGUMENT); then an unknown volume is NOT_FOUND, and so is a path that
- * cannot be where this volume is published (a relative one), as the spec and csi-sanity expect.
+ * cannot be where this volume is published, as the spec and csi-sanity expect: a relative one, or one outside
+ * --kubelet-dir (after `..` and links), where the agent never publishes: it is not statted, let alone grown.
  */
-function volumeAndPath(request: { volume_id: string; volume_path: string }, context: NodeContext) {
+async function volumeAndPath(request: { volume_id: string; volume_path: string }, context: NodeContext) {
   const volumeId = required(request.volume_id, 'volume_id');
   required(request.volume_path, 'volume_path');
   const key = volumeKey(volumeId, context);
   if (!path.isAbsolute(request.volume_path) || request.volume_path.includes('\0')) {
     throw new DriverError(FailureType.NotFound, `volume ${volumeId} is not published at ${request.volume_path}`);
+  }
+  try {
+    await assertInKubeletDir(request.volume_path, 'volume_path', context.kubeletDir);
+  } catch (error) {
+    if (!(error instanceof DriverError) || error.type !== FailureType.InvalidArgument) throw error;
+    throw new DriverError(
+      FailureType.NotFound,
+      `volume ${volumeId} is not published at ${request.volume_path}: ${error.message}`,
+    );
   }
   return { key, volumePath: request.volume_path };
 }

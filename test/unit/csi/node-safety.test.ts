@@ -176,6 +176,35 @@ describe('staging and target paths stay inside --kubelet-dir', () => {
     expect(fs.readdirSync(outside)).toEqual([]);
   });
 
+  it('NodeGetVolumeStats and NodeExpandVolume answer NOT_FOUND for a volume_path outside it, touching nothing', async () => {
+    const s = await serve('dir');
+    const volumeId = await newVolume(s);
+    const outside = path.join(s.fixture.root, 'elsewhere');
+    fs.mkdirSync(outside);
+    fs.symlinkSync(outside, path.join(s.kubelet, 'link'));
+    const before = s.fixture.tree();
+    for (const volumePath of [outside, `${s.kubelet}/../elsewhere`, path.join(s.kubelet, 'link')]) {
+      const stats = await refusal(
+        call((done) =>
+          s.clients.node.NodeGetVolumeStats({ volume_id: volumeId, volume_path: volumePath }, withDeadline(), done),
+        ),
+      );
+      expect({ volumePath, code: stats.code }).toEqual({ volumePath, code: 'NOT_FOUND' });
+      expect(stats.details).toContain(`outside the kubelet directory ${s.kubelet}`);
+      const expanded = await refusal(
+        call((done) =>
+          s.clients.node.NodeExpandVolume(
+            { volume_id: volumeId, volume_path: volumePath, capacity_range: { required_bytes: String(64 * MiB) } },
+            withDeadline(),
+            done,
+          ),
+        ),
+      );
+      expect({ volumePath, code: expanded.code }).toEqual({ volumePath, code: 'NOT_FOUND' });
+    }
+    expect(s.fixture.tree()).toEqual(before);
+  });
+
   it('stages and publishes below it, the directories not made yet included', async () => {
     const s = await serve('dir');
     const volumeId = await newVolume(s);
