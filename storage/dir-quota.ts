@@ -39,7 +39,7 @@ export function missingProjectQuota(mount: Pick<MountEntry, 'fsType' | 'superOpt
 /** The refusal: names the pool, its filesystem, what is missing, and the development way out. */
 export function projectQuotaRefusal(pool: string, mount: Pick<MountEntry, 'fsType' | 'mountPoint'>, missing: string) {
   return (
-    `--dir-quota=project: pool ${pool} is on a ${mount.fsType} filesystem (mounted at ${mount.mountPoint}) that ` +
+    `--dir-quota=project: pool ${pool} is on the ${mount.fsType} filesystem mounted at ${mount.mountPoint}, which ` +
     `does not enforce project quotas, so a volume could fill it: ${missing}. For development only, ` +
     `--dir-quota=none runs the dir backend without enforcing volume sizes.`
   );
