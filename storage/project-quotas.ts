@@ -50,6 +50,16 @@ export async function chooseProjectId(quotas: ProjectQuotas, key: string, taken:
   throw new DriverError(FailureType.Internal, `no free project ID near ${projectIdCandidate(key)} for volume ${key}`);
 }
 
+/** xfs_quota splits its command line on white space: a volume's directory must not hold any. */
+function assertToolPath(dir: string): void {
+  if (/[\s'"\\]/.test(dir)) {
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `--dir-quota=project needs a pool path without white space, quotes or backslashes: ${JSON.stringify(dir)}`,
+    );
+  }
+}
+
 /** The xfs_quota commands, run on the filesystem holding the pool. */
 export class XfsProjectQuotas implements ProjectQuotas {
   private mountPoint: string | undefined;
@@ -57,6 +67,7 @@ export class XfsProjectQuotas implements ProjectQuotas {
   constructor(private readonly pool: string) {}
 
   async check(): Promise<void> {
+    assertToolPath(this.pool);
     this.mountPoint = (await assertProjectQuotas(this.pool)).mountPoint;
     await runTool('xfs_quota', ['-V']);
   }
@@ -67,13 +78,7 @@ export class XfsProjectQuotas implements ProjectQuotas {
   }
 
   async assign(dir: string, projectId: number): Promise<void> {
-    // xfs_quota splits its command line on white space.
-    if (/[\s'"\\]/.test(dir)) {
-      throw new DriverError(
-        FailureType.InvalidArgument,
-        `--dir-quota=project needs a pool path without spaces or quotes: ${dir}`,
-      );
-    }
+    assertToolPath(dir);
     await this.run(`project -s -p ${dir} ${projectId}`);
   }
 

@@ -14,6 +14,7 @@ import { PoolLayout } from '../../../storage/pool-layout';
 import {
   FIRST_PROJECT_ID,
   LAST_PROJECT_ID,
+  XfsProjectQuotas,
   chooseProjectId,
   projectIdCandidate,
   type ProjectQuotas,
@@ -65,6 +66,16 @@ describe('missingProjectQuota', () => {
     } finally {
       await fixture.cleanup();
     }
+  });
+});
+
+describe('XfsProjectQuotas', () => {
+  it('refuses at start a pool path that xfs_quota would split', async () => {
+    await expectDriverError(
+      new XfsProjectQuotas('/var/lib/my pool').check(),
+      FailureType.FailedPrecondition,
+      /needs a pool path without white space, quotes or backslashes: "\/var\/lib\/my pool"/,
+    );
   });
 });
 
