@@ -1,23 +1,44 @@
 import path from 'node:path';
 import { DriverError, FailureType } from '../common/failures';
+import type { Logger } from '../common/logger';
 import type { StorageBackend } from '../storage/backend';
 import { DirBackend } from '../storage/dir-backend';
+import type { DirQuotaMode } from '../storage/dir-quota';
 import { LoopBackend } from '../storage/loop-backend';
 
 export interface BackendConfig {
   kind: string;
   pool: string;
   capacityBytes: number;
+  /** `--dir-quota` (dir only; the loop backend's images are their own limit). */
+  dirQuota: DirQuotaMode;
 }
 
 export function createBackend(config: BackendConfig): StorageBackend {
   const pool = path.resolve(config.pool);
   switch (config.kind) {
     case 'dir':
-      return new DirBackend({ pool, capacityBytes: config.capacityBytes });
+      return new DirBackend({ pool, capacityBytes: config.capacityBytes, quota: config.dirQuota });
     case 'loop':
       return new LoopBackend({ pool, capacityBytes: config.capacityBytes });
     default:
       throw new DriverError(FailureType.InvalidArgument, `backend "${config.kind}" is not supported (use dir or loop)`);
   }
+}
+
+/**
+ * The backend, checked before anything is served: a dir backend with --dir-quota=project refuses to start
+ * unless the pool's filesystem enforces project quotas; with `none` the agent says that sizes are not enforced.
+ */
+export async function prepareBackend(config: BackendConfig, logger: Logger): Promise<StorageBackend> {
+  const backend = createBackend(config);
+  if (backend instanceof DirBackend) {
+    if (config.dirQuota === 'project') await backend.checkQuotas();
+    else
+      logger.warn(
+        { pool: config.pool },
+        '--dir-quota=none: dir volume sizes are reserved, not enforced; a volume can fill the pool filesystem (development only)',
+      );
+  }
+  return backend;
 }

@@ -8,6 +8,7 @@ import { startDevServer, type DevServer } from '../temporal-dev/dev-server';
 import { watchParent } from './parent-watch';
 import { describeHolder, poolHolders, stopProcess } from './pool-holders';
 import { spawnCli, stopChild } from './spawn-cli';
+import { DEV_NODE_FLAGS } from './dev-node-flags';
 import { waitUntilReady } from './wait-ready';
 
 export interface DevStackOptions {
@@ -103,7 +104,7 @@ async function startStack(
   nodes.forEach((nodeId, index) => {
     const args = ['node', '--endpoint', `unix://${layout.nodeSocket(nodeId)}`, '--node-id', nodeId];
     args.push('--backend', 'dir', '--pool', layout.pool(nodeId), '--capacity', options.capacity, ...temporal);
-    args.push('--kubelet-dir', layout.kubelet);
+    args.push('--kubelet-dir', layout.kubelet, ...DEV_NODE_FLAGS);
     starting.push(stack.start(nodeId, [...args, '--metrics-address', metricsAt(index + 1)]));
   });
   await Promise.all(starting);

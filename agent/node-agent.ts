@@ -10,7 +10,7 @@ import { startPluginRegistration, type PluginRegistrationOptions } from './plugi
 import { registerNodeMetrics } from '../metrics/node-metrics';
 import { createProcessMetrics, serveMetrics } from '../metrics/registry';
 import { AgentPool } from './agent-pool';
-import { createBackend, type BackendConfig } from './create-backend';
+import { prepareBackend, type BackendConfig } from './create-backend';
 import { withFailpoints, type Failpoint } from './failpoints';
 import { startNodeTemporal } from './node-temporal';
 import { applyAgentHeapTuning } from './process-tuning';
@@ -114,7 +114,8 @@ async function openPool(config: NodeAgentConfig, logger: Logger): Promise<AgentP
   const failpoints = config.failpoints ?? new Set<Failpoint>();
   if (failpoints.size > 0)
     logger.warn({ failpoints: [...failpoints] }, 'failpoints armed: this agent will kill itself');
-  const pool = new AgentPool(withFailpoints(createBackend(config.backend), failpoints), logger);
+  const backend = await prepareBackend(config.backend, logger);
+  const pool = new AgentPool(withFailpoints(backend, failpoints), logger);
   await pool.openIfIdentified(config.nodeId);
   return pool;
 }

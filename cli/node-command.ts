@@ -6,6 +6,7 @@ import { assertLocalEndpoint } from '../csi/endpoint';
 import { BACKEND_KINDS } from '../common/backend-kinds';
 import { isValidNodeId, MAX_NODE_ID_LENGTH } from '../common/node-id';
 import { parseQuantity } from '../common/quantity';
+import { DIR_QUOTA_MODES, type DirQuotaMode } from '../storage/dir-quota';
 import { addMetricsOptions, addTemporalOptions, temporalConfig, type TemporalFlags } from './temporal-options';
 
 interface NodeFlags extends TemporalFlags {
@@ -20,6 +21,7 @@ interface NodeFlags extends TemporalFlags {
   registrationDir?: string;
   kubeletRegistrationPath?: string;
   kubeletDir: string;
+  dirQuota: DirQuotaMode;
   failpoints?: string;
 }
 
@@ -45,6 +47,16 @@ export function nodeCommand(defaultDriverName: string): Command {
     )
     .requiredOption('--pool <dir>', 'pool directory holding the volumes')
     .option('--capacity <size>', 'pool capacity, e.g. 10Gi', '10Gi')
+    .addOption(
+      new Option(
+        '--dir-quota <mode>',
+        "dir backend only (the loop backend ignores it): project enforces each volume's size with a project quota " +
+          "and refuses to start unless the pool's filesystem is XFS or ext4 mounted with prjquota; none only " +
+          'reserves sizes, a volume can fill the filesystem (development)',
+      )
+        .choices(DIR_QUOTA_MODES)
+        .default('project'),
+    )
     .option(
       '--accept-new-pool <pool-id>',
       "the operator's decision that the pool the node's record remembers (this identity) is gone for good: the " +
@@ -84,7 +96,12 @@ export function nodeCommand(defaultDriverName: string): Command {
       endpoint: flags.endpoint,
       driverName: flags.driverName,
       nodeId: flags.nodeId,
-      backend: { kind: flags.backend, pool: flags.pool, capacityBytes: parseQuantity(flags.capacity) },
+      backend: {
+        kind: flags.backend,
+        pool: flags.pool,
+        capacityBytes: parseQuantity(flags.capacity),
+        dirQuota: flags.dirQuota,
+      },
       temporal: temporalConfig(flags),
       kubeletDir: flags.kubeletDir,
       failpoints,

@@ -26,6 +26,8 @@ export interface VolumeRecord {
   accessType?: AccessType;
   /** Loop mount volumes: the filesystem made at create. */
   fsType?: string;
+  /** dir with --dir-quota=project: the project quota that enforces the capacity (storage/project-quotas.ts). */
+  projectId?: number;
 }
 
 /** One page of a pool's volumes; `more` when volumes with later keys exist. */
@@ -53,7 +55,7 @@ export interface OpenReport {
   /** Things in the pool the journal and records do not explain; reported, never deleted. */
   strays: string[];
   /** Staged volumes whose device or mount open() had to re-establish (after a reboot), or could not. */
-  repaired: { key: string; outcome: 'restaged' | 'detached' | 'failed'; message: string }[];
+  repaired: { key: string; outcome: 'restaged' | 'detached' | 'limited' | 'failed'; message: string }[];
 }
 
 export interface CreateVolumeSpec {

@@ -30,6 +30,8 @@ export interface ToolOptions {
   timeoutMs?: number;
   /** Exit codes that mean success besides 0 (e2fsck: 1 = errors corrected). */
   okExitCodes?: number[];
+  /** Output on stderr means failure even with exit code 0 (xfs_quota reports many failures only there). */
+  stderrFails?: boolean;
 }
 
 /** Resolves with stdout; rejects with a ToolError naming the command and what it printed. */
@@ -39,11 +41,12 @@ export function runTool(command: string, args: string[], options: ToolOptions = 
   return new Promise((resolve, reject) => {
     execFile(command, args, { timeout, killSignal: 'SIGKILL', env }, (error, stdout, stderr) => {
       const code = typeof error?.code === 'number' ? error.code : undefined;
-      if (!error || (code !== undefined && options.okExitCodes?.includes(code))) return resolve(stdout);
-      if (error.code === 'ENOENT') {
+      const quietOk = !options.stderrFails || stderr.trim() === '';
+      if (quietOk && (!error || (code !== undefined && options.okExitCodes?.includes(code)))) return resolve(stdout);
+      if (error?.code === 'ENOENT') {
         return reject(new ToolError(FailureType.FailedPrecondition, `${command} is not installed on this node`, ''));
       }
-      const why = error.killed ? `timed out after ${timeout / 1000}s` : stderr.trim() || error.message;
+      const why = error?.killed ? `timed out after ${timeout / 1000}s` : stderr.trim() || (error?.message ?? '');
       reject(new ToolError(FailureType.Internal, `${[command, ...args].join(' ')} failed: ${why}`, stderr));
     });
   });

@@ -6,6 +6,7 @@ import { DriverError } from '../common/failures';
 import { readJson, removeFile, writeJsonAtomic } from './atomic-file';
 import { readKeyedFiles } from './keyed-files';
 import type { PoolLayout } from './pool-layout';
+import { isProjectId } from './project-quotas';
 import { isSize, isStringMap } from './volume-spec';
 
 export interface Intent {
@@ -16,27 +17,36 @@ export interface Intent {
   parameters: Record<string, string>;
   /** ISO 8601. */
   at: string;
+  /** dir with --dir-quota=project: the volume's project, chosen before anything is made (storage/project-quotas.ts). */
+  projectId?: number;
 }
 
 function parseIntent(value: unknown, key: string): Intent | undefined {
   const intent = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
-  const { op, name, capacityBytes, parameters, at } = intent;
+  const { op, name, capacityBytes, parameters, at, projectId } = intent;
   if (
     (op !== 'create' && op !== 'delete') ||
     intent.key !== key ||
     typeof name !== 'string' ||
     !isSize(capacityBytes) ||
     !isStringMap(parameters) ||
-    typeof at !== 'string'
+    typeof at !== 'string' ||
+    (projectId !== undefined && !isProjectId(projectId))
   ) {
     return undefined;
   }
-  return { op, key, name, capacityBytes, parameters, at };
+  return { op, key, name, capacityBytes, parameters, at, ...(projectId === undefined ? {} : { projectId }) };
 }
 
 export async function writeIntent(layout: PoolLayout, intent: Intent): Promise<void> {
-  const { op, key, name, capacityBytes, parameters, at } = intent;
-  await writeJsonAtomic(layout.intentFile(key), { op, key, name, capacityBytes, parameters, at });
+  const { op, key, name, capacityBytes, parameters, at, projectId } = intent;
+  const project = projectId === undefined ? {} : { projectId };
+  await writeJsonAtomic(layout.intentFile(key), { op, key, name, capacityBytes, parameters, at, ...project });
+}
+
+/** The intent in progress for `key`, if any and readable. */
+export async function readIntent(layout: PoolLayout, key: string): Promise<Intent | undefined> {
+  return parseIntent(await readJsonOrBad(layout.intentFile(key)), key);
 }
 
 export async function removeIntent(layout: PoolLayout, key: string): Promise<void> {

@@ -21,6 +21,8 @@ export interface MountEntry {
   readonly: boolean;
   fsType: string;
   source: string;
+  /** The filesystem's own options (after the source): where quotas show (xfs `prjquota`, ext4 `prjquota`). */
+  superOptions: string[];
 }
 
 /** A volume's mounts: those of this filesystem, and (when root is given) showing exactly this path in it. */
@@ -43,6 +45,7 @@ export function parseMountInfoLine(line: string): MountEntry | undefined {
   const [, , majorMinor, root, mountPoint, options] = fields;
   const fsType = fields[separator + 1];
   const source = fields[separator + 2];
+  const superOptions = fields[separator + 3];
   if (separator < 0 || !majorMinor || !root || !mountPoint || !options || !fsType || source === undefined) {
     return undefined;
   }
@@ -53,6 +56,7 @@ export function parseMountInfoLine(line: string): MountEntry | undefined {
     readonly: options.split(',').includes('ro'),
     fsType,
     source: unescapeOctal(source),
+    superOptions: superOptions ? superOptions.split(',') : [],
   };
 }
 
@@ -73,13 +77,22 @@ export function majorMinorOf(dev: bigint): string {
  * inside that filesystem, worked out from the mount it lies under.
  */
 export async function bindMatcherOf(source: string, mounts: MountEntry[]): Promise<MountMatcher> {
+  const { real, holder } = await mountHolding(source, mounts);
+  return { majorMinor: holder.majorMinor, root: path.posix.join(holder.root, path.relative(holder.mountPoint, real)) };
+}
+
+/** The mount `source` (an existing path) lies under, and the path with its symbolic links resolved. */
+export async function mountHolding(
+  source: string,
+  mounts: MountEntry[],
+): Promise<{ real: string; holder: MountEntry }> {
   const real = await fs.realpath(source);
   const majorMinor = majorMinorOf((await fs.stat(real, { bigint: true })).dev);
   const holders = mounts.filter((entry) => isUnder(real, entry.mountPoint));
   // The deepest mount holding the path; by path alone where st_dev is not what mountinfo shows (btrfs subvolumes).
   const holder = deepest(holders.filter((entry) => entry.majorMinor === majorMinor)) ?? deepest(holders);
   if (!holder) throw new DriverError(FailureType.Internal, `cannot find the mount that holds ${real}`);
-  return { majorMinor: holder.majorMinor, root: path.posix.join(holder.root, path.relative(holder.mountPoint, real)) };
+  return { real, holder };
 }
 
 /** The longest mount point; of equal ones the last mounted (the one visible). */

@@ -102,6 +102,14 @@ export abstract class PoolBackend implements StorageBackend {
   /** Refuses (ResourceExhausted) when the pool's storage cannot hold `bytes` more, whatever is reserved. */
   protected async checkSpace(_bytes: number, _name: string): Promise<void> {}
 
+  /**
+   * What a new volume is given besides its spec, before its intent is written (dir with quotas: a project ID,
+   * journaled so that a crash part way can undo it). `existing` are the pool's records.
+   */
+  protected async volumeIds(_key: string, _existing: StoredRecord[]): Promise<Pick<StoredRecord, 'projectId'>> {
+    return {};
+  }
+
   /** At open, after restaging: undoes what no staging record explains (loop: stray attached devices). */
   protected async sweep(): Promise<Repaired> {
     return [];
@@ -300,8 +308,9 @@ export abstract class PoolBackend implements StorageBackend {
     await this.checkSpace(neededBytes, spec.name);
     const { key, name, capacityBytes } = spec;
     const parameters = { ...spec.parameters };
-    const intent: Intent = { op: 'create', key, name, capacityBytes, parameters, at: new Date().toISOString() };
-    const record: StoredRecord = { key, name, capacityBytes, parameters, createdAt: intent.at, ...shape };
+    const ids = await this.volumeIds(key, records.all());
+    const intent: Intent = { op: 'create', key, name, capacityBytes, parameters, at: new Date().toISOString(), ...ids };
+    const record: StoredRecord = { key, name, capacityBytes, parameters, createdAt: intent.at, ...shape, ...ids };
     await this.changing(async () => {
       await writeIntent(this.layout, intent);
       try {
@@ -333,6 +342,7 @@ export abstract class PoolBackend implements StorageBackend {
       capacityBytes: record?.capacityBytes ?? 0,
       parameters: record?.parameters ?? {},
       at: new Date().toISOString(),
+      ...(record?.projectId === undefined ? {} : { projectId: record.projectId }),
     };
     await this.changing(async () => {
       await writeIntent(this.layout, intent);

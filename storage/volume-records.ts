@@ -6,6 +6,7 @@ import { readJson, removeFile, writeJsonAtomic } from './atomic-file';
 import { pathExists } from './fs-checks';
 import { keyOfJsonFileName } from './pool-layout';
 import type { PoolLayout } from './pool-layout';
+import { isProjectId } from './project-quotas';
 import { isSize, isStringMap } from './volume-spec';
 
 /** What is stored: the path is derived from the key on every read, so a moved pool keeps working. */
@@ -13,7 +14,7 @@ export type StoredRecord = Omit<VolumeRecord, 'path'>;
 
 function parseRecord(value: unknown, key: string, file: string): StoredRecord {
   const record = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
-  const { name, capacityBytes, parameters, createdAt, accessType, fsType } = record;
+  const { name, capacityBytes, parameters, createdAt, accessType, fsType, projectId } = record;
   if (
     record.key !== key ||
     typeof name !== 'string' ||
@@ -21,18 +22,22 @@ function parseRecord(value: unknown, key: string, file: string): StoredRecord {
     !isStringMap(parameters) ||
     typeof createdAt !== 'string' ||
     (accessType !== undefined && accessType !== 'mount' && accessType !== 'block') ||
-    (fsType !== undefined && typeof fsType !== 'string')
+    (fsType !== undefined && typeof fsType !== 'string') ||
+    (projectId !== undefined && !isProjectId(projectId))
   ) {
     throw new DriverError(FailureType.Internal, `${file} is not a volume record for key ${key}`);
   }
-  return { key, name, capacityBytes, parameters, createdAt, ...shapeFields({ accessType, fsType }) };
+  return { key, name, capacityBytes, parameters, createdAt, ...shapeFields({ accessType, fsType, projectId }) };
 }
 
 /** The optional fields, present only when set: a dir record stays exactly what it always was. */
-function shapeFields(shape: Pick<StoredRecord, 'accessType' | 'fsType'>): Pick<StoredRecord, 'accessType' | 'fsType'> {
+type OptionalFields = Pick<StoredRecord, 'accessType' | 'fsType' | 'projectId'>;
+
+function shapeFields(shape: OptionalFields): OptionalFields {
   return {
     ...(shape.accessType === undefined ? {} : { accessType: shape.accessType }),
     ...(shape.fsType === undefined ? {} : { fsType: shape.fsType }),
+    ...(shape.projectId === undefined ? {} : { projectId: shape.projectId }),
   };
 }
 

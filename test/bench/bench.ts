@@ -214,7 +214,7 @@ async function main(): Promise<number> {
     const directRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'durable-csi-bench-direct-'));
     cleanups.push(async () => fs.rmSync(directRoot, { recursive: true, force: true }));
     const pool = path.join(directRoot, 'pool');
-    const backend = new DirBackend({ pool, capacityBytes: parseQuantity(options.capacity) });
+    const backend = new DirBackend({ pool, capacityBytes: parseQuantity(options.capacity), quota: 'none' });
     await backend.open();
     cleanups.push(() => backend.close());
     await warmUpDirect({ backend, pool }, runId, options.warmup);

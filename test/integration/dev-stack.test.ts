@@ -7,6 +7,7 @@ import { waitUntilReady } from '../../agent/wait-ready';
 import { temporalAddress } from '../support/cluster';
 import { DevStackProcess } from '../support/dev-stack-process';
 import { eventually } from '../support/run-cli';
+import { DEV_NODE_FLAGS } from '../../agent/dev-node-flags';
 
 /**
  * `durable-csi dev` / `npm run dev` as real processes: every address it prints answers, and the whole stack
@@ -98,7 +99,7 @@ describe('the dev stack', () => {
     const args = await stack.args(2);
     const pool = path.join(stack.dataDir, 'pools', 'node-2');
     const endpoint = `unix://${path.join(stack.dataDir, 'sockets', 'node-2.sock')}`;
-    const strayArgs = ['node', '--endpoint', endpoint, '--node-id', 'node-2', '--pool', pool];
+    const strayArgs = ['node', '--endpoint', endpoint, '--node-id', 'node-2', '--pool', pool, ...DEV_NODE_FLAGS];
     const log = fs.openSync(path.join(stack.dataDir, 'stray.log'), 'a');
     const stray = spawn(process.execPath, [CLI_MAIN, ...strayArgs, '--temporal-address', temporalAddress()], {
       stdio: ['ignore', log, log],

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { DEV_NODE_FLAGS } from '../../agent/dev-node-flags';
 import { call, withDeadline } from '../../csi/client';
 import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
 import { TestCluster } from '../support/cluster';
@@ -27,6 +28,7 @@ describe('refused at start', () => {
     cluster.driverName,
     '--pool',
     cluster.pool(name),
+    ...DEV_NODE_FLAGS,
   ];
 
   it.each([

@@ -9,6 +9,7 @@ import { temporalConfigFlags } from '../../temporal-prod/prod-temporal';
 import { TestCluster } from '../support/cluster';
 import { createRequest, createVolume, deleteVolume, retryLikeCo } from '../support/csi-requests';
 import { testTemporalConfig } from '../support/test-temporal';
+import { DEV_NODE_FLAGS } from '../../agent/dev-node-flags';
 
 /**
  * mTLS between the driver and the production-style frontend, with certificates the harness made: every README TLS
@@ -71,6 +72,7 @@ describe('TLS to the Temporal frontend', () => {
     name,
     '--pool',
     cluster.pool(name),
+    ...DEV_NODE_FLAGS,
   ];
   const prefix = `cannot connect to Temporal at ${address} over TLS: `;
   const tlsServerName = config.tlsServerName;

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { stopChild } from '../../agent/spawn-cli';
 import { waitUntilReady } from '../../agent/wait-ready';
+import { DEV_NODE_FLAGS } from '../../agent/dev-node-flags';
 import { adaptArgs, type Build } from './baseline';
 
 export interface UnexpectedExit {
@@ -209,7 +210,7 @@ export class Cluster {
       const nodeId = `node-${index + 1}`;
       const args = ['node', '--endpoint', socket(nodeId), '--node-id', nodeId, '--driver-name', config.driverName];
       args.push('--backend', config.backend, '--pool', this.pool(nodeId), '--capacity', config.capacity);
-      return new DriverProcess(this, nodeId, 'node', socket(nodeId), [...args, ...temporal]);
+      return new DriverProcess(this, nodeId, 'node', socket(nodeId), [...args, ...DEV_NODE_FLAGS, ...temporal]);
     });
   }
 

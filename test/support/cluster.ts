@@ -7,6 +7,7 @@ import { spawnCli, stopChild } from '../../agent/spawn-cli';
 import { waitUntilReady } from '../../agent/wait-ready';
 import { connectCsi, type CsiClients } from '../../csi/client';
 import { readNodeRecord } from '../../node-records/reads';
+import { DEV_NODE_FLAGS } from '../../agent/dev-node-flags';
 import { connectTestTemporal, testTemporalConfig, testTemporalFlags } from './test-temporal';
 
 /** The address of the Temporal server the test runs against (test-temporal.ts says which). */
@@ -113,7 +114,8 @@ export class TestCluster {
     const temporalFlags = testTemporalFlags();
     if (options.temporalAddress)
       temporalFlags[temporalFlags.indexOf('--temporal-address') + 1] = options.temporalAddress;
-    args.push(...temporalFlags, ...(options.extra ?? []));
+    // Flags in `extra` come later and win (a test of --dir-quota=project).
+    args.push(...temporalFlags, ...DEV_NODE_FLAGS, ...(options.extra ?? []));
     // kubelet's directory as the tests lay it out (test/integration/node-helpers.ts kubeletPaths).
     if (!args.includes('--kubelet-dir')) args.push('--kubelet-dir', this.kubeletDir());
     if (options.failpoints) args.push('--failpoints', options.failpoints);

@@ -29,7 +29,7 @@ async function main(): Promise<void> {
   const stops: Array<() => Promise<void>> = [];
   for (let index = Number(first); index < Number(first) + Number(count); index++) {
     const nodeId = `vnode-${index}`;
-    const backend = new DirBackend({ pool: path.join(root, nodeId), capacityBytes: 1024 ** 4 });
+    const backend = new DirBackend({ pool: path.join(root, nodeId), capacityBytes: 1024 ** 4, quota: 'none' });
     const opened = await backend.open();
     const presence = startPresence({ client, driverName, nodeId, logger });
     const worker = await Worker.create({

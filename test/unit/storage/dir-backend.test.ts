@@ -64,12 +64,12 @@ describe('pool identity', () => {
 
   it('refuses pool paths that are relative or the filesystem root, and bad capacities', () => {
     for (const pool of ['pool', './pool', '/', '/tmp/..', '']) {
-      expect(() => new DirBackend({ pool, capacityBytes: GI })).toThrow(
+      expect(() => new DirBackend({ pool, capacityBytes: GI, quota: 'none' })).toThrow(
         expect.objectContaining({ type: FailureType.InvalidArgument }),
       );
     }
     for (const capacityBytes of [-1, 1.5, Number.NaN, Number.MAX_SAFE_INTEGER + 1]) {
-      expect(() => new DirBackend({ pool: fixture.pool, capacityBytes })).toThrow(
+      expect(() => new DirBackend({ pool: fixture.pool, capacityBytes, quota: 'none' })).toThrow(
         expect.objectContaining({ type: FailureType.InvalidArgument }),
       );
     }

@@ -11,6 +11,7 @@ describe('parseMountInfoLine', () => {
       readonly: true,
       fsType: 'ext4',
       source: '/dev/loop3',
+      superOptions: ['rw'],
     });
     expect(parseMountInfoLine('')).toBeUndefined();
     expect(parseMountInfoLine('1 2 3:4 / /x rw')).toBeUndefined();
@@ -33,6 +34,7 @@ describe('showsVolume', () => {
     readonly: false,
     fsType: 'ext4',
     source: '/dev/vda',
+    superOptions: ['rw'],
   };
   it('matches the filesystem, and the path inside it when one is given', () => {
     expect(showsVolume(entry, [{ majorMinor: '254:0', root: '/pool/volumes/k' }])).toBe(true);

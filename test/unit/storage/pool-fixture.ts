@@ -25,7 +25,8 @@ export class PoolFixture<B extends StorageBackend = DirBackend> {
   private readonly backends: B[] = [];
 
   constructor(
-    private readonly make: Make<B> = ((options) => new DirBackend(options)) as Make<unknown> as Make<B>,
+    private readonly make: Make<B> = ((options) =>
+      new DirBackend({ ...options, quota: 'none' })) as Make<unknown> as Make<B>,
     label = 'dir',
   ) {
     this.root = fs.mkdtempSync(path.join(os.tmpdir(), `durable-csi-${label}-`));

@@ -44,7 +44,7 @@ let fixture: PoolFixture<FlakyDirBackend>;
 let layout: PoolLayout;
 
 beforeEach(() => {
-  fixture = new PoolFixture((options) => new FlakyDirBackend(options), 'index');
+  fixture = new PoolFixture((options) => new FlakyDirBackend({ ...options, quota: 'none' }), 'index');
   layout = new PoolLayout(fixture.pool);
 });
 
