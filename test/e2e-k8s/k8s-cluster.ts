@@ -61,7 +61,7 @@ export class K8sCluster {
   async start(nodeNames: string[]): Promise<void> {
     await this.plane.start(KUBE_CONTROLLERS);
     this.api = this.plane.rest();
-    this.kubectl(['apply', '--server-side', '--field-manager=e2e-admin', '-k', this.deployDir('base')]);
+    this.kubectl(['apply', '--server-side', '--field-manager=e2e-admin', '-k', this.writeOverlay()]);
     const apps = `/apis/apps/v1/namespaces/${NAMESPACE}`;
     this.deployment = await this.api.get<V1Deployment>(`${apps}/deployments/durable-csi-controller`);
     this.daemonSet = await this.api.get<V1DaemonSet>(`${apps}/daemonsets/durable-csi-node`);
@@ -71,6 +71,29 @@ export class K8sCluster {
     this.configMaps.set('durable-csi-temporal', configMap.data ?? {});
     for (const name of nodeNames) await this.startNode(name);
     await this.startControllers();
+  }
+
+  /**
+   * deploy/base as shipped, with the one component a development node needs: its pool is a directory without
+   * project quotas (components/dir-quota-none; the real node's overlay has it too).
+   */
+  private writeOverlay(): string {
+    const dir = path.join(this.root, 'deploy-overlay');
+    fs.mkdirSync(dir, { recursive: true });
+    const relative = (sub: string) => path.relative(dir, this.deployDir(sub));
+    fs.writeFileSync(
+      path.join(dir, 'kustomization.yaml'),
+      [
+        'apiVersion: kustomize.config.k8s.io/v1beta1',
+        'kind: Kustomization',
+        'resources:',
+        `  - ${relative('base')}`,
+        'components:',
+        `  - ${relative('components/dir-quota-none')}`,
+        '',
+      ].join('\n'),
+    );
+    return dir;
   }
 
   deployDir(sub: string): string {

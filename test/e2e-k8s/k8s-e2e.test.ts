@@ -112,6 +112,9 @@ describe('deploy/', () => {
       'TEMPORAL_INSECURE: "true"',
     );
     expect(cluster.kubectl(['kustomize', cluster.deployDir('base')])).not.toMatch(/TEMPORAL_INSECURE: /);
+    // So is not enforcing dir volume sizes (issue 21 item 7): the dev overlay opts out, deploy/base does not.
+    expect(cluster.kubectl(['kustomize', cluster.deployDir('overlays/dev-temporal')])).toContain('--dir-quota=none');
+    expect(cluster.kubectl(['kustomize', cluster.deployDir('base')])).not.toContain('--dir-quota');
     // The components combined with the base, as an admin's own overlay would.
     const overlay = path.join(cluster.root, 'admin-overlay');
     fs.mkdirSync(overlay, { recursive: true });

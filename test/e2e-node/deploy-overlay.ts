@@ -14,10 +14,11 @@ const DEPLOY_IMAGES: Record<string, string> = {
  * The overlay the test applies: deploy/base (and shipped components) as they are, but for the two things the
  * issue allows: image names and the Temporal address. Written into the run directory, pointing back at deploy/.
  * The test's Temporal is the plaintext dev server at a non-loopback address, so the shipped temporal-insecure
- * component is always in: it is what a dev cluster with such a Temporal applies (deploy/README.md).
+ * component is always in: it is what a dev cluster with such a Temporal applies (deploy/README.md). So is
+ * dir-quota-none: the node's pool is a directory of this machine, whose kernel has no quota support.
  */
 export function writeOverlay(dir: string, images: ImageTars, temporal: string, components: string[] = []): string {
-  const used = components.includes('temporal-insecure') ? components : ['temporal-insecure', ...components];
+  const used = [...new Set(['temporal-insecure', 'dir-quota-none', ...components])];
   fs.mkdirSync(dir, { recursive: true });
   const deploy = path.join(findProjectRoot(), 'deploy');
   const rel = (sub: string) => path.relative(dir, path.join(deploy, sub));
