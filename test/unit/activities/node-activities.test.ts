@@ -1,0 +1,109 @@
+/**
+ * The node activities as Temporal runs them (the SDK's MockActivityEnvironment: an activity context, heartbeats,
+ * failures as the worker would report them), on a real dir pool: idempotent retries, the pool-identity answers that
+ * keep a replaced pool from ever saying "deleted", and paging by list position.
+ */
+import { ApplicationFailure } from '@temporalio/activity';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { pastNode } from '../../../common/list-position';
+import { formatVolumeId, poolIdPrefix } from '../../../common/volume-id';
+import { FailureType } from '../../../common/failures';
+import { createNodeActivities } from '../../../activities/node-activities';
+import { PoolFixture, randomKey } from '../storage/pool-fixture';
+
+const NODE = 'node-1';
+const MiB = 1024 ** 2;
+const OTHER_POOL_PREFIX = '0123456789abcdef';
+
+let fixture: PoolFixture;
+let activities: ReturnType<typeof createNodeActivities>;
+let poolId: string;
+const env = new MockActivityEnvironment();
+/** env.run with the activity's own types (the SDK's signature infers `unknown`). */
+const run = <A, R>(activity: (input: A) => Promise<R>, input: A): Promise<R> => env.run(activity, input) as Promise<R>;
+
+beforeEach(async () => {
+  fixture = new PoolFixture();
+  const backend = fixture.backend();
+  ({ poolId } = await backend.open());
+  activities = createNodeActivities({ backend, poolId, nodeId: NODE });
+});
+
+afterEach(() => fixture.cleanup());
+
+const create = (key: string, name = `pvc-${key.slice(0, 8)}`, capacityBytes = 64 * MiB) =>
+  run(activities.createVolumeOnNode, { key, name, capacityBytes, parameters: {} });
+
+async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure> {
+  const error = await promise.then(
+    () => undefined,
+    (reason: unknown) => reason,
+  );
+  if (!(error instanceof ApplicationFailure)) throw new Error(`expected an ApplicationFailure, got ${String(error)}`);
+  return error;
+}
+
+describe('createVolumeOnNode', () => {
+  it('allocates once: a retried attempt finds the earlier allocation (fresh: false) and says which node holds it', async () => {
+    const key = randomKey();
+    expect(await create(key)).toEqual({ key, poolId, nodeId: NODE, capacityBytes: 64 * MiB, fresh: true });
+    expect(await create(key)).toEqual({ key, poolId, nodeId: NODE, capacityBytes: 64 * MiB, fresh: false });
+    expect(fixture.exists('volumes', key)).toBe(true);
+  });
+
+  it('reports a refusal with its type, so the controller maps it to the right code (not retried)', async () => {
+    const failure = await failureOf(create(randomKey(), 'pvc-huge', 1024 * 1024 * MiB));
+    expect(failure.type).toBe(FailureType.ResourceExhausted);
+    expect(failure.nonRetryable).toBe(true);
+  });
+});
+
+describe('deleteVolumeOnNode', () => {
+  it('deletes, then answers absent to a retry', async () => {
+    const key = randomKey();
+    await create(key);
+    const input = { key, poolIdPrefix: poolIdPrefix(poolId) };
+    expect(await run(activities.deleteVolumeOnNode, input)).toBe('deleted');
+    expect(fixture.exists('volumes', key)).toBe(false);
+    expect(await run(activities.deleteVolumeOnNode, input)).toBe('absent');
+  });
+
+  it('never deletes a volume of the same key in a pool the ID was not issued on: pool-replaced, nothing touched', async () => {
+    const key = randomKey();
+    await create(key);
+    const before = fixture.tree();
+    expect(await run(activities.deleteVolumeOnNode, { key, poolIdPrefix: OTHER_POOL_PREFIX })).toBe('pool-replaced');
+    expect(fixture.tree()).toEqual(before);
+  });
+});
+
+describe('expandVolumeOnNode and getVolumeOnNode', () => {
+  it('grow and read a volume of this pool; a replaced pool is NOT_FOUND and holds nothing', async () => {
+    const key = randomKey();
+    await create(key);
+    const own = { key, poolIdPrefix: poolIdPrefix(poolId) };
+    const grown = await run(activities.expandVolumeOnNode, { ...own, capacityBytes: 128 * MiB });
+    expect(grown.capacityBytes).toBe(128 * MiB);
+    expect(await run(activities.getVolumeOnNode, own)).toMatchObject({ key, capacityBytes: 128 * MiB, poolId });
+    const stranger = { key, poolIdPrefix: OTHER_POOL_PREFIX };
+    const failure = await failureOf(run(activities.expandVolumeOnNode, { ...stranger, capacityBytes: 256 * MiB }));
+    expect(failure.type).toBe(FailureType.NotFound);
+    expect(await run(activities.getVolumeOnNode, stranger)).toBeUndefined();
+  });
+});
+
+describe('listVolumePageOnNode', () => {
+  it('lists from the start, continues after a position, and has nothing past the node', async () => {
+    const keys = Array.from({ length: 5 }, () => randomKey()).sort();
+    for (const key of keys) await create(key, `pvc-${key}`.padEnd(253, 'x'));
+    const all = await run(activities.listVolumePageOnNode, { after: '', maxEntries: 10 });
+    expect(all.volumes.map((v) => v.key)).toEqual(keys);
+    expect(all.more).toBe(false);
+    const prefix = poolIdPrefix(poolId);
+    const after = formatVolumeId({ nodeId: NODE, poolIdPrefix: prefix, key: keys[1] ?? '' });
+    const rest = await run(activities.listVolumePageOnNode, { after, maxEntries: 2 });
+    expect(rest.volumes.map((v) => v.key)).toEqual(keys.slice(2, 4));
+    expect(rest.more).toBe(true);
+    expect((await run(activities.listVolumePageOnNode, { after: pastNode(NODE), maxEntries: 10 })).volumes).toEqual([]);
+  });
+});
