@@ -61,7 +61,10 @@ export class K8sCluster {
   async start(nodeNames: string[]): Promise<void> {
     await this.plane.start(KUBE_CONTROLLERS);
     this.api = this.plane.rest();
-    this.kubectl(['apply', '--server-side', '--field-manager=e2e-admin', '-k', this.writeOverlay()]);
+    // deploy/base as shipped, with the one component a development node needs: its pool is a directory without
+    // project quotas (the real node's overlay has it too).
+    const overlay = this.writeOverlay('deploy-overlay', ['dir-quota-none']);
+    this.kubectl(['apply', '--server-side', '--field-manager=e2e-admin', '-k', overlay]);
     const apps = `/apis/apps/v1/namespaces/${NAMESPACE}`;
     this.deployment = await this.api.get<V1Deployment>(`${apps}/deployments/durable-csi-controller`);
     this.daemonSet = await this.api.get<V1DaemonSet>(`${apps}/daemonsets/durable-csi-node`);
@@ -74,25 +77,20 @@ export class K8sCluster {
   }
 
   /**
-   * deploy/base as shipped, with the one component a development node needs: its pool is a directory without
-   * project quotas (components/dir-quota-none; the real node's overlay has it too).
+   * An overlay of deploy/base with the named components (deploy/components/<name>), written under the run
+   * directory as an admin's own would be.
    */
-  private writeOverlay(): string {
-    const dir = path.join(this.root, 'deploy-overlay');
+  writeOverlay(name: string, components: string[]): string {
+    const dir = path.join(this.root, name);
     fs.mkdirSync(dir, { recursive: true });
     const relative = (sub: string) => path.relative(dir, this.deployDir(sub));
-    fs.writeFileSync(
-      path.join(dir, 'kustomization.yaml'),
-      [
-        'apiVersion: kustomize.config.k8s.io/v1beta1',
-        'kind: Kustomization',
-        'resources:',
-        `  - ${relative('base')}`,
-        'components:',
-        `  - ${relative('components/dir-quota-none')}`,
-        '',
-      ].join('\n'),
+    const lines = ['apiVersion: kustomize.config.k8s.io/v1beta1', 'kind: Kustomization', 'resources:'];
+    lines.push(
+      `  - ${relative('base')}`,
+      'components:',
+      ...components.map((c) => `  - ${relative(`components/${c}`)}`),
     );
+    fs.writeFileSync(path.join(dir, 'kustomization.yaml'), `${lines.join('\n')}\n`);
     return dir;
   }
 

@@ -116,24 +116,12 @@ describe('deploy/', () => {
     expect(cluster.kubectl(['kustomize', cluster.deployDir('overlays/dev-temporal')])).toContain('--dir-quota=none');
     expect(cluster.kubectl(['kustomize', cluster.deployDir('base')])).not.toContain('--dir-quota');
     // The components combined with the base, as an admin's own overlay would.
-    const overlay = path.join(cluster.root, 'admin-overlay');
-    fs.mkdirSync(overlay, { recursive: true });
-    const relative = (sub: string) => path.relative(overlay, cluster.deployDir(sub));
-    fs.writeFileSync(
-      path.join(overlay, 'kustomization.yaml'),
-      [
-        'apiVersion: kustomize.config.k8s.io/v1beta1',
-        'kind: Kustomization',
-        'resources:',
-        `  - ${relative('base')}`,
-        'components:',
-        `  - ${relative('components/loop-backend')}`,
-        `  - ${relative('components/temporal-mtls')}`,
-        `  - ${relative('components/temporal-api-key')}`,
-        `  - ${relative('components/temporal-node-host-identity')}`,
-        '',
-      ].join('\n'),
-    );
+    const overlay = cluster.writeOverlay('admin-overlay', [
+      'loop-backend',
+      'temporal-mtls',
+      'temporal-api-key',
+      'temporal-node-host-identity',
+    ]);
     cluster.kubectl([...dryRun, overlay]);
     const rendered = cluster.kubectl(['kustomize', overlay]);
     expect(rendered).toContain('--backend=loop');

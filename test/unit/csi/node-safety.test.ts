@@ -148,13 +148,19 @@ async function optionsAt(target: string): Promise<string[]> {
   return (line?.split(' ')[5] ?? '').split(',');
 }
 
+/** A directory beside the kubelet directory, and `<kubelet>/link` pointing at it. */
+function outsideWithLink(s: Served): string {
+  const outside = path.join(s.fixture.root, 'elsewhere');
+  fs.mkdirSync(outside);
+  fs.symlinkSync(outside, path.join(s.kubelet, 'link'));
+  return outside;
+}
+
 describe('staging and target paths stay inside --kubelet-dir', () => {
   it('refuses a path outside it, through .., and through a symbolic link, touching nothing', async () => {
     const s = await serve('dir');
     const volumeId = await newVolume(s);
-    const outside = path.join(s.fixture.root, 'elsewhere');
-    fs.mkdirSync(outside);
-    fs.symlinkSync(outside, path.join(s.kubelet, 'link'));
+    const outside = outsideWithLink(s);
     const before = s.fixture.tree();
     const cases = [
       path.join(outside, 'staging'),
@@ -179,9 +185,7 @@ describe('staging and target paths stay inside --kubelet-dir', () => {
   it('NodeGetVolumeStats and NodeExpandVolume answer NOT_FOUND for a volume_path outside it, touching nothing', async () => {
     const s = await serve('dir');
     const volumeId = await newVolume(s);
-    const outside = path.join(s.fixture.root, 'elsewhere');
-    fs.mkdirSync(outside);
-    fs.symlinkSync(outside, path.join(s.kubelet, 'link'));
+    const outside = outsideWithLink(s);
     const before = s.fixture.tree();
     for (const volumePath of [outside, `${s.kubelet}/../elsewhere`, path.join(s.kubelet, 'link')]) {
       const stats = await refusal(
