@@ -13,8 +13,6 @@ import { Client, Connection } from '@temporalio/client';
 // js-yaml is what @kubernetes/client-node parses with; its own entry point is ESM, which jest cannot load here.
 import { loadAll as loadAllYaml } from 'js-yaml';
 import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
-import path from 'node:path';
 import { readNodeRecord } from '../../node-records/reads';
 import { CLI_MAIN } from '../../agent/spawn-cli';
 import { TOPOLOGY_NODE_KEY } from '../../common/names';
