@@ -15,6 +15,7 @@ import { isMountOf } from '../host/mounts';
 import { PoolBackend } from '../pool/pool-backend';
 import type { NewIdentity } from '../pool/pool-identity';
 import type { PoolBackendOptions } from '../pool/pool-backend';
+import { nodeVolumes } from '../node/node-volumes';
 import { XfsProjectQuotas, chooseProjectId } from './project-quotas';
 import type { ProjectQuotas } from './project-quotas';
 import type { VolumeShape } from '../pool/volume-compat';
@@ -32,7 +33,8 @@ export interface DirBackendOptions extends PoolBackendOptions {
 export class DirBackend extends PoolBackend {
   readonly kind = 'dir';
   readonly capabilities = { accessTypes: ['mount'], fsTypes: [] } as const;
-  protected readonly access = new DirAccess(this.layout);
+  private readonly access = new DirAccess(this.layout);
+  protected readonly node = nodeVolumes(this.access);
   /** Undefined with --dir-quota=none. */
   private readonly quotas: ProjectQuotas | undefined;
 

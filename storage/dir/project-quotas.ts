@@ -6,6 +6,7 @@
 import { DriverError, FailureType } from '../../common/failures';
 import { assertProjectQuotas } from './dir-quota';
 import { runTool } from '../host/exec';
+import { LAST_PROJECT_ID } from '../pool/project-id';
 
 export interface ProjectQuotas {
   /** Refuses (FailedPrecondition, with what to do) unless the pool's filesystem enforces project quotas. */
@@ -20,13 +21,8 @@ export interface ProjectQuotas {
   clearLimit(projectId: number): Promise<void>;
 }
 
-/** Project IDs the driver chooses from: above those people number by hand, below 2^31 (signed tools). */
+/** Project IDs the driver chooses from: above those people number by hand, up to LAST_PROJECT_ID (signed tools). */
 export const FIRST_PROJECT_ID = 1 << 24;
-export const LAST_PROJECT_ID = 2 ** 31 - 1;
-
-export function isProjectId(value: unknown): value is number {
-  return Number.isInteger(value) && (value as number) >= 1 && (value as number) <= LAST_PROJECT_ID;
-}
 
 /** The first candidate for a volume, derived from its key (random hex) so that pools sharing a filesystem spread out. */
 export function projectIdCandidate(key: string): number {

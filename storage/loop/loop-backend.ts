@@ -15,7 +15,7 @@ import { isMountOf, realPathIfExists } from '../host/mounts';
 import { PoolBackend } from '../pool/pool-backend';
 import type { PoolBackendOptions } from '../pool/pool-backend';
 import { isVolumeKey } from '../pool/pool-layout';
-import { assertNotInUse } from '../node/staging';
+import { nodeVolumes } from '../node/node-volumes';
 import { readStaging } from '../node/staging-records';
 import type { VolumeShape } from '../pool/volume-compat';
 import { removeVolumeDir } from '../pool/volume-dirs';
@@ -29,7 +29,8 @@ const SECTOR = 512;
 export class LoopBackend extends PoolBackend {
   readonly kind = 'loop';
   readonly capabilities = { accessTypes: ['mount', 'block'], fsTypes: LOOP_FS_TYPES } as const;
-  protected readonly access = new LoopAccess(this.layout);
+  private readonly access = new LoopAccess(this.layout);
+  protected readonly node = nodeVolumes(this.access);
 
   protected shapeOf(spec: CreateVolumeSpec): VolumeShape {
     const accessType = spec.accessType ?? 'mount';
@@ -103,7 +104,7 @@ export class LoopBackend extends PoolBackend {
       const key = path.basename(path.dirname(file));
       if (!isVolumeKey(key) || (await realPathIfExists(this.layout.volumeImage(key))) !== file) continue;
       try {
-        await assertNotInUse(this.access, { key });
+        await this.node.assertNotInUse({ key });
       } catch {
         continue; // staged, or in use by someone: not a leftover
       }

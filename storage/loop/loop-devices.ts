@@ -70,12 +70,6 @@ export async function refreshDevice(device: string): Promise<void> {
   await runTool('losetup', ['--set-capacity', device]);
 }
 
-/** The device's size as the kernel sees it (what `blockdev --getsize64` reports). */
-export async function deviceBytes(device: string): Promise<number> {
-  const sectors = await fs.readFile(path.join(SYS_BLOCK, path.basename(device), 'size'), 'utf8');
-  return Number(sectors.trim()) * 512;
-}
-
 /** Every attached loop device and its backing file, from sysfs (one read, no tool run per device). */
 export async function loopAttachments(): Promise<{ device: string; file: string }[]> {
   const attachments: { device: string; file: string }[] = [];

@@ -6,7 +6,7 @@ import { DriverError } from '../../common/failures';
 import { readJson, removeFile, writeJsonAtomic } from '../host/atomic-file';
 import { readKeyedFiles } from './keyed-files';
 import type { PoolLayout } from './pool-layout';
-import { isProjectId } from '../dir/project-quotas';
+import { isProjectId } from './project-id';
 import { isSize, isStringMap } from './volume-spec';
 
 export interface Intent {

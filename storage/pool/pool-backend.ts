@@ -1,7 +1,7 @@
 /**
- * What every backend shares: the pool (identity, lock, records, intent journal, reconciliation), capacity by
- * reservation, and the node side (staging records, stage and publish through mounts). A backend supplies how a
- * volume is allocated, released, grown and attached.
+ * What every backend shares: the pool (identity, lock, records, intent journal, reconciliation) and capacity by
+ * reservation. A backend supplies how a volume is allocated, released and grown, and the node side of its volumes
+ * (stage, publish, stats, whether one is in use: storage/pool/node-side.ts), which the pool calls but never imports.
  */
 import { promises as fs } from 'node:fs';
 import { DriverError, FailureType } from '../../common/failures';
@@ -26,21 +26,18 @@ import type { Intent } from './journal';
 import { ensurePoolIdentity, readIdentity } from './pool-identity';
 import type { NewIdentity, PoolIdentity } from './pool-identity';
 import { PoolLayout, assertVolumeKey } from './pool-layout';
+import type { NodeSide } from './node-side';
 import { acquirePoolLock } from './pool-lock';
 import type { PoolLock } from './pool-lock';
-import { publish, unpublish } from '../node/publishing';
 import { RecordIndex } from './record-index';
 import { reconcilePool, settleIntent, settleJournal } from './reconcile';
 import type { Reconciled, Release } from './reconcile';
-import { assertNotInUse, restageAll, stage, unstage } from '../node/staging';
-import type { VolumeAccess } from '../node/volume-access';
 import { assertCompatible } from './volume-compat';
 import type { VolumeShape } from './volume-compat';
 import { makeVolumeDir, volumeDirExists } from './volume-dirs';
 import { readRecord, writeRecord } from './volume-records';
 import type { StoredRecord } from './volume-records';
 import { assertCreateVolumeSpec, isSize } from './volume-spec';
-import { volumeStats } from '../node/volume-stats';
 
 export interface PoolBackendOptions {
   /** Absolute path of the pool directory; created if missing. */
@@ -78,8 +75,8 @@ export abstract class PoolBackend implements StorageBackend {
     this.capacityBytes = options.capacityBytes;
   }
 
-  /** How the node side attaches the backend's volumes and recognises their mounts. */
-  protected abstract readonly access: VolumeAccess;
+  /** The node side of the backend's volumes (storage/node/node-volumes.ts over its volume access). */
+  protected abstract readonly node: NodeSide;
   /** Checks and completes what a create asks for beyond the common fields; runs before anything is touched. */
   protected abstract shapeOf(spec: CreateVolumeSpec): VolumeShape;
   /** The volume's data inside the pool (VolumeRecord.path). */
@@ -187,23 +184,23 @@ export abstract class PoolBackend implements StorageBackend {
   }
 
   stageVolume(key: string, stagingPath: string, options: StageOptions): Promise<void> {
-    return this.withVolume(key, (record) => stage(this.access, record, stagingPath, options));
+    return this.withVolume(key, (record) => this.node.stage(record, stagingPath, options));
   }
 
   unstageVolume(key: string, stagingPath: string): Promise<void> {
-    return this.withVolume(key, (record) => unstage(this.access, record, stagingPath));
+    return this.withVolume(key, (record) => this.node.unstage(record, stagingPath));
   }
 
   publishVolume(key: string, stagingPath: string, targetPath: string, options: PublishOptions): Promise<void> {
-    return this.withVolume(key, (record) => publish(this.access, record, stagingPath, targetPath, options));
+    return this.withVolume(key, (record) => this.node.publish(record, stagingPath, targetPath, options));
   }
 
   unpublishVolume(key: string, targetPath: string): Promise<void> {
-    return this.withVolume(key, (record) => unpublish(this.access, record, targetPath));
+    return this.withVolume(key, (record) => this.node.unpublish(record, targetPath));
   }
 
   volumeStats(key: string, volumePath: string): Promise<VolumeStats> {
-    return this.withVolume(key, (record) => volumeStats(this.access, record, this.dataPath(key), volumePath));
+    return this.withVolume(key, (record) => this.node.stats(record, this.dataPath(key), volumePath));
   }
 
   expandFilesystem(key: string, volumePath: string): Promise<{ capacityBytes: number }> {
@@ -273,7 +270,7 @@ export abstract class PoolBackend implements StorageBackend {
       this.index = undefined;
       const { reconciled, strays } = await reconcilePool(this.layout, this.releaser);
       // After a reboot nothing staged is attached or mounted any more; kubelet expects it to be.
-      const restaged = await restageAll(this.access);
+      const restaged = await this.node.restageAll();
       const repaired = [...restaged.repaired, ...(await this.sweep())];
       this.opened = { poolId: identity.poolId, lock };
       return { poolId: identity.poolId, created, reconciled, strays: [...strays, ...restaged.strays].sort(), repaired };
@@ -334,7 +331,7 @@ export abstract class PoolBackend implements StorageBackend {
     const finishedNow = reconciled.some((entry) => entry.key === key && entry.outcome === 'completed');
     const record = await readRecord(this.layout, key);
     if (!record && !(await volumeDirExists(this.layout, key))) return { existed: finishedNow };
-    await assertNotInUse(this.access, record ?? { key });
+    await this.node.assertNotInUse(record ?? { key });
     const intent: Intent = {
       op: 'delete',
       key,

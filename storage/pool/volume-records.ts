@@ -6,7 +6,7 @@ import { readJson, removeFile, writeJsonAtomic } from '../host/atomic-file';
 import { pathExists } from '../host/fs-checks';
 import { keyOfJsonFileName } from './pool-layout';
 import type { PoolLayout } from './pool-layout';
-import { isProjectId } from '../dir/project-quotas';
+import { isProjectId } from './project-id';
 import { isSize, isStringMap } from './volume-spec';
 
 /** What is stored: the path is derived from the key on every read, so a moved pool keeps working. */

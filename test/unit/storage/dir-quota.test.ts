@@ -13,12 +13,12 @@ import { readIntent, writeIntent } from '../../../storage/pool/journal';
 import { PoolLayout } from '../../../storage/pool/pool-layout';
 import {
   FIRST_PROJECT_ID,
-  LAST_PROJECT_ID,
   XfsProjectQuotas,
   chooseProjectId,
   projectIdCandidate,
   type ProjectQuotas,
 } from '../../../storage/dir/project-quotas';
+import { LAST_PROJECT_ID } from '../../../storage/pool/project-id';
 import { readRecord, writeRecord } from '../../../storage/pool/volume-records';
 import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
 
