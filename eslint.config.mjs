@@ -31,6 +31,33 @@ const WORKFLOW_CONTRACT = [
   './node-presence.ts',
 ];
 const DEV_TOOLS = ['temporal-dev', 'temporal-prod'];
+/**
+ * The rooms of storage/ (docs/layout.md), lowest first, the same way: host/ knows nothing of a pool; pool/ holds
+ * the backend contract and the pool core, and imports neither the node side nor a backend (what it asks of the
+ * node side is its NodeSide hook); node/ stages and publishes for any backend; each backend implements the
+ * contract on its own and never imports another backend.
+ */
+const STORAGE_ROOMS = [['host'], ['pool'], ['node'], ['dir', 'loop']];
+
+function storageZones() {
+  const zones = [];
+  STORAGE_ROOMS.forEach((floor, index) => {
+    const above = STORAGE_ROOMS.slice(index + 1).flat();
+    for (const target of floor) {
+      const siblings = floor.filter((other) => other !== target);
+      for (const from of [...above, ...siblings]) {
+        zones.push({
+          target: `./storage/${target}`,
+          from: `./storage/${from}`,
+          message: above.includes(from)
+            ? `storage/${target}/ sits below storage/${from}/ (eslint.config.mjs STORAGE_ROOMS): ask through a hook.`
+            : `storage/${target}/ does not import another backend: move what both need down.`,
+        });
+      }
+    }
+  });
+  return zones;
+}
 
 function floorZones() {
   const zones = [];
@@ -86,7 +113,7 @@ export default tseslint.config(
   },
   {
     files: [...FLOORS.flat().map((folder) => `${folder}/**/*.ts`), ...DEV_TOOLS.map((folder) => `${folder}/**/*.ts`)],
-    rules: { 'import/no-restricted-paths': ['error', { zones: floorZones() }] },
+    rules: { 'import/no-restricted-paths': ['error', { zones: [...floorZones(), ...storageZones()] }] },
   },
   {
     // Workflow code is replayed: no Node built-ins, no I/O.
@@ -101,7 +128,7 @@ export default tseslint.config(
               group: ['node:*', ...builtinModules, ...builtinModules.map((name) => `${name}/*`)],
               message: 'Workflow code must stay deterministic.',
             },
-            { group: ['../storage/*', '../agent/*', '../csi/*'], message: 'Workflows import activity types only.' },
+            { group: ['../storage/**', '../agent/**', '../csi/**'], message: 'Workflows import activity types only.' },
           ],
         },
       ],

@@ -2,7 +2,7 @@ import { log } from '@temporalio/activity';
 import { continueInPool } from '../common/list-position';
 import { ownsVolume, poolIdPrefix } from '../common/volume-id';
 import { DriverError, FailureType } from '../common/failures';
-import type { ExpandResult, StorageBackend } from '../storage/backend';
+import type { ExpandResult, StorageBackend } from '../storage/pool/backend';
 import { whileHeartbeating } from './heartbeating';
 import { withFailureTypes } from './to-application-failure';
 

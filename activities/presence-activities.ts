@@ -1,6 +1,6 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { NodeReport } from '../node-records/types';
-import type { StorageBackend } from '../storage/backend';
+import type { StorageBackend } from '../storage/pool/backend';
 
 /**
  * The node side of a node record (workflows/node-presence.ts): the agent reports its pool, then holds a

@@ -1,7 +1,7 @@
 import { DriverError, FailureType } from '../common/failures';
 import type { Logger } from '../common/logger';
-import type { OpenReport, StorageBackend } from '../storage/backend';
-import type { NewIdentity } from '../storage/pool-identity';
+import type { OpenReport, StorageBackend } from '../storage/pool/backend';
+import type { NewIdentity } from '../storage/pool/pool-identity';
 
 /**
  * The pool as the agent holds it. A pool that has an identity is opened at start, before Temporal is reached, so

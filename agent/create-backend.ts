@@ -1,10 +1,10 @@
 import path from 'node:path';
 import { DriverError, FailureType } from '../common/failures';
 import type { Logger } from '../common/logger';
-import type { StorageBackend } from '../storage/backend';
-import { DirBackend } from '../storage/dir-backend';
-import type { DirQuotaMode } from '../storage/dir-quota';
-import { LoopBackend } from '../storage/loop-backend';
+import type { StorageBackend } from '../storage/pool/backend';
+import { DirBackend } from '../storage/dir/dir-backend';
+import type { DirQuotaMode } from '../storage/dir/dir-quota';
+import { LoopBackend } from '../storage/loop/loop-backend';
 
 export interface BackendConfig {
   kind: string;

@@ -1,4 +1,4 @@
-import type { CreateVolumeSpec, StorageBackend } from '../storage/backend';
+import type { CreateVolumeSpec, StorageBackend } from '../storage/pool/backend';
 
 /**
  * Failpoints for the crash tests and the chaos harness: the hidden flag `--failpoints name[,name]` makes the node

@@ -1,5 +1,5 @@
 import { poolIdPrefix } from '../common/volume-id';
-import type { NewIdentity, PoolIdentity } from '../storage/pool-identity';
+import type { NewIdentity, PoolIdentity } from '../storage/pool/pool-identity';
 
 /**
  * Whether the agent may open its pool and run storage work on it. After a reboot the pool's disk may not be

@@ -1,5 +1,5 @@
 import { DriverError, FailureType } from '../common/failures';
-import { LOOP_FS_TYPES } from '../storage/filesystems';
+import { LOOP_FS_TYPES } from '../storage/loop/filesystems';
 import type { VolumeCapability__Output } from './generated/csi/v1/VolumeCapability';
 
 /** Filesystems a formatting backend (loop) creates; the dir backend ignores the choice. */

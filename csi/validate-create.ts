@@ -4,7 +4,7 @@ import type { CreateVolumeRequest__Output } from './generated/csi/v1/CreateVolum
 import { checkCapabilities, type AccessType } from './validate-capabilities';
 import { checkParameters } from './validate-parameters';
 import { chooseFsType } from './fs-type';
-import { minimumLoopBytes } from '../storage/filesystems';
+import { minimumLoopBytes } from '../storage/loop/filesystems';
 import { nodesOfTopologies } from './topology';
 
 /** A CreateVolume request checked and reduced to what the workflow needs. Secrets are dropped here. */

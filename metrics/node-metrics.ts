@@ -1,6 +1,6 @@
 import type { Registry } from 'prom-client';
 import { DriverError, FailureType } from '../common/failures';
-import type { StorageBackend } from '../storage/backend';
+import type { StorageBackend } from '../storage/pool/backend';
 import { registerPoolGauges } from './pool-gauges';
 
 /** The node's own view of its pool, read from the pool at scrape time; nothing while the pool is not open yet. */

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseQuantity } from '../../common/quantity';
-import { DirBackend } from '../../storage/dir-backend';
+import { DirBackend } from '../../storage/dir/dir-backend';
 import { DEV_SERVER_DYNAMIC_CONFIG, startDevServer, type DynamicConfig } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
 import { findProjectRoot } from '../../common/project-root';

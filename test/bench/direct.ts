@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { DirBackend } from '../../storage/dir-backend';
+import type { DirBackend } from '../../storage/dir/dir-backend';
 import { MiB } from '../support/csi-requests';
 import { leftoversIn, measure } from './measure';
 import type { LevelResult } from './report';

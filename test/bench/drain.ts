@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { parseQuantity } from '../../common/quantity';
 import { formatVolumeId, poolIdPrefix } from '../../common/volume-id';
-import { DirBackend } from '../../storage/dir-backend';
+import { DirBackend } from '../../storage/dir/dir-backend';
 import { waitUntilReady } from '../../agent/wait-ready';
 import { MiB, deleteVolume, retryLikeCo } from '../support/csi-requests';
 import type { DurableTarget } from './durable';

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { call, withDeadline } from '../../csi/client';
 import type { ListVolumesResponse__Output } from '../../csi/generated/csi/v1/ListVolumesResponse';
 import { VolumeOperations } from '../../operations/volume-operations';
-import { PoolLayout } from '../../storage/pool-layout';
+import { PoolLayout } from '../../storage/pool/pool-layout';
 import { TestCluster } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { execFile } from 'node:child_process';

@@ -48,7 +48,7 @@ function listDir(dir: string): string[] {
   return fs.existsSync(dir) ? fs.readdirSync(dir) : [];
 }
 
-/** Reads a pool's directories straight from disk (storage/pool-layout.ts), trusting no driver answer. */
+/** Reads a pool's directories straight from disk (storage/pool/pool-layout.ts), trusting no driver answer. */
 function readPool(node: string, root: string): { summary: PoolSummary; volumes: DiskVolume[] } {
   let poolId: string | undefined;
   try {

@@ -7,7 +7,7 @@ import { startPresence } from '../../../agent/presence';
 import { nodeWorkerTuning } from '../../../agent/worker-options';
 import { createLogger } from '../../../common/logger';
 import { nodeTaskQueue } from '../../../common/names';
-import { DirBackend } from '../../../storage/dir-backend';
+import { DirBackend } from '../../../storage/dir/dir-backend';
 
 /**
  * Many virtual node agents in one process, for the scale benchmark: each has a real dir pool, polls its own task

@@ -14,9 +14,9 @@ import { createIdentityService } from '../../../csi/identity-service';
 import { createNodeService } from '../../../csi/node-service';
 import type { NodeContext } from '../../../csi/node-requests';
 import { serveCsi, type RunningServer } from '../../../csi/server';
-import type { StorageBackend } from '../../../storage/backend';
-import { LoopBackend } from '../../../storage/loop-backend';
-import { readMounts } from '../../../storage/mounts';
+import type { StorageBackend } from '../../../storage/pool/backend';
+import { LoopBackend } from '../../../storage/loop/loop-backend';
+import { readMounts } from '../../../storage/host/mounts';
 import { GI, PoolFixture, randomKey } from '../storage/pool-fixture';
 
 const MiB = 1024 ** 2;

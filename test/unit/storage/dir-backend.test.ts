@@ -4,11 +4,11 @@ import { once } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
 import { FailureType } from '../../../common/failures';
-import { DirBackend } from '../../../storage/dir-backend';
-import { writeIntent } from '../../../storage/journal';
-import type { Intent } from '../../../storage/journal';
-import { PoolLayout } from '../../../storage/pool-layout';
-import { writeRecord } from '../../../storage/volume-records';
+import { DirBackend } from '../../../storage/dir/dir-backend';
+import { writeIntent } from '../../../storage/pool/journal';
+import type { Intent } from '../../../storage/pool/journal';
+import { PoolLayout } from '../../../storage/pool/pool-layout';
+import { writeRecord } from '../../../storage/pool/volume-records';
 import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
 
 let fixture: PoolFixture;

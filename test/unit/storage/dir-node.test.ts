@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { FailureType } from '../../../common/failures';
-import type { DirBackend } from '../../../storage/dir-backend';
+import type { DirBackend } from '../../../storage/dir/dir-backend';
 import { isMountPoint } from './mount-helpers';
 import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
 

@@ -6,20 +6,20 @@
  */
 import fs from 'node:fs';
 import { FailureType } from '../../../common/failures';
-import { DirBackend } from '../../../storage/dir-backend';
-import { assertProjectQuotas, missingProjectQuota, projectQuotaRefusal } from '../../../storage/dir-quota';
-import { runTool } from '../../../storage/exec';
-import { readIntent, writeIntent } from '../../../storage/journal';
-import { PoolLayout } from '../../../storage/pool-layout';
+import { DirBackend } from '../../../storage/dir/dir-backend';
+import { assertProjectQuotas, missingProjectQuota, projectQuotaRefusal } from '../../../storage/dir/dir-quota';
+import { runTool } from '../../../storage/host/exec';
+import { readIntent, writeIntent } from '../../../storage/pool/journal';
+import { PoolLayout } from '../../../storage/pool/pool-layout';
 import {
   FIRST_PROJECT_ID,
-  LAST_PROJECT_ID,
   XfsProjectQuotas,
   chooseProjectId,
   projectIdCandidate,
   type ProjectQuotas,
-} from '../../../storage/project-quotas';
-import { readRecord, writeRecord } from '../../../storage/volume-records';
+} from '../../../storage/dir/project-quotas';
+import { LAST_PROJECT_ID } from '../../../storage/pool/project-id';
+import { readRecord, writeRecord } from '../../../storage/pool/volume-records';
 import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
 
 const MiB = 1024 ** 2;

@@ -6,10 +6,10 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { FailureType } from '../../../common/failures';
-import type { CreateVolumeSpec } from '../../../storage/backend';
-import { writeIntent } from '../../../storage/journal';
-import { LoopBackend } from '../../../storage/loop-backend';
-import { PoolLayout } from '../../../storage/pool-layout';
+import type { CreateVolumeSpec } from '../../../storage/pool/backend';
+import { writeIntent } from '../../../storage/pool/journal';
+import { LoopBackend } from '../../../storage/loop/loop-backend';
+import { PoolLayout } from '../../../storage/pool/pool-layout';
 import { blockdevSize, dfBytes, hasSysResource, isMountPoint, loopDevicesOf } from './mount-helpers';
 import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
 

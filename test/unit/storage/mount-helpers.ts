@@ -5,7 +5,7 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { parseMountInfoLine } from '../../../storage/mounts';
+import { parseMountInfoLine } from '../../../storage/host/mounts';
 
 export function releaseMountsUnder(root: string): void {
   if (!fs.existsSync(root)) return;

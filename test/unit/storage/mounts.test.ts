@@ -1,4 +1,4 @@
-import { majorMinorOf, parseMountInfoLine, showsVolume } from '../../../storage/mounts';
+import { majorMinorOf, parseMountInfoLine, showsVolume } from '../../../storage/host/mounts';
 
 describe('parseMountInfoLine', () => {
   it('reads the fields around the optional ones, and unescapes paths', () => {

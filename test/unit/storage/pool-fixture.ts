@@ -5,9 +5,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { DriverError } from '../../../common/failures';
 import type { FailureType } from '../../../common/failures';
-import type { StorageBackend } from '../../../storage/backend';
-import { DirBackend } from '../../../storage/dir-backend';
-import type { PoolBackendOptions } from '../../../storage/pool-backend';
+import type { StorageBackend } from '../../../storage/pool/backend';
+import { DirBackend } from '../../../storage/dir/dir-backend';
+import type { PoolBackendOptions } from '../../../storage/pool/pool-backend';
 import { releaseMountsUnder } from './mount-helpers';
 
 export const GI = 1024 ** 3;

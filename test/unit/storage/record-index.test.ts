@@ -5,15 +5,15 @@
  */
 import fs from 'node:fs';
 import { FailureType } from '../../../common/failures';
-import * as atomicFile from '../../../storage/atomic-file';
-import type { CreateVolumeSpec, StorageBackend } from '../../../storage/backend';
-import { DirBackend } from '../../../storage/dir-backend';
-import * as journal from '../../../storage/journal';
-import { PoolLayout } from '../../../storage/pool-layout';
-import { RecordIndex } from '../../../storage/record-index';
-import { reserved } from '../../../storage/volume-compat';
-import { listRecords, writeRecord } from '../../../storage/volume-records';
-import type { StoredRecord } from '../../../storage/volume-records';
+import * as atomicFile from '../../../storage/host/atomic-file';
+import type { CreateVolumeSpec, StorageBackend } from '../../../storage/pool/backend';
+import { DirBackend } from '../../../storage/dir/dir-backend';
+import * as journal from '../../../storage/pool/journal';
+import { PoolLayout } from '../../../storage/pool/pool-layout';
+import { RecordIndex } from '../../../storage/pool/record-index';
+import { reserved } from '../../../storage/pool/volume-compat';
+import { listRecords, writeRecord } from '../../../storage/pool/volume-records';
+import type { StoredRecord } from '../../../storage/pool/volume-records';
 import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
 
 type Step = 'allocate' | 'release' | 'grow';

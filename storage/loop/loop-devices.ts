@@ -1,0 +1,85 @@
+/**
+ * Loop devices over the image files of a pool, through losetup(8). The attachment is found again from the file
+ * (`losetup -j`), never remembered, so it survives agent restarts; the device name may change across reboots.
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { DriverError, FailureType } from '../../common/failures';
+import { isReadOnlyDevice } from '../host/block-device';
+import { runTool } from '../host/exec';
+import { isNotFound } from '../host/fs-checks';
+
+const SYS_BLOCK = '/sys/class/block';
+/** A detach is deferred while something (udev, blkid) still has the device open; wait that long for it. */
+const DETACH_WAIT_MS = 10_000;
+
+/** Devices attached to this file, in losetup's order; empty when none (or when the file is gone). */
+export async function attachedDevices(file: string): Promise<string[]> {
+  const out = await runTool('losetup', ['--noheadings', '--output', 'NAME', '--associated', file]);
+  return out
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line.startsWith('/dev/'));
+}
+
+/** The file's devices by kind, from one losetup run: the read-write one staging uses, the readers' read-only ones. */
+export async function devicesByKind(file: string): Promise<{ readWrite: string[]; readOnly: string[] }> {
+  const kinds = { readWrite: [] as string[], readOnly: [] as string[] };
+  for (const device of await attachedDevices(file))
+    ((await isReadOnlyDevice(device)) ? kinds.readOnly : kinds.readWrite).push(device);
+  return kinds;
+}
+
+/** The file's devices of one kind (see devicesByKind). */
+export async function devicesOfKind(file: string, readOnly: boolean): Promise<string[]> {
+  const kinds = await devicesByKind(file);
+  return readOnly ? kinds.readOnly : kinds.readWrite;
+}
+
+/**
+ * The file's read-write (or, with readOnly, read-only) device, attaching one if it has none: attaching again after
+ * a crash or restart is a no-op. A read-only device is what a reader of a raw block volume gets: the kernel refuses
+ * its writes, which a read-only bind mount of a device node does not.
+ */
+export async function attachDevice(file: string, readOnly = false): Promise<{ device: string; fresh: boolean }> {
+  const [existing] = await devicesOfKind(file, readOnly);
+  if (existing) return { device: existing, fresh: false };
+  const device = (await runTool('losetup', [...(readOnly ? ['--read-only'] : []), '--find', '--show', file])).trim();
+  if (!device.startsWith('/dev/'))
+    throw new DriverError(FailureType.Internal, `losetup printed "${device}" for ${file}`);
+  return { device, fresh: true };
+}
+
+/** Detaches every device of the file (or only `which` of them) and waits until the kernel has let them go. */
+export async function detachDevices(file: string, which?: string[]): Promise<void> {
+  const chosen = (devices: string[]): string[] => (which ? devices.filter((d) => which.includes(d)) : devices);
+  for (const device of chosen(await attachedDevices(file))) await runTool('losetup', ['--detach', device]);
+  const until = Date.now() + DETACH_WAIT_MS;
+  for (;;) {
+    const left = chosen(await attachedDevices(file));
+    if (left.length === 0) return;
+    if (Date.now() > until) {
+      throw new DriverError(FailureType.Unavailable, `${left.join(', ')} still attached to ${file}: device busy`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+/** Makes the device see the file's current size (after the file grew). */
+export async function refreshDevice(device: string): Promise<void> {
+  await runTool('losetup', ['--set-capacity', device]);
+}
+
+/** Every attached loop device and its backing file, from sysfs (one read, no tool run per device). */
+export async function loopAttachments(): Promise<{ device: string; file: string }[]> {
+  const attachments: { device: string; file: string }[] = [];
+  for (const name of (await fs.readdir(SYS_BLOCK)).filter((entry) => /^loop\d+$/.test(entry))) {
+    try {
+      const file = (await fs.readFile(path.join(SYS_BLOCK, name, 'loop', 'backing_file'), 'utf8')).trim();
+      attachments.push({ device: `/dev/${name}`, file });
+    } catch (error) {
+      if (!isNotFound(error)) throw error; // not attached
+    }
+  }
+  return attachments;
+}

@@ -1,0 +1,160 @@
+/**
+ * The node's storage: each pool is the authority on which volumes exist on it. Implementations: dir (a
+ * directory per volume, capacity by reservation) and loop (a preallocated file per volume, attached as a loop
+ * device). No gRPC or Temporal types here.
+ *
+ * Errors are DriverError (common/failures.ts). Every mutating method is idempotent and crash safe: the intent
+ * is journaled before anything is allocated, and open() reconciles the journal with what exists on disk.
+ * Staging is recorded in the pool before anything is attached or mounted, and open() re-establishes it.
+ */
+import type { NewIdentity, PoolIdentity } from './pool-identity';
+
+export type AccessType = 'mount' | 'block';
+
+export interface VolumeRecord {
+  /** 32 lower-case hex digits, the volume's name inside the pool (the last field of the volume ID). */
+  key: string;
+  /** The CO's name for the volume (CreateVolumeRequest.name); stored, never used in a path. */
+  name: string;
+  capacityBytes: number;
+  parameters: Record<string, string>;
+  /** ISO 8601. */
+  createdAt: string;
+  /** Absolute path of the volume's data inside the pool: dir: its directory; loop: its image file. */
+  path: string;
+  /** Loop only (dir volumes are always mount volumes and record neither field). */
+  accessType?: AccessType;
+  /** Loop mount volumes: the filesystem made at create. */
+  fsType?: string;
+  /** dir with --dir-quota=project: the project quota that enforces the capacity (storage/dir/project-quotas.ts). */
+  projectId?: number;
+}
+
+/** One page of a pool's volumes; `more` when volumes with later keys exist. */
+export interface VolumePage {
+  volumes: VolumeRecord[];
+  more: boolean;
+}
+
+export interface PoolStatus {
+  /** UUID written once when the pool is first opened. */
+  poolId: string;
+  capacityBytes: number;
+  /** Sum of the capacity of every volume and of every create still in the journal. */
+  reservedBytes: number;
+  availableBytes: number;
+  volumeCount: number;
+}
+
+export interface OpenReport {
+  poolId: string;
+  /** True when this open wrote the pool identity. */
+  created: boolean;
+  /** Journal entries completed or rolled back while opening, for the log. */
+  reconciled: { key: string; op: 'create' | 'delete'; outcome: 'rolled-back' | 'completed' | 'kept' }[];
+  /** Things in the pool the journal and records do not explain; reported, never deleted. */
+  strays: string[];
+  /** Staged volumes whose device or mount open() had to re-establish (after a reboot), or could not. */
+  repaired: { key: string; outcome: 'restaged' | 'detached' | 'limited' | 'failed'; message: string }[];
+}
+
+export interface CreateVolumeSpec {
+  key: string;
+  name: string;
+  capacityBytes: number;
+  parameters: Record<string, string>;
+  /** Block volumes are handed over as a raw device (loop only); mount volumes carry a filesystem. */
+  accessType?: AccessType;
+  /** Filesystem for mount volumes on backends that format (loop): ext4 (default) or xfs. */
+  fsType?: string;
+}
+
+export interface ExpandResult {
+  capacityBytes: number;
+  /** True when the node must still grow the filesystem (NodeExpandVolume). */
+  nodeExpansionRequired: boolean;
+}
+
+export interface BackendCapabilities {
+  accessTypes: readonly AccessType[];
+  /** Filesystems mount volumes are formatted with, the default first; empty when the backend does not format. */
+  fsTypes: readonly string[];
+}
+
+export interface StageOptions {
+  accessType: AccessType;
+  /** The capability's fs_type; empty means the volume's own. Backends that do not format ignore it. */
+  fsType: string;
+  /** The capability's mount_flags, used where the backend mounts a filesystem (loop mount volumes). */
+  mountFlags: string[];
+}
+
+export interface PublishOptions {
+  accessType: AccessType;
+  readonly: boolean;
+}
+
+export interface VolumeUsage {
+  unit: 'bytes' | 'inodes';
+  total: number;
+  /** Absent for block volumes, whose use the node cannot see. */
+  used?: number;
+  available?: number;
+}
+
+export interface VolumeStats {
+  usage: VolumeUsage[];
+  /** True when the volume's data or device is missing; the message says what. */
+  abnormal: boolean;
+  message: string;
+}
+
+export interface StorageBackend {
+  readonly kind: string;
+  readonly capabilities: BackendCapabilities;
+  /**
+   * Creates the pool (identity file, with `fresh` in it) if it has none and reconciles the journal. Must be called
+   * first. Whether a pool without an identity may get one is the caller's decision (agent/pool-gate.ts).
+   */
+  open(fresh?: NewIdentity): Promise<OpenReport>;
+  /** The pool's identity, read without creating or locking anything; undefined when it has none yet. */
+  identity(): Promise<PoolIdentity | undefined>;
+  status(): Promise<PoolStatus>;
+  /**
+   * Same key: returns the existing record (AlreadyExists if its name or size differ).
+   * Same name under another key: returns that record when compatible (the name is the idempotency key),
+   * AlreadyExists when the size or parameters differ. No room: ResourceExhausted, nothing allocated.
+   */
+  createVolume(spec: CreateVolumeSpec): Promise<VolumeRecord>;
+  /** Absent: resolves { existed: false }. Never touches anything outside the pool. */
+  deleteVolume(key: string): Promise<{ existed: boolean }>;
+  /** Absent: undefined. */
+  getVolume(key: string): Promise<VolumeRecord | undefined>;
+  /** Sorted by key. */
+  listVolumes(): Promise<VolumeRecord[]>;
+  /** At most `limit` volumes whose key sorts after `afterKey` (from the first when undefined), sorted by key. */
+  listVolumePage(afterKey: string | undefined, limit: number): Promise<VolumePage>;
+  /**
+   * Grows the volume's reservation (and backing file) to at least capacityBytes; idempotent, never shrinks.
+   * Absent: NotFound. No room: ResourceExhausted, nothing changed.
+   */
+  expandVolume(key: string, capacityBytes: number): Promise<ExpandResult>;
+  /**
+   * The node part of CSI (paths come from the CO and are used as mount targets only). The volume must exist
+   * (NotFound). Stage records the staging in the pool first, then attaches and mounts; again with the same
+   * arguments is a no-op, at another path FailedPrecondition. A staged volume refuses deleteVolume.
+   */
+  stageVolume(key: string, stagingPath: string, options: StageOptions): Promise<void>;
+  /** Not staged there: no-op. Still published somewhere: FailedPrecondition. Detaches loop devices. */
+  unstageVolume(key: string, stagingPath: string): Promise<void>;
+  /** Bind mounts the staged volume (block: its device, onto a file) at targetPath, which it creates. */
+  publishVolume(key: string, stagingPath: string, targetPath: string, options: PublishOptions): Promise<void>;
+  /** Unmounts and removes the target (only an empty directory or an empty file); absent: no-op. */
+  unpublishVolume(key: string, targetPath: string): Promise<void>;
+  /** volumePath must show this volume (NotFound otherwise), unless its data or device is missing (abnormal). */
+  volumeStats(key: string, volumePath: string): Promise<VolumeStats>;
+  /** Makes the device and filesystem seen at volumePath as large as the volume (NodeExpandVolume). */
+  expandFilesystem(key: string, volumePath: string): Promise<{ capacityBytes: number }>;
+  /** Releases the pool (its lock) and waits for calls in progress; open() may be called again afterwards. */
+  close(): Promise<void>;
+}

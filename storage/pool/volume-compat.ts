@@ -1,0 +1,59 @@
+/** Idempotency of create (what an existing volume must match) and the reservation, for every backend. */
+import { DriverError, FailureType } from '../../common/failures';
+import { formatBytes } from '../../common/quantity';
+import type { CreateVolumeSpec } from './backend';
+import type { Intent } from './journal';
+import type { StoredRecord } from './volume-records';
+import { sameParameters } from './volume-spec';
+
+/** What a create records beyond the common fields (dir: nothing; loop: access type and filesystem). */
+export type VolumeShape = Pick<StoredRecord, 'accessType' | 'fsType'>;
+
+/**
+ * Volumes plus creates still in the journal (a create that has written its record is counted once), each by
+ * what it takes from the pool.
+ */
+export function reserved(records: StoredRecord[], intents: Intent[], bytesOf = (capacity: number) => capacity) {
+  const keys = new Set(records.map((record) => record.key));
+  const pending = intents.filter((intent) => intent.op === 'create' && !keys.has(intent.key));
+  return [...records, ...pending].reduce((sum, entry) => sum + bytesOf(entry.capacityBytes), 0);
+}
+
+/**
+ * Same key: name and size must match. Same name under another key: size and parameters must match. Either way
+ * the shape (access type, filesystem) must match too.
+ */
+export function assertCompatible(existing: StoredRecord, spec: CreateVolumeSpec, shape: VolumeShape): StoredRecord {
+  const sameKey = existing.key === spec.key;
+  const differences: string[] = [];
+  if (sameKey && existing.name !== spec.name) {
+    differences.push(`name ("${existing.name}", requested "${spec.name}")`);
+  }
+  if (existing.capacityBytes !== spec.capacityBytes) {
+    differences.push(
+      `capacity (${describeSize(existing.capacityBytes)}, requested ${describeSize(spec.capacityBytes)})`,
+    );
+  }
+  if (!sameKey && !sameParameters(existing.parameters, spec.parameters)) {
+    differences.push(
+      `parameters (${JSON.stringify(existing.parameters)}, requested ${JSON.stringify(spec.parameters)})`,
+    );
+  }
+  for (const field of ['accessType', 'fsType'] as const) {
+    if (existing[field] !== shape[field]) {
+      differences.push(`${field} (${existing[field] ?? 'none'}, requested ${shape[field] ?? 'none'})`);
+    }
+  }
+  if (differences.length === 0) return existing;
+  const subject = sameKey ? `volume key ${spec.key}` : `volume "${spec.name}" (key ${existing.key})`;
+  throw new DriverError(
+    FailureType.AlreadyExists,
+    `${subject} already exists with a different ${differences.join(' and ')}`,
+  );
+}
+
+/** Human units when they are exact: a rounded "1.0Gi" would hide the byte that differs. */
+export function describeSize(bytes: number): string {
+  const human = formatBytes(bytes);
+  return human.includes('.') ? `${bytes} bytes` : human;
+}
