@@ -1,9 +1,10 @@
+import type * as perfHooks from 'perf_hooks';
 import { monitorEventLoopDelay } from 'perf_hooks';
 import { EVENT_LOOP_MONITORING_PRECISION_MS, createProcessMetrics } from '../../../metrics/registry';
 
 // prom-client's event loop lag collector reads perf_hooks.monitorEventLoopDelay: watch what it asks for.
 jest.mock('perf_hooks', () => {
-  const actual = jest.requireActual<typeof import('perf_hooks')>('perf_hooks');
+  const actual = jest.requireActual<typeof perfHooks>('perf_hooks');
   return { ...actual, monitorEventLoopDelay: jest.fn(actual.monitorEventLoopDelay) };
 });
 
