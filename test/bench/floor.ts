@@ -9,9 +9,6 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { withAgentRuntimeEnv } from '../../agent/process-tuning';
-import { startDevServer } from '../../temporal-dev/dev-server';
-import { findFreePort } from '../../temporal-dev/free-port';
 
 const STEPS = ['bare', 'bridge', 'worker-connected', 'worker-running'] as const;
 type Step = (typeof STEPS)[number];
@@ -79,6 +76,10 @@ async function probe(step: Step, address: string): Promise<void> {
 }
 
 async function main(): Promise<void> {
+  // Imported here, not at the top: the probes run this file too, and must load nothing but their step.
+  const { withAgentRuntimeEnv } = await import('../../agent/process-tuning');
+  const { startDevServer } = await import('../../temporal-dev/dev-server');
+  const { findFreePort } = await import('../../temporal-dev/free-port');
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'durable-csi-floor-'));
   const server = await startDevServer({ dataDir, port: await findFreePort(), headless: true });
   try {
