@@ -9,7 +9,7 @@ import { watchParent } from './parent-watch';
 import { describeHolder, poolHolders, stopProcess } from './pool-holders';
 import { spawnCli, stopChild } from './spawn-cli';
 import { DEV_NODE_FLAGS } from './dev-node-flags';
-import { waitUntilReady } from './wait-ready';
+import { waitUntilReadyz } from './http-ready';
 
 export interface DevStackOptions {
   dataDir: string;
@@ -135,7 +135,7 @@ class DevStack {
 
   startServer(options: { dataDir: string; port: number; uiPort: number }): Promise<DevServer> {
     this.serverLog = path.join(options.dataDir, 'temporal.log');
-    this.server = startDevServer({ ...options, supervised: true });
+    this.server = startDevServer({ ...options, supervised: true, probeInChild: true });
     return this.server;
   }
 
@@ -147,7 +147,7 @@ class DevStack {
     return { why: `the Temporal server ${how} (see ${this.serverLog})`, code: 1 };
   }
 
-  /** Spawns `durable-csi <args>` and waits until its CSI endpoint answers ready; fails if it exits first. */
+  /** Spawns `durable-csi <args>` and waits until its /readyz answers ready; fails if it exits first. */
   async start(name: string, args: string[]): Promise<void> {
     if (this.stopping) throw new Error(`not starting ${name}: the stack is stopping`);
     const logFile = path.join(this.logs, `${name}.log`);
@@ -163,14 +163,15 @@ class DevStack {
         process.stdout.write(`${name} stopped (${how}); to start it again: npx durable-csi ${args.join(' ')}\n`);
       }
     });
-    const endpoint = args[args.indexOf('--endpoint') + 1] ?? '';
+    // Every child of the stack serves /readyz on its metrics address: the same readiness as its CSI Probe.
+    const metricsAddress = args[args.indexOf('--metrics-address') + 1] ?? '';
     const early = exited.then((how) => {
       throw new Error(
         `${name} exited while starting (${how}); last lines of ${logFile}:\n${logTail(logFile, logStart)}`,
       );
     });
     early.catch(() => undefined); // an exit after startup is reported above
-    await Promise.race([waitUntilReady(endpoint), early]);
+    await Promise.race([waitUntilReadyz(metricsAddress), early]);
     ready = true;
   }
 

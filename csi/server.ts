@@ -70,7 +70,8 @@ function wrapService(
     wrapped[method] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
       const started = process.hrtime.bigint();
       const log = logger.child({ method });
-      log.debug({ request: redactSecrets(call.request) }, 'call');
+      // The redacted copy is made only for a line that is written: at the deployed level (info) it is not.
+      if (log.isLevelEnabled('debug')) log.debug({ request: redactSecrets(call.request) }, 'call');
       handler(call.request as never, call).then(
         (response) => {
           observe(metrics, method, 'OK', started);

@@ -10,10 +10,22 @@ export interface ProcessMetrics {
   csiCallSeconds: Histogram<'method'>;
 }
 
+/**
+ * How often the event loop lag histogram (`durable_csi_process_nodejs_eventloop_lag_*`) samples, in ms. prom-client's
+ * default, 10 ms, is a timer a hundred times a second on the main thread, scraped or not: 5 ms of CPU a second in
+ * a process with nothing else to do, about half of what an idle controller or node agent spent
+ * (docs/performance.md, round 4). A stall of the loop still shows; the histogram's resolution is 100 ms.
+ */
+export const EVENT_LOOP_MONITORING_PRECISION_MS = 100;
+
 export function createProcessMetrics(component: string): ProcessMetrics {
   const registry = new Registry();
   registry.setDefaultLabels({ component });
-  collectDefaultMetrics({ register: registry, prefix: 'durable_csi_process_' });
+  collectDefaultMetrics({
+    register: registry,
+    prefix: 'durable_csi_process_',
+    eventLoopMonitoringPrecision: EVENT_LOOP_MONITORING_PRECISION_MS,
+  });
   const csiCalls = new Counter({
     name: 'durable_csi_csi_calls_total',
     help: 'CSI calls answered, by method and gRPC code',

@@ -2,12 +2,11 @@ import { spawn } from 'child_process';
 import type { ChildProcess } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
-import { Connection } from '@temporalio/client';
-import { missingSearchAttributes } from '../temporal/check-search-attributes';
 import { dieWithParent } from './die-with-parent';
 import { isPortFree } from './free-port';
 import { locateTemporalCli } from './locate-cli';
 import { SEARCH_ATTRIBUTES } from '../temporal/search-attributes';
+import { probeServer } from './server-probe';
 
 export interface DevServerOptions {
   /** Holds temporal.db (SQLite, kept across restarts) and, by default, temporal.log. */
@@ -29,6 +28,11 @@ export interface DevServerOptions {
    * Ctrl-C reaches only the caller.
    */
   supervised?: boolean;
+  /**
+   * Probe readiness from a child process that exits once the server is ready, so that this process never loads the
+   * Temporal client (durable-csi dev's supervisor, which holds nothing else: docs/performance.md, round 4).
+   */
+  probeInChild?: boolean;
   /** Port of the server's Prometheus `/metrics` endpoint (the CLI picks a random one when omitted). */
   metricsPort?: number;
   /** Dynamic config values; replaces DEV_SERVER_DYNAMIC_CONFIG when given (`{}`: the server's own defaults). */
@@ -64,7 +68,6 @@ export interface DevServer {
 const DEFAULT_NAMESPACE = 'default';
 const READY_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 15_000;
-const PROBE_TIMEOUT_MS = 2_000;
 const PROBE_INTERVAL_MS = 250;
 
 /** Starts `temporal server start-dev` on 127.0.0.1, persisted in dataDir, and waits until it serves. */
@@ -122,7 +125,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => (stopping ??= stopChild(child, exited));
 
-  const notReady = await waitUntilReady(address, namespace, exited);
+  const notReady = await waitUntilReady(address, namespace, exited, options.probeInChild === true);
   if (notReady !== undefined) {
     await stop();
     throw new Error(
@@ -179,17 +182,26 @@ export function devServerArgs(o: {
   ];
 }
 
-/** Resolves undefined once ready, else a reason (process exited, or timeout with the last probe error). */
+/**
+ * Resolves undefined once ready, else a reason (process exited, or timeout with the last probe error). With inChild,
+ * the probes run in a child process (server-probe.ts) that exits once the server is ready.
+ */
 async function waitUntilReady(
   address: string,
   namespace: string,
   exited: Promise<string>,
+  inChild: boolean,
 ): Promise<string | undefined> {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   // Wrapped so an exit can be told apart from a probe result when racing them.
   const exit = exited.then((reason) => ({ exit: `the process ${reason}` }));
+  if (inChild) {
+    const outcome = await Promise.race([probeFromChild(address, namespace, deadline, exited), exit]);
+    if (typeof outcome === 'object') return outcome.exit;
+    return outcome === undefined ? undefined : `timed out after ${READY_TIMEOUT_MS / 1000} s; last check: ${outcome}`;
+  }
   for (;;) {
-    const outcome = await Promise.race([probe(address, namespace), exit]);
+    const outcome = await Promise.race([probeServer(address, namespace), exit]);
     if (typeof outcome === 'object') return outcome.exit;
     if (outcome === undefined) return undefined;
     if (Date.now() >= deadline) return `timed out after ${READY_TIMEOUT_MS / 1000} s; last check: ${outcome}`;
@@ -199,21 +211,23 @@ async function waitUntilReady(
   }
 }
 
-/** One readiness check. Search attributes are registered asynchronously on first start, so they are checked too. */
-async function probe(address: string, namespace: string): Promise<string | undefined> {
-  // No retry interceptors: each probe should fail fast and let the loop decide.
-  const connection = Connection.lazy({ address, connectTimeout: PROBE_TIMEOUT_MS, interceptors: [] });
-  const within = <T>(fn: () => Promise<T>): Promise<T> => connection.withDeadline(Date.now() + PROBE_TIMEOUT_MS, fn);
-  try {
-    await connection.ensureConnected();
-    await within(() => connection.workflowService.describeNamespace({ namespace }));
-    const missing = await within(() => missingSearchAttributes(connection, namespace));
-    return missing.length === 0 ? undefined : `search attributes not registered yet: ${missing.join(', ')}`;
-  } catch (err) {
-    return err instanceof Error ? err.message : String(err);
-  } finally {
-    await connection.close();
-  }
+/**
+ * server-probe.ts as a child process: undefined once the server is ready, else its last answer. The child is
+ * tethered by an IPC channel (it exits when we do) and killed if the server exits first.
+ */
+function probeFromChild(address: string, namespace: string, deadline: number, exited: Promise<string>) {
+  const script = path.join(__dirname, 'server-probe.js');
+  const child = spawn(process.execPath, [script, address, namespace, String(deadline)], {
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+  });
+  child.channel?.unref();
+  void exited.then(() => child.kill());
+  return new Promise<string | undefined>((resolve) => {
+    let out = '';
+    child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
+    child.once('error', (error) => resolve(error.message));
+    child.once('exit', (code) => resolve(code === 0 ? undefined : out || `the probe exited with ${String(code)}`));
+  });
 }
 
 /** Resolves once the process is gone; a no-op (apart from awaiting `exited`) if it already exited. */

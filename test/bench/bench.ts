@@ -20,7 +20,15 @@ import { runDurableLevel, warmUpDurable, type DurableTarget } from './durable';
 import { messageOf } from './measure';
 import { CostMeter } from './phase-cost';
 import { ProcessWatch } from './process-usage';
-import { formatReport, machineInfo, priceOfDurability, writeJson, type BenchReport, type LevelResult } from './report';
+import {
+  formatReport,
+  machineInfo,
+  priceOfDurability,
+  writeJson,
+  type BenchReport,
+  type IdleFigures,
+  type LevelResult,
+} from './report';
 import { integer } from '../support/option-parsers';
 
 interface Options {
@@ -37,6 +45,9 @@ interface Options {
   out: string;
   keep: boolean;
   temporal: 'dev' | 'prod';
+  topology: 'node' | 'none';
+  idleSettle: number;
+  profile?: string;
 }
 
 const positiveInt = integer(1);
@@ -74,12 +85,39 @@ function parseOptions(argv: string[]): Options {
     .option('--out <file>', 'JSON report', path.join(findProjectRoot(), 'test-artifacts', 'bench.json'))
     .option('--keep', 'keep the Temporal data, pools and logs (printed) instead of removing them', false)
     .addOption(
+      new Option(
+        '--topology <shape>',
+        "'node': each create names one node in a requisite topology (round robin), as external-provisioner does " +
+          "with WaitForFirstConsumer; 'none': the controller places every volume",
+      )
+        .choices(['node', 'none'])
+        .default('node'),
+    )
+    .option('--profile <dir>', "write each driver process's CPU profiles (node --cpu-prof, every thread) into dir")
+    .option(
+      '--idle-settle <ms>',
+      'wait before reading the idle RSS, after start and after the levels',
+      integer(0),
+      5000,
+    )
+    .addOption(
       new Option('--temporal <server>', 'the dev server, or the production-style one (docs/temporal-cluster.md)')
         .choices(['dev', 'prod'])
         .default('dev'),
     )
     .parse(argv);
   return program.opts<Options>();
+}
+
+/** Each group's resident memory after settleMs of doing nothing, and the CPU it spent meanwhile (ms per second). */
+async function idleResident(watch: ProcessWatch, settleMs: number): Promise<IdleFigures> {
+  const started = watch.begin();
+  const at = performance.now();
+  await new Promise((resolve) => setTimeout(resolve, settleMs));
+  const usage = watch.end(started);
+  const seconds = (performance.now() - at) / 1000;
+  const cpuMsPerSecond = Object.fromEntries(Object.entries(usage.cpuMs).map(([group, ms]) => [group, ms / seconds]));
+  return { resident: watch.resident(), cpuMsPerSecond };
 }
 
 const progress = (message: string) => process.stderr.write(`[bench ${new Date().toISOString()}] ${message}\n`);
@@ -178,6 +216,14 @@ async function main(): Promise<number> {
     if (temporalPid !== undefined) watch.add({ name: 'temporal', group: 'temporal', pid: temporalPid });
     const meter = new CostMeter(watch, metricsUrl);
 
+    if (options.profile) {
+      // Read by the driver's processes (spawned after this); written when each exits at the teardown (cpu-profiler.ts).
+      const dir = path.resolve(options.profile);
+      fs.mkdirSync(dir, { recursive: true });
+      const profiler = path.join(__dirname, 'cpu-profiler.js');
+      process.env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --require ${profiler}`.trim();
+      process.env.DURABLE_CSI_PROFILE_DIR = dir;
+    }
     const cluster = new TestCluster('bench', { logLevel: 'info' });
     cleanups.push(async () => {
       if (options.keep) progress(`kept pools and logs in ${cluster.root}`);
@@ -197,15 +243,24 @@ async function main(): Promise<number> {
       nodes,
       rpcTimeoutMs: options.rpcTimeout,
       retryBudgetMs: 300_000,
+      topology: options.topology,
     };
+    report.idle = { start: await idleResident(watch, options.idleSettle) };
 
     await warmUpDurable(target, runId, options.warmup);
+    // The profiles cover the levels only (cpu-profiler.ts): SIGUSR2 starts them, the next one writes them.
+    const toggleProfiles = () => {
+      if (options.profile) [controller, ...agents].forEach(({ child }) => child.kill('SIGUSR2'));
+    };
+    toggleProfiles();
     for (const concurrency of options.concurrency) {
       progress(`durable: ${options.ops} creates then deletes, ${concurrency} in flight`);
       const level = await runDurableLevel(target, meter, runId, concurrency, options.ops);
       report.durable.push(level);
       checkLevel('durable', level, report.problems);
     }
+    toggleProfiles();
+    report.idle.afterLevels = await idleResident(watch, options.idleSettle);
     if (options.drain > 0) {
       report.drain = await runDrain(target, meter, runId, options.drain, progress);
       report.problems.push(...report.drain.problems);

@@ -2,7 +2,7 @@ import { status, type ServiceError } from '@grpc/grpc-js';
 import type { CsiClients } from '../../csi/client';
 import { parseVolumeId } from '../../common/volume-id';
 import type { TestCluster } from '../support/cluster';
-import { MiB, createRequest, createVolume, deleteVolume, retryLikeCo } from '../support/csi-requests';
+import { MiB, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { leftoversIn, measure, type OnRetry } from './measure';
 import type { CostMeter } from './phase-cost';
 import type { LevelResult } from './report';
@@ -15,6 +15,16 @@ export interface DurableTarget {
   rpcTimeoutMs: number;
   /** How long a call keeps retrying retriable answers, like a CO would. */
   retryBudgetMs: number;
+  /**
+   * 'node': every create names one node in a requisite topology (round robin over `nodes`), as external-provisioner
+   * does with WaitForFirstConsumer and strict topology; 'none': no topology, the controller places the volume.
+   */
+  topology: 'node' | 'none';
+}
+
+/** The node the index-th create of a run names, or undefined without topology. */
+export function nodeFor(target: Pick<DurableTarget, 'nodes' | 'topology'>, index: number): string | undefined {
+  return target.topology === 'node' ? target.nodes[index % target.nodes.length] : undefined;
 }
 
 /** Like retryLikeCo, reporting every retriable answer that it retried. */
@@ -39,8 +49,9 @@ async function retried<T>(attempt: () => Promise<T>, onRetry: OnRetry, budgetMs:
   }
 }
 
-function createOne(target: DurableTarget, name: string, onRetry: OnRetry): Promise<string> {
-  const request = createRequest(name, MiB);
+function createOne(target: DurableTarget, name: string, index: number, onRetry: OnRetry): Promise<string> {
+  const nodeId = nodeFor(target, index);
+  const request = createRequest(name, MiB, nodeId === undefined ? {} : onNode(nodeId));
   return retried(
     async () => {
       const answer = await createVolume(target.clients, request, target.rpcTimeoutMs);
@@ -55,7 +66,7 @@ function createOne(target: DurableTarget, name: string, onRetry: OnRetry): Promi
 
 export async function warmUpDurable(target: DurableTarget, runId: string, count: number): Promise<void> {
   for (let index = 0; index < count; index++) {
-    const volumeId = await createOne(target, `bench-${runId}-warmup-${index}`, () => undefined);
+    const volumeId = await createOne(target, `bench-${runId}-warmup-${index}`, index, () => undefined);
     await retried(
       () => deleteVolume(target.clients, volumeId, target.rpcTimeoutMs),
       () => undefined,
@@ -73,7 +84,10 @@ export async function runDurableLevel(
 ): Promise<LevelResult> {
   const names = Array.from({ length: ops }, (_, index) => `bench-${runId}-c${concurrency}-${index}`);
   const createStart = await meter.begin();
-  const created = await measure(names, concurrency, (name, onRetry) => createOne(target, name, onRetry));
+  const items = names.map((name, index) => ({ name, index }));
+  const created = await measure(items, concurrency, ({ name, index }, onRetry) =>
+    createOne(target, name, index, onRetry),
+  );
   const createCost = await meter.end(createStart, names.length);
   const volumeIds = created.values.filter((id): id is string => id !== undefined);
 

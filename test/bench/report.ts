@@ -2,8 +2,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { formatCosts, formatDrain, formatGoals } from './cost-report';
+import { formatDriverGoals, formatRoles } from './role-report';
 import type { DrainResult } from './drain';
 import type { PhaseCost } from './phase-cost';
+import type { ResidentMb } from './process-usage';
 import type { LatencyStats } from './stats';
 import { ms, num, table } from './table';
 
@@ -32,6 +34,12 @@ export interface LevelResult {
   cost?: { create: PhaseCost; delete: PhaseCost };
 }
 
+/** A group's figures at rest: its heaviest process's resident memory, and its CPU (all its processes). */
+export interface IdleFigures {
+  resident: Record<string, ResidentMb>;
+  cpuMsPerSecond: Record<string, number>;
+}
+
 export interface BenchReport {
   startedAt: string;
   /** 1-minute load average at the start and at the end: the machine may be shared. */
@@ -41,6 +49,8 @@ export interface BenchReport {
   durable: LevelResult[];
   direct: LevelResult[];
   drain?: DrainResult;
+  /** At rest: after start, and after the levels (before the drain). */
+  idle?: { start: IdleFigures; afterLevels?: IdleFigures };
   priceOfDurability: {
     concurrency: number;
     createP50Ratio: number;
@@ -126,6 +136,7 @@ export function formatReport(report: BenchReport): string {
     );
   }
   out.push('', ...formatCosts(report.durable));
+  out.push('', ...formatRoles(report));
   if (report.drain) out.push('', ...formatDrain(report.drain));
   out.push('', 'Direct (DirBackend in-process, one pool, no Temporal, no gRPC)', levelTable(report.direct, false));
   out.push(
@@ -143,6 +154,7 @@ export function formatReport(report: BenchReport): string {
     ),
   );
   out.push('', ...formatGoals(report));
+  out.push('', ...formatDriverGoals(report));
   out.push('', report.ok ? 'result: OK' : `result: FAILED\n  ${report.problems.join('\n  ')}`);
   return out.join('\n');
 }
