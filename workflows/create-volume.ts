@@ -22,6 +22,7 @@ import { followNodeLiveness } from './node-liveness';
 import { rankCandidates, unknownNodes } from './placement';
 import { NodeIdKey, PhaseKey, VolumeIdKey } from './search-attribute-keys';
 import { listReportedNodes } from './reported-nodes';
+import type { NodeView } from '../node-records/types';
 
 /** Everything the create needs; secrets never enter here (invariant 6). */
 export interface CreateVolumeInput {
@@ -103,8 +104,13 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
           completion(input.driverName, node.nodeId).createVolumeOnNode(nodeInput),
         );
         liveness?.stop();
-        // A node forgotten for good took any allocation with it: another node may now be tried.
-        if (finished.forgotten) continue;
+        if (finished.forgotten) {
+          // Another node may now be tried. The forgotten one may have allocated before it went, and it may come
+          // back with the same pool (the soak's forget-then-return): its record keeps the key, as for a deletion
+          // written off, and deletes it there on return ("absent" if nothing was allocated).
+          if (patched('create-records-write-off')) await writeOffAllocation(input, node, key, finished.notice.reason);
+          continue;
+        }
         created = finished.value;
       } catch (completionError) {
         liveness?.stop();
@@ -131,6 +137,18 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
     : noPlacement(input, found, candidates.length, timedOut);
   setCurrentDetails(`failed: ${failure.message}`);
   throw ApplicationFailure.create({ ...failure, nonRetryable: true });
+}
+
+/** The key this create may have allocated on a node now forgotten, kept by that node's record for its return. */
+async function writeOffAllocation(input: CreateVolumeInput, node: NodeView, key: string, reason: string) {
+  const prefix = poolIdPrefix(node.poolId);
+  const volume = {
+    volumeId: formatVolumeId({ nodeId: node.nodeId, poolIdPrefix: prefix, key }),
+    key,
+    poolIdPrefix: prefix,
+    reason,
+  };
+  await control.recordWriteOff({ driverName: input.driverName, nodeId: node.nodeId, volume });
 }
 
 function candidateRequest(input: CreateVolumeInput) {
