@@ -19,7 +19,11 @@ const LOADER_OPTIONS: protoLoader.Options = {
   oneofs: true,
 };
 
-/** csi.proto imports it for the `extend` of csi_secret; the copy protobufjs ships is used. */
+/**
+ * csi.proto imports it for the `extend` of csi_secret. proto-loader, imported above, registers it among the files
+ * protobufjs bundles when both share one protobufjs (as they do now); should they not, the copy protobufjs ships
+ * is read.
+ */
 const DESCRIPTOR_PROTO = 'google/protobuf/descriptor.proto';
 
 let cached: ProtoGrpcType['csi']['v1'] | undefined;
