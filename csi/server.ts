@@ -5,7 +5,7 @@ import type { Logger } from '../common/logger';
 import type { ProcessMetrics } from '../metrics/registry';
 import { parseEndpoint, removeStaleSocket } from './endpoint';
 import { toGrpcStatus } from './errors';
-import { csiPackage } from './proto';
+import { CSI_PACKAGE, csiPackage } from './proto';
 import { redactSecrets } from './redact';
 
 /** A CSI service written as plain async functions; the server adds transport, logging and error mapping. */
@@ -34,9 +34,11 @@ export async function serveCsi(
 ): Promise<RunningServer> {
   const csi = csiPackage();
   const server = new grpc.Server();
-  server.addService(csi.Identity.service, wrapService(services.identity, logger, metrics));
-  if (services.controller) server.addService(csi.Controller.service, wrapService(services.controller, logger, metrics));
-  if (services.node) server.addService(csi.Node.service, wrapService(services.node, logger, metrics));
+  const add = (definition: grpc.ServiceDefinition & RequestTypes, service: AsyncService): void =>
+    server.addService(definition, wrapService(definition, service, logger, metrics));
+  add(csi.Identity.service, services.identity);
+  if (services.controller) add(csi.Controller.service, services.controller);
+  if (services.node) add(csi.Node.service, services.node);
 
   const { address, socketPath } = parseEndpoint(endpoint);
   if (socketPath) {
@@ -59,19 +61,29 @@ export async function serveCsi(
   };
 }
 
+/** What the wrapper reads of a service definition: each method's request message, as proto-loader describes it. */
+type RequestTypes = Record<string, { requestType?: { type: { name?: string } } } | undefined>;
+
 /** The one wrapper around every call: redacted request logging, duration, and the single error-to-code map. */
+
 function wrapService(
+  definition: RequestTypes,
   service: AsyncService,
   logger: Logger,
   metrics?: ProcessMetrics,
 ): grpc.UntypedServiceImplementation {
   const wrapped: grpc.UntypedServiceImplementation = {};
   for (const [method, handler] of Object.entries(service)) {
+    // The request's message type says which of its fields redactSecrets masks. A method the definition lacks is
+    // never called.
+    const requestName = definition[method]?.requestType?.type.name;
+    if (!requestName) continue;
+    const redacted = (request: unknown): unknown => redactSecrets(request, `${CSI_PACKAGE}.${requestName}`);
     wrapped[method] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
       const started = process.hrtime.bigint();
       const log = logger.child({ method });
       // The redacted copy is made only for a line that is written: at the deployed level (info) it is not.
-      if (log.isLevelEnabled('debug')) log.debug({ request: redactSecrets(call.request) }, 'call');
+      if (log.isLevelEnabled('debug')) log.debug({ request: redacted(call.request) }, 'call');
       handler(call.request as never, call).then(
         (response) => {
           observe(metrics, method, 'OK', started);
@@ -82,7 +94,7 @@ function wrapService(
           const { code, message, unexpected } = toGrpcStatus(error);
           observe(metrics, method, grpc.status[code], started);
           const fields = { ms: elapsedMs(started), code: grpc.status[code], message };
-          if (unexpected) log.error({ ...fields, err: error, request: redactSecrets(call.request) }, 'failed');
+          if (unexpected) log.error({ ...fields, err: error, request: redacted(call.request) }, 'failed');
           else log.info(fields, 'refused or pending');
           callback({ code, details: message });
         },
