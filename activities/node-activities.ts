@@ -241,7 +241,8 @@ async function volumeSpec(backend: StorageBackend, poolId: string, input: NodeCr
     'snapshotKey' in source
       ? (await backend.getSnapshot(source.snapshotKey))?.sizeBytes
       : (await backend.getVolume(source.volumeKey))?.capacityBytes;
-  const fits = sourceBytes !== undefined && (!limitBytes || limitBytes >= sourceBytes);
+  if (sourceBytes === undefined) throw new DriverError(FailureType.NotFound, `${what} does not exist on this node`);
+  const fits = !limitBytes || limitBytes >= sourceBytes;
   const capacityBytes = fits && spec.capacityBytes < sourceBytes ? sourceBytes : spec.capacityBytes;
   const own: ContentSource = source;
   return { ...spec, capacityBytes, contentSource: own };
