@@ -15,7 +15,7 @@ import type { ListVolumesResponse } from './generated/csi/v1/ListVolumesResponse
 import { callAbandoned, callWaitMs } from './call-wait';
 import { controllerExpandVolume } from './controller-expand';
 import { deleteOutcomeHeaders } from './delete-outcome';
-import { listCoverageHeaders } from './list-coverage';
+import { assertMaxEntries, listCoverageHeaders, unusableToken } from './list-coverage';
 import { validateVolumeCapabilities } from './controller-validate';
 import type { ControllerExpandVolumeRequest__Output } from './generated/csi/v1/ControllerExpandVolumeRequest';
 import type { ControllerExpandVolumeResponse } from './generated/csi/v1/ControllerExpandVolumeResponse';
@@ -102,16 +102,9 @@ export function createControllerService(
       request: ListVolumesRequest__Output,
       call: ServerUnaryCall<unknown, unknown>,
     ): Promise<ListVolumesResponse> {
-      if (request.max_entries < 0)
-        throw new DriverError(FailureType.InvalidArgument, 'max_entries must not be negative');
+      assertMaxEntries(request.max_entries);
       const token = request.starting_token;
-      // CSI: a starting_token the plugin cannot use is ABORTED (the CO starts the listing again).
-      if (!isListPosition(token)) {
-        throw new DriverError(
-          FailureType.Aborted,
-          `starting_token "${token.slice(0, 140)}" was not issued by this driver; list again without a token`,
-        );
-      }
+      if (!isListPosition(token)) throw unusableToken(token);
       // One bounded page per call (at most 1,000 entries, also when max_entries is 0 or larger), read from the pools.
       const page = await operations.listPage(token, request.max_entries);
       call.sendMetadata(listCoverageHeaders(page.unreachableNodes));

@@ -17,7 +17,7 @@ import type { DeleteSnapshotRequest__Output } from './generated/csi/v1/DeleteSna
 import type { ListSnapshotsRequest__Output } from './generated/csi/v1/ListSnapshotsRequest';
 import type { ListSnapshotsResponse } from './generated/csi/v1/ListSnapshotsResponse';
 import type { Snapshot } from './generated/csi/v1/Snapshot';
-import { listCoverageHeaders } from './list-coverage';
+import { assertMaxEntries, listCoverageHeaders, unusableToken } from './list-coverage';
 import { checkName } from './validate-create';
 
 export const SNAPSHOT_CAPABILITIES = ['CREATE_DELETE_SNAPSHOT', 'LIST_SNAPSHOTS', 'CLONE_VOLUME'];
@@ -53,15 +53,10 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
       request: ListSnapshotsRequest__Output,
       call: ServerUnaryCall<unknown, unknown>,
     ): Promise<ListSnapshotsResponse> {
-      if (request.max_entries < 0) throw invalid('max_entries must not be negative');
+      assertMaxEntries(request.max_entries);
       const token = request.starting_token;
-      // CSI: a starting_token the plugin cannot use is ABORTED. A token is the last snapshot ID of the previous page.
-      if (token && !parseSnapshotId(token)) {
-        throw new DriverError(
-          FailureType.Aborted,
-          `starting_token "${token.slice(0, 140)}" was not issued by this driver; list again without a token`,
-        );
-      }
+      // A token is the last snapshot ID of the previous page.
+      if (token && !parseSnapshotId(token)) throw unusableToken(token);
       const bySnapshot = request.snapshot_id ? parseSnapshotId(request.snapshot_id) : undefined;
       const bySource = request.source_volume_id ? parseVolumeId(request.source_volume_id) : undefined;
       // An ID this driver could not have issued names no snapshot: the list is empty (CSI), and no node is asked.

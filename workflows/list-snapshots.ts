@@ -2,9 +2,9 @@ import { ActivityFailure, proxyActivities } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities, NodeSnapshotList } from '../activities/node-activities';
 import { pastNode } from '../common/list-position';
-import { nodeTaskQueue } from '../common/names';
 import { formatSnapshotId } from '../common/snapshot-id';
 import { formatVolumeId, poolIdPrefix } from '../common/volume-id';
+import { listOptions } from './node-activity-options';
 
 export interface ListSnapshotsInput {
   driverName: string;
@@ -82,12 +82,7 @@ export async function listSnapshots(input: ListSnapshotsInput): Promise<ListSnap
 /** Undefined when the node is offline, did not pick the work up in 5 s, or failed. */
 async function askNode(driverName: string, nodeId: string, live: boolean): Promise<NodeSnapshotList | undefined> {
   if (!live) return undefined;
-  const onNode = proxyActivities<NodeActivities>({
-    taskQueue: nodeTaskQueue(driverName, nodeId),
-    scheduleToStartTimeout: '5s',
-    startToCloseTimeout: '30s',
-    retry: { maximumAttempts: 1 },
-  });
+  const onNode = proxyActivities<NodeActivities>(listOptions(driverName, nodeId));
   try {
     return await onNode.listSnapshotsOnNode();
   } catch (error) {

@@ -88,6 +88,19 @@ export function expandOptions(driverName: string, nodeId: string, summary: strin
   };
 }
 
+/**
+ * A listing asks live nodes only and moves past one that does not pick the work up within 5 s (its entries are
+ * missing from the answer, which says so): one attempt, no waiting for a node that is down.
+ */
+export function listOptions(driverName: string, nodeId: string): ActivityOptions {
+  return {
+    taskQueue: nodeTaskQueue(driverName, nodeId),
+    scheduleToStartTimeout: '5s',
+    startToCloseTimeout: '30s',
+    retry: { maximumAttempts: 1 },
+  };
+}
+
 /** A snapshot is made on its source's node and nowhere else: waits in the queue while the node is down. */
 export function snapshotOptions(driverName: string, nodeId: string, summary: string): ActivityOptions {
   return {

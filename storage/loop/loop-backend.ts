@@ -52,8 +52,8 @@ export class LoopBackend extends PoolBackend {
     return Math.ceil(capacityBytes / SECTOR) * SECTOR;
   }
 
-  protected override async checkSpace(bytes: number, name: string): Promise<void> {
-    await assertFreeSpace(this.layout.volumesDir, bytes, `volume "${name}"`);
+  protected override async checkSpace(bytes: number, what: string): Promise<void> {
+    await assertFreeSpace(this.layout.volumesDir, bytes, what);
   }
 
   /**

@@ -41,6 +41,7 @@ import {
   readSnapshot,
   settleSnapshotIntent,
   settleSnapshotJournal,
+  shapeOf,
   snapshotDirExists,
   writeSnapshot,
   writeSnapshotIntent,
@@ -131,8 +132,11 @@ export abstract class PoolBackend implements StorageBackend {
     return capacityBytes;
   }
 
-  /** Refuses (ResourceExhausted) when the pool's storage cannot hold `bytes` more, whatever is reserved. */
-  protected async checkSpace(_bytes: number, _name: string): Promise<void> {}
+  /**
+   * Refuses (ResourceExhausted) when the pool's storage cannot hold `bytes` more, whatever is reserved; `what` names
+   * it for the message (`volume "pvc-1"`).
+   */
+  protected async checkSpace(_bytes: number, _what: string): Promise<void> {}
 
   /**
    * What a new volume is given besides its spec, before its intent is written (dir with quotas: a project ID,
@@ -382,16 +386,7 @@ export abstract class PoolBackend implements StorageBackend {
         `${this.layout.volumeDir(spec.key)} exists without a record; remove it by hand to reuse key ${spec.key}`,
       );
     }
-    const neededBytes = this.allocatedBytes(spec.capacityBytes);
-    const availableBytes = Math.max(0, this.capacityBytes - (await this.reservedBytes()));
-    if (neededBytes > availableBytes) {
-      throw new DriverError(
-        FailureType.ResourceExhausted,
-        `cannot reserve ${formatBytes(neededBytes)} for volume "${spec.name}": ` +
-          `${formatBytes(availableBytes)} of the pool's ${formatBytes(this.capacityBytes)} is available`,
-      );
-    }
-    await this.checkSpace(neededBytes, spec.name);
+    await this.assertRoom(this.allocatedBytes(spec.capacityBytes), `volume "${spec.name}"`);
     const { key, name, capacityBytes } = spec;
     const parameters = { ...spec.parameters };
     const ids = await this.volumeIds(key, records.all());
@@ -497,23 +492,17 @@ export abstract class PoolBackend implements StorageBackend {
         `${this.layout.snapshotDir(key)} exists without a record; remove it by hand to reuse snapshot key ${key}`,
       );
     }
-    const neededBytes = this.allocatedBytes(source.capacityBytes);
-    const availableBytes = Math.max(0, this.capacityBytes - (await this.reservedBytes()));
-    if (neededBytes > availableBytes) {
-      throw new DriverError(
-        FailureType.ResourceExhausted,
-        `cannot reserve ${formatBytes(neededBytes)} for snapshot "${name}" of volume "${source.name}": ` +
-          `${formatBytes(availableBytes)} of the pool's ${formatBytes(this.capacityBytes)} is available`,
-      );
-    }
-    await this.checkSpace(neededBytes, `snapshot "${name}"`);
+    await this.assertRoom(this.allocatedBytes(source.capacityBytes), `snapshot "${name}" of volume "${source.name}"`);
     const at = new Date().toISOString();
     const intent: SnapshotIntent = { op: 'create', key, name, sourceKey, sizeBytes: source.capacityBytes, at };
-    const shape = {
-      ...(source.accessType === undefined ? {} : { accessType: source.accessType }),
-      ...(source.fsType === undefined ? {} : { fsType: source.fsType }),
+    const record: StoredSnapshot = {
+      key,
+      name,
+      sourceKey,
+      sizeBytes: source.capacityBytes,
+      createdAt: at,
+      ...shapeOf(source),
     };
-    const record: StoredSnapshot = { key, name, sourceKey, sizeBytes: source.capacityBytes, createdAt: at, ...shape };
     await this.changing(async () => {
       await writeSnapshotIntent(this.layout, intent);
       try {
@@ -580,6 +569,19 @@ export abstract class PoolBackend implements StorageBackend {
     return { existed: true };
   }
 
+  /** ResourceExhausted, nothing changed, unless both the pool's capacity and its storage have `bytes` to spare. */
+  private async assertRoom(bytes: number, what: string): Promise<void> {
+    const availableBytes = Math.max(0, this.capacityBytes - (await this.reservedBytes()));
+    if (bytes > availableBytes) {
+      throw new DriverError(
+        FailureType.ResourceExhausted,
+        `cannot reserve ${formatBytes(bytes)} for ${what}: ` +
+          `${formatBytes(availableBytes)} of the pool's ${formatBytes(this.capacityBytes)} is available`,
+      );
+    }
+    await this.checkSpace(bytes, what);
+  }
+
   /** Grows the storage first and the record after: a crash in between leaves a retry to redo the growth. */
   private async expand(key: string, capacityBytes: number): Promise<ExpandResult> {
     await this.settle();
@@ -595,7 +597,7 @@ export abstract class PoolBackend implements StorageBackend {
             `more and ${formatBytes(availableBytes)} of the pool's ${formatBytes(this.capacityBytes)} is available`,
         );
       }
-      await this.checkSpace(extraBytes, record.name);
+      await this.checkSpace(extraBytes, `volume "${record.name}"`);
       const grown = { ...record, capacityBytes };
       await this.changing(async () => {
         await this.grow(record, capacityBytes);

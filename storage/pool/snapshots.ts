@@ -57,14 +57,16 @@ function parseSnapshot(value: unknown, key: string, file: string): StoredSnapsho
   ) {
     throw new DriverError(FailureType.Internal, `${file} is not a snapshot record for key ${key}`);
   }
+  return { key, name, sourceKey, sizeBytes, createdAt, ...shapeOf({ accessType, fsType }) };
+}
+
+/** The loop shape, present only when set: a dir snapshot's record has neither field. */
+export function shapeOf(
+  shape: Pick<StoredSnapshot, 'accessType' | 'fsType'>,
+): Pick<StoredSnapshot, 'accessType' | 'fsType'> {
   return {
-    key,
-    name,
-    sourceKey,
-    sizeBytes,
-    createdAt,
-    ...(accessType === undefined ? {} : { accessType }),
-    ...(fsType === undefined ? {} : { fsType }),
+    ...(shape.accessType === undefined ? {} : { accessType: shape.accessType }),
+    ...(shape.fsType === undefined ? {} : { fsType: shape.fsType }),
   };
 }
 
@@ -91,15 +93,14 @@ export async function readSnapshot(layout: PoolLayout, key: string): Promise<Sto
 }
 
 export async function writeSnapshot(layout: PoolLayout, record: StoredSnapshot): Promise<void> {
-  const { key, name, sourceKey, sizeBytes, createdAt, accessType, fsType } = record;
+  const { key, name, sourceKey, sizeBytes, createdAt } = record;
   await writeJsonAtomic(layout.snapshotRecordFile(key), {
     key,
     name,
     sourceKey,
     sizeBytes,
     createdAt,
-    ...(accessType === undefined ? {} : { accessType }),
-    ...(fsType === undefined ? {} : { fsType }),
+    ...shapeOf(record),
   });
 }
 
