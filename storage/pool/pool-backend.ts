@@ -91,6 +91,8 @@ export abstract class PoolBackend implements StorageBackend {
   private index: RecordIndex | undefined;
   /** Like `index`, for snapshots. */
   private snapshotIndex: SnapshotIndex | undefined;
+  /** The last figures status() read, answered while another call holds the pool. */
+  private lastStatus: PoolStatus | undefined;
   private readonly releaser: Release = (_layout, key) => this.release(key);
 
   constructor(options: PoolBackendOptions) {
@@ -164,11 +166,23 @@ export abstract class PoolBackend implements StorageBackend {
       const opened = this.opened;
       this.opened = undefined;
       this.index = undefined;
+      this.lastStatus = undefined;
       await opened?.lock.release();
     });
   }
 
-  status(): Promise<PoolStatus> {
+  /**
+   * While another call holds the pool (a snapshot, restore or clone copies a whole volume, for minutes without
+   * reflinks), the last figures are answered at once: the presence heartbeat reads them every 10 s, and waiting for
+   * the copy would make a busy node look offline. They are at most one call old.
+   */
+  async status(): Promise<PoolStatus> {
+    if (this.mutex.busy && this.lastStatus && this.opened) return { ...this.lastStatus };
+    this.lastStatus = await this.freshStatus();
+    return { ...this.lastStatus };
+  }
+
+  private freshStatus(): Promise<PoolStatus> {
     return this.whenOpen(async ({ poolId }) => {
       const { size } = await this.records();
       const snapshots = await this.snapshots();

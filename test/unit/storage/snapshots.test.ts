@@ -5,7 +5,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { FailureType } from '../../../common/failures';
-import type { DirBackend } from '../../../storage/dir/dir-backend';
+import { DirBackend } from '../../../storage/dir/dir-backend';
+import type { StoredRecord } from '../../../storage/pool/volume-records';
 import { LoopBackend } from '../../../storage/loop/loop-backend';
 import type { CreateVolumeSpec } from '../../../storage/pool/backend';
 import { PoolLayout } from '../../../storage/pool/pool-layout';
@@ -302,6 +303,35 @@ describe('dir snapshots', () => {
       /cloned from itself/,
     );
     expect(fixture.tree()).toEqual(before);
+  });
+
+  it('answers status at once, with the last figures, while a copy holds the pool', async () => {
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    class SlowCopy extends DirBackend {
+      protected override async copyToSnapshot(source: StoredRecord, target: string): Promise<void> {
+        await held;
+        await super.copyToSnapshot(source, target);
+      }
+    }
+    const slow = new PoolFixture((options) => new SlowCopy({ ...options, quota: 'none' }));
+    try {
+      const backend = await slow.opened();
+      const source = await backend.createVolume(volume());
+      expect(await backend.status()).toMatchObject({ reservedBytes: GI, snapshotCount: 0 });
+      const copying = backend.createSnapshot({ snapshotKey: randomKey(), sourceKey: source.key, name: 's' });
+      const during = await Promise.race([
+        backend.status(),
+        new Promise((resolve) => setTimeout(() => resolve('blocked'), 2000)),
+      ]);
+      expect(during).toMatchObject({ reservedBytes: GI, snapshotCount: 0 });
+      release();
+      await copying;
+      expect(await backend.status()).toMatchObject({ reservedBytes: 2 * GI, snapshotCount: 1 });
+    } finally {
+      release();
+      await slow.cleanup();
+    }
   });
 
   it('rolls back a restore a crash interrupted mid-copy', async () => {
