@@ -11,6 +11,7 @@ import type { CreateSnapshotSpec, OpenReport, SnapshotRecord } from './backend';
 import { fsyncDir, readJson, removeFile, writeJsonAtomic } from '../host/atomic-file';
 import { pathExists } from '../host/fs-checks';
 import { readKeyedFiles } from './keyed-files';
+import { KeyedIndex } from './keyed-index';
 import { assertSnapshotKey, assertVolumeKey, isVolumeKey, keyOfJsonFileName } from './pool-layout';
 import type { PoolLayout } from './pool-layout';
 import { isSize } from './volume-spec';
@@ -199,15 +200,7 @@ export async function findSnapshotStrays(layout: PoolLayout): Promise<string[]> 
 }
 
 /** The pool's snapshots in memory, read from disk after open() and again whenever a change failed part way. */
-export class SnapshotIndex {
-  private readonly byKey = new Map<string, StoredSnapshot>();
-  private recordBytes = 0;
-
-  private constructor(
-    private readonly bytesOf: (sizeBytes: number) => number,
-    private readonly pendingBytes: number,
-  ) {}
-
+export class SnapshotIndex extends KeyedIndex<StoredSnapshot> {
   static async load(layout: PoolLayout, bytesOf: (sizeBytes: number) => number): Promise<SnapshotIndex> {
     const records = await listSnapshotRecords(layout);
     const keys = new Set(records.map((record) => record.key));
@@ -220,17 +213,8 @@ export class SnapshotIndex {
     return index;
   }
 
-  get size(): number {
-    return this.byKey.size;
-  }
-
-  /** Every snapshot's copy and every snapshot create still in the journal, by what it takes from the pool. */
-  get reservedBytes(): number {
-    return this.recordBytes + this.pendingBytes;
-  }
-
-  get(key: string): StoredSnapshot | undefined {
-    return this.byKey.get(key);
+  protected sizeOf(record: StoredSnapshot): number {
+    return record.sizeBytes;
   }
 
   /** The lowest key wins should two share a name (only by hand), as in a scan sorted by key. */
@@ -241,18 +225,5 @@ export class SnapshotIndex {
   /** Sorted by key. */
   all(): StoredSnapshot[] {
     return [...this.byKey.keys()].sort().map((key) => this.byKey.get(key)!);
-  }
-
-  put(record: StoredSnapshot): void {
-    this.remove(record.key);
-    this.byKey.set(record.key, record);
-    this.recordBytes += this.bytesOf(record.sizeBytes);
-  }
-
-  remove(key: string): void {
-    const record = this.byKey.get(key);
-    if (!record) return;
-    this.byKey.delete(key);
-    this.recordBytes -= this.bytesOf(record.sizeBytes);
   }
 }
