@@ -2,7 +2,7 @@ import { log } from '@temporalio/activity';
 import { continueInPool } from '../common/list-position';
 import { ownsVolume, poolIdPrefix } from '../common/volume-id';
 import { DriverError, FailureType } from '../common/failures';
-import type { ExpandResult, StorageBackend } from '../storage/pool/backend';
+import type { ContentSource, ExpandResult, SnapshotRecord, StorageBackend } from '../storage/pool/backend';
 import { whileHeartbeating } from './heartbeating';
 import { withFailureTypes } from './to-application-failure';
 
@@ -18,7 +18,16 @@ export interface NodeCreateInput {
   /** Absent in histories recorded before block volumes existed: mount. */
   accessType?: 'mount' | 'block';
   fsType?: string;
+  /** Restore or clone: a snapshot or volume of this node's pool, named with the pool prefix its ID was issued on. */
+  contentSource?: NodeContentSource;
+  /**
+   * With a content source: the most the CO accepts (0: no limit). A capacity below the source's size is raised to
+   * it when this allows (CSI lets a volume be larger than required); otherwise the create is OutOfRange.
+   */
+  limitBytes?: number;
 }
+
+export type NodeContentSource = ({ snapshotKey: string } | { volumeKey: string }) & { poolIdPrefix: string };
 
 export interface NodeCreateResult {
   key: string;
@@ -37,6 +46,35 @@ export interface NodeDeleteInput {
 }
 
 export type NodeDeleteOutcome = 'deleted' | 'absent' | 'pool-replaced';
+
+export interface NodeSnapshotInput {
+  snapshotKey: string;
+  sourceKey: string;
+  /** The pool prefix of the source volume's ID: a replaced pool does not hold the source. */
+  sourcePoolIdPrefix: string;
+  name: string;
+}
+
+/** A snapshot as a node reports it. */
+export interface NodeSnapshot {
+  key: string;
+  name: string;
+  sourceKey: string;
+  sizeBytes: number;
+  /** ISO 8601. */
+  createdAt: string;
+}
+
+export interface NodeSnapshotResult extends NodeSnapshot {
+  poolId: string;
+  nodeId: string;
+}
+
+export interface NodeSnapshotList {
+  nodeId: string;
+  poolId: string;
+  snapshots: NodeSnapshot[];
+}
 
 export interface NodeExpandInput extends NodeDeleteInput {
   capacityBytes: number;
@@ -76,7 +114,7 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
       return withFailureTypes(() =>
         whileHeartbeating(async () => {
           const before = await backend.getVolume(input.key);
-          const record = await backend.createVolume(input);
+          const record = await backend.createVolume(await volumeSpec(backend, poolId, input));
           const fresh = before === undefined && record.key === input.key;
           log.info('volume allocated', { key: record.key, name: record.name, fresh });
           return { key: record.key, poolId, nodeId, capacityBytes: record.capacityBytes, fresh };
@@ -105,6 +143,43 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
           return backend.expandVolume(input.key, input.capacityBytes);
         }),
       );
+    },
+
+    /** The copy stays on this node: the snapshot ID is built from this node's and pool's identity. */
+    async createSnapshotOnNode(input: NodeSnapshotInput): Promise<NodeSnapshotResult> {
+      return withFailureTypes(() =>
+        whileHeartbeating(async () => {
+          if (!ownsVolume(poolId, input.sourcePoolIdPrefix)) {
+            throw new DriverError(
+              FailureType.NotFound,
+              `the pool volume ${input.sourceKey} was made on has been replaced on node ${nodeId}: the volume is gone`,
+            );
+          }
+          const { snapshotKey, sourceKey, name } = input;
+          const record = await backend.createSnapshot({ snapshotKey, sourceKey, name });
+          log.info('snapshot made', { key: record.key, name: record.name, source: record.sourceKey });
+          return { ...nodeSnapshot(record), poolId, nodeId };
+        }),
+      );
+    },
+
+    /** Same rules as deleteVolumeOnNode: only this pool's answer, or a replaced pool, ends a deletion. */
+    async deleteSnapshotOnNode(input: NodeDeleteInput): Promise<NodeDeleteOutcome> {
+      return withFailureTypes(() =>
+        whileHeartbeating(async () => {
+          if (!ownsVolume(poolId, input.poolIdPrefix)) return 'pool-replaced';
+          return backend.deleteSnapshot(input.key);
+        }),
+      );
+    },
+
+    /** Every snapshot of the pool, sorted by key (a pool holds few: they are full copies). */
+    async listSnapshotsOnNode(): Promise<NodeSnapshotList> {
+      return withFailureTypes(async () => ({
+        nodeId,
+        poolId,
+        snapshots: withinBytes((await backend.listSnapshots()).map(nodeSnapshot), NODE_LIST_PAGE_BYTES),
+      }));
     },
 
     /** Undefined when this pool does not hold the volume. */
@@ -144,6 +219,34 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
 }
 
 export type NodeActivities = ReturnType<typeof createNodeActivities>;
+
+function nodeSnapshot(record: SnapshotRecord): NodeSnapshot {
+  const { key, name, sourceKey, sizeBytes, createdAt } = record;
+  return { key, name, sourceKey, sizeBytes, createdAt };
+}
+
+/**
+ * The backend's spec: the source checked against this pool's identity (a replaced pool holds neither the snapshot
+ * nor the volume) and the capacity raised to the source's size when the CO's limit allows.
+ */
+async function volumeSpec(backend: StorageBackend, poolId: string, input: NodeCreateInput) {
+  const { contentSource, limitBytes, ...spec } = input;
+  if (!contentSource) return spec;
+  const { poolIdPrefix: issuedOn, ...source } = contentSource;
+  const what = 'snapshotKey' in source ? `snapshot ${source.snapshotKey}` : `volume ${source.volumeKey}`;
+  if (!ownsVolume(poolId, issuedOn)) {
+    throw new DriverError(FailureType.NotFound, `the pool ${what} was made on has been replaced: it is gone`);
+  }
+  const sourceBytes =
+    'snapshotKey' in source
+      ? (await backend.getSnapshot(source.snapshotKey))?.sizeBytes
+      : (await backend.getVolume(source.volumeKey))?.capacityBytes;
+  if (sourceBytes === undefined) throw new DriverError(FailureType.NotFound, `${what} does not exist on this node`);
+  const fits = !limitBytes || limitBytes >= sourceBytes;
+  const capacityBytes = fits && spec.capacityBytes < sourceBytes ? sourceBytes : spec.capacityBytes;
+  const own: ContentSource = source;
+  return { ...spec, capacityBytes, contentSource: own };
+}
 
 /** The longest prefix (at least one entry) whose JSON fits in `bytes`. */
 function withinBytes<T>(entries: T[], bytes: number): T[] {

@@ -11,6 +11,7 @@ import { createControllerService } from '../csi/controller-service';
 import { createIdentityService } from '../csi/identity-service';
 import { serveCsi } from '../csi/server';
 import { VolumeOperations } from '../operations/volume-operations';
+import { SnapshotOperations } from '../operations/snapshot-operations';
 import { missingSearchAttributes } from '../temporal/check-search-attributes';
 import { searchAttributeCreateCommands } from '../temporal/register-commands';
 import { WORKFLOW_BUNDLE_PATH, WORKFLOWS_PATH } from './bundle-workflows';
@@ -39,6 +40,8 @@ export interface ControllerConfig {
   /** Watch Kubernetes (KUBECONFIG or the in-cluster ServiceAccount): Node-deleted policy, orphan metric. */
   kubernetes?: boolean;
   nodeDeleted?: NodeDeletedPolicy;
+  /** --snapshots: serve the snapshot calls and advertise their capabilities (docs/snapshots.md). */
+  snapshots?: boolean;
 }
 
 export interface RunningController {
@@ -95,7 +98,10 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
       (await temporalAnswers(client)) ? undefined : `Temporal at ${config.temporal.address} does not answer`,
     READINESS_TTL_MS,
   );
-  const controller = createControllerService(operations, config);
+  const snapshots = config.snapshots
+    ? new SnapshotOperations(client, config.driverName, { eagerStart: true })
+    : undefined;
+  const controller = createControllerService(operations, config, snapshots);
   const metrics = createProcessMetrics('controller');
   registerControllerMetrics(metrics.registry, client, config.driverName, logger);
   // Loaded only when asked for: @kubernetes/client-node is large (and ESM, which only Node >= 20.19 requires).

@@ -1,4 +1,4 @@
-import type { CreateVolumeSpec, StorageBackend } from '../storage/pool/backend';
+import type { CreateSnapshotSpec, CreateVolumeSpec, StorageBackend } from '../storage/pool/backend';
 
 /**
  * Failpoints for the crash tests and the chaos harness: the hidden flag `--failpoints name[,name]` makes the node
@@ -6,12 +6,14 @@ import type { CreateVolumeSpec, StorageBackend } from '../storage/pool/backend';
  * given; the agent logs a warning when any is armed. Only a flag: no environment variable (a ConfigMap's, say)
  * can arm them in a deployed Pod (docs/security.md). Names:
  *   create.before-allocate  create.after-allocate  delete.before  delete.after
+ *   snapshot.after-copy (the copy and its record are made, the activity never answers)
  */
 export const FAILPOINT_NAMES = [
   'create.before-allocate',
   'create.after-allocate',
   'delete.before',
   'delete.after',
+  'snapshot.after-copy',
 ] as const;
 export type Failpoint = (typeof FAILPOINT_NAMES)[number];
 
@@ -34,6 +36,11 @@ export function withFailpoints(backend: StorageBackend, armed: Set<Failpoint>): 
       hit('create.before-allocate');
       const record = await backend.createVolume(spec);
       hit('create.after-allocate');
+      return record;
+    },
+    async createSnapshot(spec: CreateSnapshotSpec) {
+      const record = await backend.createSnapshot(spec);
+      hit('snapshot.after-copy');
       return record;
     },
     async deleteVolume(key: string) {

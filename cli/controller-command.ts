@@ -13,6 +13,10 @@ export function controllerCommand(defaultDriverName: string): Command {
     .option('--call-wait <duration>', 'longest a CSI call waits for its workflow before answering ABORTED', '8s')
     .option('--max-volume-size <size>', 'largest volume accepted; larger requests are OUT_OF_RANGE', '16Ti')
     .option('--health-address <host:port>', "serve the Pod's liveness probe at http://host:port/healthz")
+    .option(
+      '--snapshots',
+      'serve CreateSnapshot, DeleteSnapshot, ListSnapshots and volumes from a snapshot or a clone (docs/snapshots.md)',
+    )
     .option('--kubernetes', 'watch Kubernetes (KUBECONFIG, else the in-cluster ServiceAccount): Node-deleted policy')
     .option(
       '--node-deleted <policy>',
@@ -27,6 +31,7 @@ export function controllerCommand(defaultDriverName: string): Command {
         callWait: string;
         maxVolumeSize: string;
         kubernetes?: boolean;
+        snapshots?: boolean;
         nodeDeleted: string;
         healthAddress?: string;
       },
@@ -43,6 +48,7 @@ export function controllerCommand(defaultDriverName: string): Command {
         callWaitMs: parseDuration(flags.callWait),
         maxVolumeBytes: parseQuantity(flags.maxVolumeSize),
         kubernetes: flags.kubernetes,
+        snapshots: flags.snapshots === true,
         nodeDeleted,
         healthAddress: flags.healthAddress,
       });

@@ -7,11 +7,13 @@ export interface CreateRequestShape {
   parameters: Record<string, string>;
   accessType?: string;
   fsType?: string;
+  /** Restore or clone: the source's ID. Absent for an empty volume (and in memos of earlier releases). */
+  contentSource?: { snapshotId: string } | { volumeId: string };
 }
 
 export function requestShape(input: CreateRequestShape): CreateRequestShape {
-  const { capacityBytes, parameters, accessType, fsType } = input;
-  return { capacityBytes, parameters, accessType, fsType };
+  const { capacityBytes, parameters, accessType, fsType, contentSource } = input;
+  return { capacityBytes, parameters, accessType, fsType, ...(contentSource ? { contentSource } : {}) };
 }
 
 export interface CapacityRange {
@@ -34,6 +36,8 @@ export function incompatibility(
     return 'different parameters';
   if ((earlier.accessType ?? 'mount') !== (wanted.accessType ?? 'mount') || earlier.fsType !== wanted.fsType)
     return `another access type or filesystem (${earlier.accessType ?? 'mount'} ${earlier.fsType ?? ''})`;
+  const source = (shape: CreateRequestShape) => JSON.stringify(shape.contentSource ?? null);
+  if (source(earlier) !== source(wanted)) return `another content source (${source(earlier)})`;
   return undefined;
 }
 

@@ -19,6 +19,20 @@ export function deleteWorkflowId(driverName: string, volumeId: string): string {
   return `${driverName}/delete/${volumeId}`;
 }
 
+/** One per CSI snapshot name: a retry, from any replica, attaches; the name with another source is ALREADY_EXISTS. */
+export function createSnapshotWorkflowId(driverName: string, snapshotName: string): string {
+  return `${driverName}/snapshot/${snapshotName}`;
+}
+
+export function deleteSnapshotWorkflowId(driverName: string, snapshotId: string): string {
+  return `${driverName}/delete-snapshot/${snapshotId}`;
+}
+
+/** One listing of snapshots; `runTag` keeps concurrent listings apart (see oneOffTag). */
+export function listSnapshotsWorkflowId(driverName: string, runTag: string): string {
+  return `${driverName}/list-snapshots/${runTag}`;
+}
+
 /** One workflow per target size: a later, larger request is a new operation, a retry attaches. */
 export function expandWorkflowId(driverName: string, volumeId: string, capacityBytes: number): string {
   return `${driverName}/expand/${volumeId}/${capacityBytes}`;
@@ -61,7 +75,13 @@ export const DEFAULT_DRIVER_NAME = 'durable-csi.io';
 export const NODE_RECORD_WORKFLOW_TYPES: readonly string[] = ['nodePresence', 'nodeRegistry'];
 
 /** The workflow types that are volume operations: not the node records, nor the short-lived list and inspect. */
-export const OPERATION_WORKFLOW_TYPES = ['createVolume', 'deleteVolume', 'expandVolume'] as const;
+export const OPERATION_WORKFLOW_TYPES = [
+  'createVolume',
+  'deleteVolume',
+  'expandVolume',
+  'createSnapshot',
+  'deleteSnapshot',
+] as const;
 
 /** The visibility clause `WorkflowType IN (...)` selecting the volume operations. */
 export function operationTypesClause(): string {

@@ -39,19 +39,31 @@ export function volumeIdPrefix(nodeId: string): string {
 }
 
 export function formatVolumeId(parts: VolumeIdParts): string {
-  if (!isValidNodeId(parts.nodeId) || !POOL_PREFIX.test(parts.poolIdPrefix) || !VOLUME_KEY.test(parts.key)) {
-    throw new Error(`cannot form a volume ID from ${JSON.stringify(parts)}`);
-  }
-  return [VERSION, parts.nodeId, parts.poolIdPrefix, parts.key].join('_');
+  return formatScopedId(VERSION, parts, 'volume ID');
 }
 
 /** Returns undefined for anything this driver could not have issued. */
 export function parseVolumeId(volumeId: string): VolumeIdParts | undefined {
-  if (volumeId.length > VOLUME_ID_MAX_BYTES) return undefined;
-  const fields = volumeId.split('_');
+  return parseScopedId(VERSION, volumeId);
+}
+
+/**
+ * `<version>_<node-id>_<pool-id prefix>_<key>`, the form volume IDs and snapshot IDs (common/snapshot-id.ts) share;
+ * `what` names the kind of ID in the error.
+ */
+export function formatScopedId(version: string, parts: VolumeIdParts, what: string): string {
+  if (!isValidNodeId(parts.nodeId) || !POOL_PREFIX.test(parts.poolIdPrefix) || !VOLUME_KEY.test(parts.key)) {
+    throw new Error(`cannot form a ${what} from ${JSON.stringify(parts)}`);
+  }
+  return [version, parts.nodeId, parts.poolIdPrefix, parts.key].join('_');
+}
+
+export function parseScopedId(version: string, id: string): VolumeIdParts | undefined {
+  if (id.length > VOLUME_ID_MAX_BYTES) return undefined;
+  const fields = id.split('_');
   if (fields.length !== 4) return undefined;
-  const [version, nodeId, prefix, key] = fields as [string, string, string, string];
-  if (version !== VERSION || !isValidNodeId(nodeId) || !POOL_PREFIX.test(prefix) || !VOLUME_KEY.test(key)) {
+  const [found, nodeId, prefix, key] = fields as [string, string, string, string];
+  if (found !== version || !isValidNodeId(nodeId) || !POOL_PREFIX.test(prefix) || !VOLUME_KEY.test(key)) {
     return undefined;
   }
   return { nodeId, poolIdPrefix: prefix, key };

@@ -3,6 +3,8 @@ import { DriverError, FailureType } from '../common/failures';
 import type { NodeView } from '../node-records/types';
 import { isListPosition } from '../common/list-position';
 import type { VolumeOperations } from '../operations/volume-operations';
+import type { SnapshotOperations } from '../operations/snapshot-operations';
+import { SNAPSHOT_CAPABILITIES, createSnapshotHandlers } from './controller-snapshots';
 import type { CreateVolumeRequest__Output } from './generated/csi/v1/CreateVolumeRequest';
 import type { CreateVolumeResponse } from './generated/csi/v1/CreateVolumeResponse';
 import type { DeleteVolumeRequest__Output } from './generated/csi/v1/DeleteVolumeRequest';
@@ -13,7 +15,7 @@ import type { ListVolumesResponse } from './generated/csi/v1/ListVolumesResponse
 import { callAbandoned, callWaitMs } from './call-wait';
 import { controllerExpandVolume } from './controller-expand';
 import { deleteOutcomeHeaders } from './delete-outcome';
-import { listCoverageHeaders } from './list-coverage';
+import { assertMaxEntries, listCoverageHeaders, unusableToken } from './list-coverage';
 import { validateVolumeCapabilities } from './controller-validate';
 import type { ControllerExpandVolumeRequest__Output } from './generated/csi/v1/ControllerExpandVolumeRequest';
 import type { ControllerExpandVolumeResponse } from './generated/csi/v1/ControllerExpandVolumeResponse';
@@ -31,10 +33,18 @@ export interface ControllerOptions extends CreateLimits {
 
 const CAPABILITIES = ['CREATE_DELETE_VOLUME', 'LIST_VOLUMES', 'GET_CAPACITY', 'EXPAND_VOLUME'];
 
-export function createControllerService(operations: VolumeOperations, options: ControllerOptions) {
+/** `snapshots`: given with --snapshots, which adds the snapshot calls and capabilities (docs/snapshots.md). */
+export function createControllerService(
+  operations: VolumeOperations,
+  options: ControllerOptions,
+  snapshots?: SnapshotOperations,
+) {
+  const capabilities = snapshots ? [...CAPABILITIES, ...SNAPSHOT_CAPABILITIES] : CAPABILITIES;
   return {
+    ...(snapshots ? createSnapshotHandlers(snapshots, options) : {}),
+
     async ControllerGetCapabilities() {
-      return { capabilities: CAPABILITIES.map((type) => ({ rpc: { type } })) };
+      return { capabilities: capabilities.map((type) => ({ rpc: { type } })) };
     },
 
     async CreateVolume(
@@ -42,7 +52,7 @@ export function createControllerService(operations: VolumeOperations, options: C
       call: ServerUnaryCall<unknown, unknown>,
     ): Promise<CreateVolumeResponse> {
       const receivedAt = new Date();
-      const valid = validateCreate(request, options);
+      const valid = validateCreate(request, { ...options, snapshots: snapshots !== undefined });
       const result = await operations.create(
         {
           driverName: options.driverName,
@@ -53,6 +63,7 @@ export function createControllerService(operations: VolumeOperations, options: C
           fsType: valid.fsType,
           requisite: valid.requisite,
           preferred: valid.preferred,
+          ...(valid.contentSource ? { contentSource: valid.contentSource, limitBytes: valid.limitBytes } : {}),
         },
         { requiredBytes: valid.requiredBytes, limitBytes: valid.limitBytes },
         callWaitMs(call, options.callWaitMs),
@@ -64,6 +75,7 @@ export function createControllerService(operations: VolumeOperations, options: C
           capacity_bytes: String(result.capacityBytes),
           volume_context: {},
           accessible_topology: [nodeTopology(result.nodeId)],
+          ...(valid.contentSource ? { content_source: toContentSource(valid.contentSource) } : {}),
         },
       };
     },
@@ -90,16 +102,9 @@ export function createControllerService(operations: VolumeOperations, options: C
       request: ListVolumesRequest__Output,
       call: ServerUnaryCall<unknown, unknown>,
     ): Promise<ListVolumesResponse> {
-      if (request.max_entries < 0)
-        throw new DriverError(FailureType.InvalidArgument, 'max_entries must not be negative');
+      assertMaxEntries(request.max_entries);
       const token = request.starting_token;
-      // CSI: a starting_token the plugin cannot use is ABORTED (the CO starts the listing again).
-      if (!isListPosition(token)) {
-        throw new DriverError(
-          FailureType.Aborted,
-          `starting_token "${token.slice(0, 140)}" was not issued by this driver; list again without a token`,
-        );
-      }
+      if (!isListPosition(token)) throw unusableToken(token);
       // One bounded page per call (at most 1,000 entries, also when max_entries is 0 or larger), read from the pools.
       const page = await operations.listPage(token, request.max_entries);
       call.sendMetadata(listCoverageHeaders(page.unreachableNodes));
@@ -135,4 +140,10 @@ export function createControllerService(operations: VolumeOperations, options: C
 /** A node that is not live can take no new volume: its capacity counts as zero. */
 function availableOf(node: NodeView): number {
   return node.live ? node.availableBytes : 0;
+}
+
+function toContentSource(source: { snapshotId: string } | { volumeId: string }) {
+  return 'snapshotId' in source
+    ? { snapshot: { snapshot_id: source.snapshotId } }
+    : { volume: { volume_id: source.volumeId } };
 }

@@ -1,4 +1,5 @@
 import { Metadata } from '@grpc/grpc-js';
+import { DriverError, FailureType } from '../common/failures';
 
 /**
  * Which registered nodes a ListVolumes page could not ask, sent as a response header: their volumes are missing
@@ -11,6 +12,19 @@ export function listCoverageHeaders(unansweredNodes: readonly string[]): Metadat
   const headers = new Metadata();
   headers.set(UNANSWERED_NODES_HEADER, unansweredNodes.join(','));
   return headers;
+}
+
+/** CSI: a starting_token the plugin cannot use is ABORTED (the CO starts the listing again). */
+export function unusableToken(token: string): DriverError {
+  return new DriverError(
+    FailureType.Aborted,
+    `starting_token "${token.slice(0, 140)}" was not issued by this driver; list again without a token`,
+  );
+}
+
+/** A negative max_entries is INVALID_ARGUMENT; 0 means "as many as the driver gives". */
+export function assertMaxEntries(maxEntries: number): void {
+  if (maxEntries < 0) throw new DriverError(FailureType.InvalidArgument, 'max_entries must not be negative');
 }
 
 /** The nodes a page did not cover; none when the header is absent (a server of an earlier release). */

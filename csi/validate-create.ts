@@ -6,6 +6,7 @@ import { checkParameters } from './validate-parameters';
 import { chooseFsType } from './fs-type';
 import { minimumLoopBytes } from '../storage/loop/filesystems';
 import { nodesOfTopologies } from './topology';
+import { contentSourceOf, placeOnSourceNode } from './content-source';
 
 /** A CreateVolume request checked and reduced to what the workflow needs. Secrets are dropped here. */
 export interface ValidCreate {
@@ -19,6 +20,8 @@ export interface ValidCreate {
   fsType?: string;
   requisite?: string[];
   preferred: string[];
+  /** Restore or clone (only with --snapshots): the source, and its node, the only one that can serve the request. */
+  contentSource?: { snapshotId: string } | { volumeId: string };
 }
 
 export const DEFAULT_VOLUME_BYTES = 1024 ** 3;
@@ -27,6 +30,8 @@ export const MAX_NAME_LENGTH = 253;
 export interface CreateLimits {
   /** The largest volume the driver accepts at all; larger requests are OUT_OF_RANGE. */
   maxVolumeBytes: number;
+  /** --snapshots: volume_content_source is served (restore and clone). */
+  snapshots?: boolean;
 }
 
 export function validateCreate(request: CreateVolumeRequest__Output, limits: CreateLimits): ValidCreate {
@@ -34,9 +39,10 @@ export function validateCreate(request: CreateVolumeRequest__Output, limits: Cre
   const accessType = checkCapabilities(request.volume_capabilities);
   const parameters = checkParameters(request.parameters);
   const fsType = accessType === 'mount' ? chooseFsType(request.volume_capabilities, parameters) : undefined;
-  if (request.volume_content_source) {
-    throw invalid('volume_content_source: this driver cannot create a volume from a snapshot or another volume');
+  if (request.volume_content_source && !limits.snapshots) {
+    throw invalid('volume_content_source: this controller serves no snapshots or clones (it runs without --snapshots)');
   }
+  const source = request.volume_content_source ? contentSourceOf(request.volume_content_source) : undefined;
   if (Object.keys(request.mutable_parameters ?? {}).length > 0) {
     throw invalid('mutable_parameters: this driver does not support modifying volumes');
   }
@@ -45,12 +51,27 @@ export function validateCreate(request: CreateVolumeRequest__Output, limits: Cre
   // Rounded up to what the filesystem can hold at all (xfs: 300 MiB) when the limit allows: CSI lets a volume
   // be larger than required, and the node would otherwise refuse it.
   const minimum = minimumLoopBytes(accessType, fsType);
-  const capacityBytes =
+  const rounded =
     range.capacityBytes < minimum && (limitBytes === 0 || limitBytes >= minimum) ? minimum : range.capacityBytes;
+  // From a source without a required size: the node makes it the source's size (as the limit allows).
+  const capacityBytes = source && requiredBytes === 0 ? 0 : rounded;
   const topology = request.accessibility_requirements;
   const requisite = topology?.requisite.length ? nodesOfTopologies(topology.requisite, 'requisite') : undefined;
   const preferred = topology?.preferred.length ? nodesOfTopologies(topology.preferred, 'preferred') : [];
-  return { name, capacityBytes, requiredBytes, limitBytes, parameters, accessType, fsType, requisite, preferred };
+  const valid = {
+    name,
+    capacityBytes,
+    requiredBytes,
+    limitBytes,
+    parameters,
+    accessType,
+    fsType,
+    requisite,
+    preferred,
+  };
+  if (!source) return valid;
+  const what = 'snapshotId' in source.contentSource ? 'the snapshot' : 'the source volume';
+  return { ...valid, ...placeOnSourceNode(source.nodeId, requisite, what), contentSource: source.contentSource };
 }
 
 /** Names become workflow IDs and are stored on nodes (never used as paths); refuse what could confuse either. */

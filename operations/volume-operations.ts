@@ -308,7 +308,7 @@ interface Deletion {
  * and the forget's visibility query did not list it yet) would wait for ever: every later call that sees the
  * decision hands it over. A run started by this call has it in its input already; one that has ended ignores it.
  */
-async function deliverForget(handle: WorkflowHandle, notice: ForgetNotice): Promise<void> {
+export async function deliverForget(handle: WorkflowHandle, notice: ForgetNotice): Promise<void> {
   try {
     await handle.signal(nodeForgottenSignal, notice);
   } catch (error) {
@@ -317,7 +317,7 @@ async function deliverForget(handle: WorkflowHandle, notice: ForgetNotice): Prom
 }
 
 /** The phase an operation on the node starts in (its workflow follows the node from there). */
-function phaseAttributes(record: NodeRecordView | undefined): SearchAttributePair[] {
+export function phaseAttributes(record: NodeRecordView | undefined): SearchAttributePair[] {
   if (record?.node?.live) return [{ key: PhaseKey, value: 'running' }];
   return [
     { key: PhaseKey, value: 'waiting-for-node' },

@@ -14,7 +14,8 @@ import type { CandidateAnswer, ControlActivities } from '../activities/control-a
 import type { NodeActivities, NodeCreateResult } from '../activities/node-activities';
 import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
 import { supportsBlock } from '../common/backend-kinds';
-import { formatVolumeId, poolIdPrefix } from '../common/volume-id';
+import { formatVolumeId, parseVolumeId, poolIdPrefix } from '../common/volume-id';
+import { parseSnapshotId } from '../common/snapshot-id';
 import { requestShape, type CreateRequestShape } from '../common/create-request';
 import { createCompletionOptions, createFirstTryOptions } from './node-activity-options';
 import { listenForForget } from './node-forgotten';
@@ -34,6 +35,13 @@ export interface CreateVolumeInput {
   fsType?: string;
   requisite?: string[];
   preferred: string[];
+  /**
+   * Restore (a snapshot ID) or clone (a volume ID): the controller has restricted `requisite` to the source's node,
+   * the only one holding the data. Absent in histories of earlier releases.
+   */
+  contentSource?: { snapshotId: string } | { volumeId: string };
+  /** With a content source: the CO's limit (0: none), so the node may raise the capacity to the source's size. */
+  limitBytes?: number;
 }
 
 export interface CreateVolumeResult {
@@ -57,12 +65,12 @@ const placement = proxyLocalActivities<ControlActivities>({
   retry: { maximumInterval: '10s' },
 });
 
-function firstTry(driverName: string, nodeId: string) {
-  return proxyActivities<NodeActivities>(createFirstTryOptions(driverName, nodeId));
+function firstTry(driverName: string, nodeId: string, copying: boolean) {
+  return proxyActivities<NodeActivities>(createFirstTryOptions(driverName, nodeId, copying));
 }
 
-function completion(driverName: string, nodeId: string) {
-  return proxyActivities<NodeActivities>(createCompletionOptions(driverName, nodeId));
+function completion(driverName: string, nodeId: string, copying: boolean) {
+  return proxyActivities<NodeActivities>(createCompletionOptions(driverName, nodeId, copying));
 }
 
 export async function createVolume(input: CreateVolumeInput): Promise<CreateVolumeResult> {
@@ -80,7 +88,9 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
     parameters: input.parameters,
     accessType: input.accessType,
     fsType: input.fsType,
+    ...nodeContentSource(input),
   };
+  const copying = input.contentSource !== undefined;
 
   let timedOut = 0;
   for (const node of candidates) {
@@ -91,7 +101,7 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
     setCurrentDetails(`allocating on node ${node.nodeId}`);
     let created: NodeCreateResult;
     try {
-      created = await firstTry(input.driverName, node.nodeId).createVolumeOnNode(nodeInput);
+      created = await firstTry(input.driverName, node.nodeId, copying).createVolumeOnNode(nodeInput);
     } catch (error) {
       if (neverStarted(error)) timedOut++;
       if (neverStarted(error) || refused(error, FailureType.ResourceExhausted)) continue;
@@ -101,7 +111,7 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
       liveness?.waitOn({ nodeId: node.nodeId, doing: 'finishing the allocation' }, true, new Date(), true);
       try {
         const finished = await untilForgotten(node.nodeId, () =>
-          completion(input.driverName, node.nodeId).createVolumeOnNode(nodeInput),
+          completion(input.driverName, node.nodeId, copying).createVolumeOnNode(nodeInput),
         );
         liveness?.stop();
         if (finished.forgotten) {
@@ -149,6 +159,22 @@ async function writeOffAllocation(input: CreateVolumeInput, node: NodeView, key:
     reason,
   };
   await control.recordWriteOff({ driverName: input.driverName, nodeId: node.nodeId, volume });
+}
+
+/** The source as the node takes it (key and pool prefix); the controller checked the ID is well formed. */
+function nodeContentSource(input: CreateVolumeInput) {
+  const source = input.contentSource;
+  if (!source) return {};
+  const parts = 'snapshotId' in source ? parseSnapshotId(source.snapshotId) : parseVolumeId(source.volumeId);
+  if (!parts) {
+    throw ApplicationFailure.create({
+      type: FailureType.InvalidArgument,
+      message: `volume_content_source ${JSON.stringify(source)} was not issued by this driver`,
+      nonRetryable: true,
+    });
+  }
+  const key = 'snapshotId' in source ? { snapshotKey: parts.key } : { volumeKey: parts.key };
+  return { contentSource: { ...key, poolIdPrefix: parts.poolIdPrefix }, limitBytes: input.limitBytes ?? 0 };
 }
 
 function candidateRequest(input: CreateVolumeInput) {

@@ -1,8 +1,11 @@
 /** The workflow bundle's entry: every workflow type the controller's worker runs. */
+export { createSnapshot } from './create-snapshot';
 export { createVolume } from './create-volume';
+export { deleteSnapshot } from './delete-snapshot';
 export { deleteVolume } from './delete-volume';
 export { expandVolume } from './expand-volume';
 export { inspectVolume } from './inspect-volume';
+export { listSnapshots } from './list-snapshots';
 export { listVolumes } from './list-volumes';
 export { listVolumesPage } from './list-volumes-page';
 export { nodeRegistry } from './node-registry';

@@ -2,7 +2,7 @@ import { ActivityFailure, proxyActivities } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities, NodeListPage } from '../activities/node-activities';
 import { LIST_START, MAX_PAGE_ENTRIES } from '../common/list-position';
-import { nodeTaskQueue } from '../common/names';
+import { listOptions } from './node-activity-options';
 import { PageBuilder, type ListVolumesPage } from './list-page-builder';
 
 export type { ListVolumesPage };
@@ -54,12 +54,7 @@ async function askNode(
   after: string,
   maxEntries: number,
 ): Promise<NodeListPage | undefined> {
-  const onNode = proxyActivities<NodeActivities>({
-    taskQueue: nodeTaskQueue(driverName, nodeId),
-    scheduleToStartTimeout: '5s',
-    startToCloseTimeout: '30s',
-    retry: { maximumAttempts: 1 },
-  });
+  const onNode = proxyActivities<NodeActivities>(listOptions(driverName, nodeId));
   try {
     return await onNode.listVolumePageOnNode({ after, maxEntries });
   } catch (error) {

@@ -33,6 +33,11 @@ const ALLOCATE_OR_DELETE_TIMEOUT = '60s';
  * filesystem online, the slowest step on a large volume. Kept.
  */
 const EXPAND_TIMEOUT = '5m';
+/**
+ * A snapshot, a restore or a clone copies a whole volume (cp, reflinked where the filesystem can): as slow as the
+ * disk when it cannot. The 1 s heartbeat shows the agent alive meanwhile, so this only bounds an honest copy.
+ */
+const COPY_TIMEOUT = '30m';
 
 /**
  * The first attempt on a node may be abandoned only if it provably never ran (invariant 4). A node's queue has
@@ -41,21 +46,22 @@ const EXPAND_TIMEOUT = '5m';
  */
 const FIRST_TRY_SCHEDULE_TO_START = '20s';
 
-export function createFirstTryOptions(driverName: string, nodeId: string): ActivityOptions {
+/** `copying`: a restore or clone, whose allocation is a copy of its source. */
+export function createFirstTryOptions(driverName: string, nodeId: string, copying = false): ActivityOptions {
   return {
     taskQueue: nodeTaskQueue(driverName, nodeId),
     scheduleToStartTimeout: FIRST_TRY_SCHEDULE_TO_START,
-    startToCloseTimeout: ALLOCATE_OR_DELETE_TIMEOUT,
+    startToCloseTimeout: copying ? COPY_TIMEOUT : ALLOCATE_OR_DELETE_TIMEOUT,
     heartbeatTimeout: CREATE_HEARTBEAT_TIMEOUT,
     retry: { maximumAttempts: 1 },
   };
 }
 
 /** Once an attempt may have allocated, the node must finish what it started: retry there until it answers. */
-export function createCompletionOptions(driverName: string, nodeId: string): ActivityOptions {
+export function createCompletionOptions(driverName: string, nodeId: string, copying = false): ActivityOptions {
   return {
     taskQueue: nodeTaskQueue(driverName, nodeId),
-    startToCloseTimeout: ALLOCATE_OR_DELETE_TIMEOUT,
+    startToCloseTimeout: copying ? COPY_TIMEOUT : ALLOCATE_OR_DELETE_TIMEOUT,
     heartbeatTimeout: CREATE_HEARTBEAT_TIMEOUT,
     retry: UNTIL_THE_NODE_ANSWERS,
   };
@@ -76,6 +82,30 @@ export function expandOptions(driverName: string, nodeId: string, summary: strin
   return {
     taskQueue: nodeTaskQueue(driverName, nodeId),
     startToCloseTimeout: EXPAND_TIMEOUT,
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
+    retry: UNTIL_THE_NODE_ANSWERS,
+    summary,
+  };
+}
+
+/**
+ * A listing asks live nodes only and moves past one that does not pick the work up within 5 s (its entries are
+ * missing from the answer, which says so): one attempt, no waiting for a node that is down.
+ */
+export function listOptions(driverName: string, nodeId: string): ActivityOptions {
+  return {
+    taskQueue: nodeTaskQueue(driverName, nodeId),
+    scheduleToStartTimeout: '5s',
+    startToCloseTimeout: '30s',
+    retry: { maximumAttempts: 1 },
+  };
+}
+
+/** A snapshot is made on its source's node and nowhere else: waits in the queue while the node is down. */
+export function snapshotOptions(driverName: string, nodeId: string, summary: string): ActivityOptions {
+  return {
+    taskQueue: nodeTaskQueue(driverName, nodeId),
+    startToCloseTimeout: COPY_TIMEOUT,
     heartbeatTimeout: HEARTBEAT_TIMEOUT,
     retry: UNTIL_THE_NODE_ANSWERS,
     summary,

@@ -13,6 +13,8 @@ import type { DirQuotaMode } from './dir-quota';
 import { readIntent } from '../pool/journal';
 import { isMountOf } from '../host/mounts';
 import { PoolBackend } from '../pool/pool-backend';
+import type { CopyOrigin } from '../pool/pool-backend';
+import { copyTree } from '../host/copy';
 import type { NewIdentity } from '../pool/pool-identity';
 import type { PoolBackendOptions } from '../pool/pool-backend';
 import { nodeVolumes } from '../node/node-volumes';
@@ -77,11 +79,29 @@ export class DirBackend extends PoolBackend {
     return chooseProjectId(quotas, key, new Set(existing.flatMap((record) => record.projectId ?? [])));
   }
 
-  /** The (empty) directory joins its project before the limit is set: whatever is written later is charged. */
-  protected async allocate(record: StoredRecord): Promise<void> {
-    if (!this.quotas || record.projectId === undefined) return;
-    await this.quotas.assign(this.layout.volumeDir(record.key), record.projectId);
-    await this.quotas.setLimit(record.projectId, record.capacityBytes);
+  /**
+   * The (empty) directory joins its project before the limit is set: whatever is written later is charged, a
+   * restore's or clone's copy included (its files inherit the project as they are made).
+   */
+  protected async allocate(record: StoredRecord, origin?: CopyOrigin): Promise<void> {
+    if (this.quotas && record.projectId !== undefined) {
+      await this.quotas.assign(this.layout.volumeDir(record.key), record.projectId);
+      await this.quotas.setLimit(record.projectId, record.capacityBytes);
+    }
+    if (origin) await copyTree(origin.path, this.layout.volumeDir(record.key));
+  }
+
+  protected snapshotDataPath(key: string): string {
+    return this.layout.snapshotDir(key);
+  }
+
+  /**
+   * A copy of the directory's content, file by file: a directory cannot be frozen on its own (fsfreeze freezes
+   * the pool's whole filesystem, every volume on it), so a snapshot of a volume in use is not point-in-time;
+   * docs/snapshots.md says so. With reflinks (XFS, btrfs) the copy is quick and shares blocks until written.
+   */
+  protected async copyToSnapshot(source: StoredRecord, target: string): Promise<void> {
+    await copyTree(this.layout.volumeDir(source.key), target);
   }
 
   /**

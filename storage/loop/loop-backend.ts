@@ -9,11 +9,13 @@ import { DriverError, FailureType } from '../../common/failures';
 import type { CreateVolumeSpec, OpenReport } from '../pool/backend';
 import { LOOP_FS_TYPES, assertLoopSize, growFilesystem, loopFsType, makeFilesystem } from './filesystems';
 import { assertFreeSpace, preallocate } from './image-files';
+import { copyImage } from '../host/copy';
+import { runTool } from '../host/exec';
 import { LoopAccess } from './loop-access';
 import { attachedDevices, detachDevices, loopAttachments, refreshDevice } from './loop-devices';
 import { isMountOf, realPathIfExists } from '../host/mounts';
 import { PoolBackend } from '../pool/pool-backend';
-import type { PoolBackendOptions } from '../pool/pool-backend';
+import type { CopyOrigin, PoolBackendOptions } from '../pool/pool-backend';
 import { isVolumeKey } from '../pool/pool-layout';
 import { nodeVolumes } from '../node/node-volumes';
 import { readStaging } from '../node/staging-records';
@@ -50,14 +52,58 @@ export class LoopBackend extends PoolBackend {
     return Math.ceil(capacityBytes / SECTOR) * SECTOR;
   }
 
-  protected override async checkSpace(bytes: number, name: string): Promise<void> {
-    await assertFreeSpace(this.layout.volumesDir, bytes, `volume "${name}"`);
+  protected override async checkSpace(bytes: number, what: string): Promise<void> {
+    await assertFreeSpace(this.layout.volumesDir, bytes, what);
   }
 
-  protected async allocate(record: StoredRecord): Promise<void> {
+  /**
+   * A restore or clone copies the source image (holes kept), then preallocates it to the volume's size: the copy's
+   * holes get real blocks, as every loop volume has, and a larger volume gets its new tail. An ext4 filesystem is
+   * grown to the device when the volume is staged (loop-access.ts); xfs only through NodeExpandVolume.
+   */
+  protected async allocate(record: StoredRecord, origin?: CopyOrigin): Promise<void> {
     const image = this.layout.volumeImage(record.key);
+    if (origin) {
+      await (origin.volume ? this.copyVolumeImage(origin.volume, image) : copyImage(origin.path, image));
+      await preallocate(image, this.allocatedBytes(record.capacityBytes));
+      return;
+    }
     await preallocate(image, this.allocatedBytes(record.capacityBytes));
     if (record.accessType !== 'block') await makeFilesystem(loopFsType(record.fsType), image);
+  }
+
+  protected snapshotDataPath(key: string): string {
+    return this.layout.snapshotImage(key);
+  }
+
+  protected copyToSnapshot(source: StoredRecord, target: string): Promise<void> {
+    return this.copyVolumeImage(source, target);
+  }
+
+  /**
+   * Copies a volume's image. When the volume is staged its filesystem is mounted and written to: the copy, made
+   * block by block while writes land, would mix old and new blocks into an image no fsck can trust. fsfreeze
+   * flushes the filesystem to the image and holds every writer until the thaw, so the copy is of a clean, frozen
+   * filesystem (reflink makes that pause short where the pool's filesystem has it). A volume staged for raw block
+   * access has no filesystem the node can freeze (whatever is on it is the workload's), so it is refused.
+   */
+  private async copyVolumeImage(source: StoredRecord, target: string): Promise<void> {
+    const image = this.layout.volumeImage(source.key);
+    const staging = await readStaging(this.layout, source.key);
+    if (!staging) return copyImage(image, target);
+    if (staging.accessType === 'block') {
+      throw new DriverError(
+        FailureType.FailedPrecondition,
+        `volume ${source.key} is staged for raw block access at ${staging.stagingPath}: the node cannot freeze ` +
+          'what is on it for a consistent copy; unstage it (stop the pods using it) and try again',
+      );
+    }
+    await runTool('fsfreeze', ['--freeze', staging.stagingPath]);
+    try {
+      await copyImage(image, target);
+    } finally {
+      await runTool('fsfreeze', ['--unfreeze', staging.stagingPath]);
+    }
   }
 
   /** A device still attached would keep the deleted file's blocks (and the data) alive: detach first. */

@@ -28,6 +28,40 @@ export interface VolumeRecord {
   fsType?: string;
   /** dir with --dir-quota=project: the project quota that enforces the capacity (storage/dir/project-quotas.ts). */
   projectId?: number;
+  /** The snapshot or volume the volume was made from; absent for an empty volume. */
+  contentSource?: ContentSource;
+}
+
+/** What a new volume is filled from: a snapshot of this pool (restore) or another volume of it (clone). */
+export type ContentSource = { snapshotKey: string } | { volumeKey: string };
+
+/**
+ * A snapshot: an independent copy of a volume's data in the pool's snapshots/ directory. The volume may be deleted
+ * while it has snapshots; they stay, and count towards the pool's reservation until they are deleted.
+ */
+export interface SnapshotRecord {
+  /** 32 lower-case hex digits, the snapshot's name inside the pool (the last field of the snapshot ID). */
+  key: string;
+  /** The CO's name for the snapshot (CreateSnapshotRequest.name); stored, never used in a path. */
+  name: string;
+  /** Key of the volume it was copied from (which may since have been deleted). */
+  sourceKey: string;
+  /** The source volume's capacity when copied: the smallest volume it can be restored into. */
+  sizeBytes: number;
+  /** ISO 8601. */
+  createdAt: string;
+  /** Absolute path of the copy: dir: its directory; loop: its image file. */
+  path: string;
+  /** Loop: the source volume's access type and filesystem, which a volume restored from it keeps. */
+  accessType?: AccessType;
+  fsType?: string;
+}
+
+export interface CreateSnapshotSpec {
+  snapshotKey: string;
+  /** Key of a volume of this pool. */
+  sourceKey: string;
+  name: string;
 }
 
 /** One page of a pool's volumes; `more` when volumes with later keys exist. */
@@ -40,10 +74,11 @@ export interface PoolStatus {
   /** UUID written once when the pool is first opened. */
   poolId: string;
   capacityBytes: number;
-  /** Sum of the capacity of every volume and of every create still in the journal. */
+  /** Sum of the capacity of every volume and snapshot and of every create still in the journals. */
   reservedBytes: number;
   availableBytes: number;
   volumeCount: number;
+  snapshotCount: number;
 }
 
 export interface OpenReport {
@@ -51,7 +86,11 @@ export interface OpenReport {
   /** True when this open wrote the pool identity. */
   created: boolean;
   /** Journal entries completed or rolled back while opening, for the log. */
-  reconciled: { key: string; op: 'create' | 'delete'; outcome: 'rolled-back' | 'completed' | 'kept' }[];
+  reconciled: {
+    key: string;
+    op: 'create' | 'delete' | 'snapshot-create' | 'snapshot-delete';
+    outcome: 'rolled-back' | 'completed' | 'kept';
+  }[];
   /** Things in the pool the journal and records do not explain; reported, never deleted. */
   strays: string[];
   /** Staged volumes whose device or mount open() had to re-establish (after a reboot), or could not. */
@@ -67,6 +106,11 @@ export interface CreateVolumeSpec {
   accessType?: AccessType;
   /** Filesystem for mount volumes on backends that format (loop): ext4 (default) or xfs. */
   fsType?: string;
+  /**
+   * Restore or clone: the new volume starts as a copy of this snapshot or volume of the same pool (NotFound when
+   * it has none). capacityBytes below the source's size is OutOfRange; above it, the volume is grown after the copy.
+   */
+  contentSource?: ContentSource;
 }
 
 export interface ExpandResult {
@@ -155,6 +199,18 @@ export interface StorageBackend {
   volumeStats(key: string, volumePath: string): Promise<VolumeStats>;
   /** Makes the device and filesystem seen at volumePath as large as the volume (NodeExpandVolume). */
   expandFilesystem(key: string, volumePath: string): Promise<{ capacityBytes: number }>;
+  /**
+   * Copies the volume `sourceKey` into a new snapshot (journaled: a crash part way leaves an intent that the next
+   * call or open() rolls back). Same key and source: returns the existing snapshot. The key or the name taken by a
+   * snapshot of another volume: AlreadyExists. Source absent: NotFound. No room: ResourceExhausted.
+   */
+  createSnapshot(spec: CreateSnapshotSpec): Promise<SnapshotRecord>;
+  /** 'absent' when the pool holds no such snapshot. Never touches anything outside the pool. */
+  deleteSnapshot(key: string): Promise<'deleted' | 'absent'>;
+  /** Absent: undefined. */
+  getSnapshot(key: string): Promise<SnapshotRecord | undefined>;
+  /** Sorted by key. */
+  listSnapshots(): Promise<SnapshotRecord[]>;
   /** Releases the pool (its lock) and waits for calls in progress; open() may be called again afterwards. */
   close(): Promise<void>;
 }

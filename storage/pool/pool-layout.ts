@@ -9,6 +9,13 @@
  *   <pool>/records/<key>.json   the volume's record (VolumeRecord without path)
  *   <pool>/journal/<key>.json   intent of an operation in progress
  *   <pool>/staging/<key>.json   where the volume is staged on this node, written before it is mounted
+ *   <pool>/snapshots/data/<key>/            a snapshot's copy of its volume's data (dir: the directory's content)
+ *   <pool>/snapshots/data/<key>/disk.img    a snapshot's copy of its volume's image (loop)
+ *   <pool>/snapshots/records/<key>.json     the snapshot's record (SnapshotRecord without path)
+ *   <pool>/snapshots/journal/<key>.json     intent of a snapshot operation in progress
+ *
+ * Snapshot keys have the form of volume keys and are checked the same way; they live in their own directories,
+ * so a snapshot key never names a volume's file.
  */
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
@@ -24,6 +31,13 @@ export function assertVolumeKey(key: unknown): asserts key is string {
   if (!isVolumeKey(key)) {
     const shown = typeof key === 'string' ? JSON.stringify(key.slice(0, 80)) : typeof key;
     throw new DriverError(FailureType.InvalidArgument, `volume key ${shown} is not 32 lower-case hex digits`);
+  }
+}
+
+export function assertSnapshotKey(key: unknown): asserts key is string {
+  if (!isVolumeKey(key)) {
+    const shown = typeof key === 'string' ? JSON.stringify(key.slice(0, 80)) : typeof key;
+    throw new DriverError(FailureType.InvalidArgument, `snapshot key ${shown} is not 32 lower-case hex digits`);
   }
 }
 
@@ -68,6 +82,41 @@ export class PoolLayout {
 
   get stagingDir(): string {
     return path.join(this.root, 'staging');
+  }
+
+  get snapshotsDir(): string {
+    return path.join(this.root, 'snapshots');
+  }
+
+  get snapshotDataDir(): string {
+    return path.join(this.snapshotsDir, 'data');
+  }
+
+  get snapshotRecordsDir(): string {
+    return path.join(this.snapshotsDir, 'records');
+  }
+
+  get snapshotJournalDir(): string {
+    return path.join(this.snapshotsDir, 'journal');
+  }
+
+  snapshotDir(key: string): string {
+    assertSnapshotKey(key);
+    return this.inside(path.join(this.snapshotDataDir, key));
+  }
+
+  snapshotImage(key: string): string {
+    return path.join(this.snapshotDir(key), 'disk.img');
+  }
+
+  snapshotRecordFile(key: string): string {
+    assertSnapshotKey(key);
+    return this.inside(path.join(this.snapshotRecordsDir, `${key}.json`));
+  }
+
+  snapshotIntentFile(key: string): string {
+    assertSnapshotKey(key);
+    return this.inside(path.join(this.snapshotJournalDir, `${key}.json`));
   }
 
   volumeDir(key: string): string {

@@ -10,6 +10,7 @@ import { listIntents, removeIntent } from './journal';
 import type { Intent } from './journal';
 import { isVolumeKey, keyOfJsonFileName } from './pool-layout';
 import type { PoolLayout } from './pool-layout';
+import { findSnapshotStrays, settleSnapshotJournal } from './snapshots';
 import { removeVolumeDir, volumeDirExists } from './volume-dirs';
 import { listRecordKeys, recordExists, removeRecord } from './volume-records';
 
@@ -59,8 +60,12 @@ export async function reconcilePool(
   await removeTempFiles(layout.recordsDir);
   await removeTempFiles(layout.journalDir);
   await removeTempFiles(layout.stagingDir);
+  await removeTempFiles(layout.snapshotRecordsDir);
+  await removeTempFiles(layout.snapshotJournalDir);
   const { reconciled, strays } = await settleJournal(layout, release);
-  strays.push(...(await findStrays(layout)));
+  const snapshots = await settleSnapshotJournal(layout);
+  reconciled.push(...snapshots.reconciled);
+  strays.push(...snapshots.strays, ...(await findStrays(layout)), ...(await findSnapshotStrays(layout)));
   return { reconciled, strays: strays.sort() };
 }
 

@@ -4,23 +4,16 @@
  * stays the truth: the index is read from it after open() and again whenever a change failed part way.
  */
 import { listIntents } from './journal';
+import { KeyedIndex } from './keyed-index';
 import type { PoolLayout } from './pool-layout';
 import { reserved } from './volume-compat';
 import { listRecords } from './volume-records';
 import type { StoredRecord } from './volume-records';
 
-export class RecordIndex {
-  private readonly byKey = new Map<string, StoredRecord>();
+export class RecordIndex extends KeyedIndex<StoredRecord> {
   private readonly keysByName = new Map<string, Set<string>>();
-  private recordBytes = 0;
   /** Keys in order, kept until the next change: paging through 20,000 records sorts them once, not per page. */
   private sortedKeys?: string[];
-
-  /** `pendingBytes`: creates left in the journal; settling it drops the index, so they never change here. */
-  private constructor(
-    private readonly bytesOf: (capacityBytes: number) => number,
-    private readonly pendingBytes: number,
-  ) {}
 
   static async load(layout: PoolLayout, bytesOf: (capacityBytes: number) => number): Promise<RecordIndex> {
     const records = await listRecords(layout);
@@ -30,17 +23,8 @@ export class RecordIndex {
     return index;
   }
 
-  get size(): number {
-    return this.byKey.size;
-  }
-
-  /** What `reserved()` gives for the records and journal on disk. */
-  get reservedBytes(): number {
-    return this.recordBytes + this.pendingBytes;
-  }
-
-  get(key: string): StoredRecord | undefined {
-    return this.byKey.get(key);
+  protected sizeOf(record: StoredRecord): number {
+    return record.capacityBytes;
   }
 
   /** Two records share a name only if put there by hand; the lowest key wins, as in a scan sorted by key. */
@@ -67,26 +51,17 @@ export class RecordIndex {
     return this.sortedKeys;
   }
 
-  /** After the record was written (a new volume, or a new size). */
-  put(record: StoredRecord): void {
-    this.remove(record.key);
+  protected override added(record: StoredRecord): void {
     this.sortedKeys = undefined;
-    this.byKey.set(record.key, record);
     const keys = this.keysByName.get(record.name) ?? new Set<string>();
     this.keysByName.set(record.name, keys.add(record.key));
-    this.recordBytes += this.bytesOf(record.capacityBytes);
   }
 
-  /** After the record was removed. */
-  remove(key: string): void {
-    const record = this.byKey.get(key);
-    if (!record) return;
+  protected override removed(record: StoredRecord): void {
     this.sortedKeys = undefined;
-    this.byKey.delete(key);
     const keys = this.keysByName.get(record.name);
-    keys?.delete(key);
+    keys?.delete(record.key);
     if (keys?.size === 0) this.keysByName.delete(record.name);
-    this.recordBytes -= this.bytesOf(record.capacityBytes);
   }
 }
 

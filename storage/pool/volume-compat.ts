@@ -4,7 +4,7 @@ import { formatBytes } from '../../common/quantity';
 import type { CreateVolumeSpec } from './backend';
 import type { Intent } from './journal';
 import type { StoredRecord } from './volume-records';
-import { sameParameters } from './volume-spec';
+import { describeSource, sameParameters } from './volume-spec';
 
 /** What a create records beyond the common fields (dir: nothing; loop: access type and filesystem). */
 export type VolumeShape = Pick<StoredRecord, 'accessType' | 'fsType'>;
@@ -44,6 +44,9 @@ export function assertCompatible(existing: StoredRecord, spec: CreateVolumeSpec,
       differences.push(`${field} (${existing[field] ?? 'none'}, requested ${shape[field] ?? 'none'})`);
     }
   }
+  const had = existing.contentSource ? describeSource(existing.contentSource) : 'none';
+  const asked = spec.contentSource ? describeSource(spec.contentSource) : 'none';
+  if (had !== asked) differences.push(`content source (${had}, requested ${asked})`);
   if (differences.length === 0) return existing;
   const subject = sameKey ? `volume key ${spec.key}` : `volume "${spec.name}" (key ${existing.key})`;
   throw new DriverError(

@@ -7,14 +7,14 @@ import { pathExists } from '../host/fs-checks';
 import { keyOfJsonFileName } from './pool-layout';
 import type { PoolLayout } from './pool-layout';
 import { isProjectId } from './project-id';
-import { isSize, isStringMap } from './volume-spec';
+import { isContentSource, isSize, isStringMap } from './volume-spec';
 
 /** What is stored: the path is derived from the key on every read, so a moved pool keeps working. */
 export type StoredRecord = Omit<VolumeRecord, 'path'>;
 
 function parseRecord(value: unknown, key: string, file: string): StoredRecord {
   const record = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
-  const { name, capacityBytes, parameters, createdAt, accessType, fsType, projectId } = record;
+  const { name, capacityBytes, parameters, createdAt, accessType, fsType, projectId, contentSource } = record;
   if (
     record.key !== key ||
     typeof name !== 'string' ||
@@ -23,21 +23,24 @@ function parseRecord(value: unknown, key: string, file: string): StoredRecord {
     typeof createdAt !== 'string' ||
     (accessType !== undefined && accessType !== 'mount' && accessType !== 'block') ||
     (fsType !== undefined && typeof fsType !== 'string') ||
-    (projectId !== undefined && !isProjectId(projectId))
+    (projectId !== undefined && !isProjectId(projectId)) ||
+    (contentSource !== undefined && !isContentSource(contentSource))
   ) {
     throw new DriverError(FailureType.Internal, `${file} is not a volume record for key ${key}`);
   }
-  return { key, name, capacityBytes, parameters, createdAt, ...shapeFields({ accessType, fsType, projectId }) };
+  const shape = shapeFields({ accessType, fsType, projectId, contentSource });
+  return { key, name, capacityBytes, parameters, createdAt, ...shape };
 }
 
 /** The optional fields, present only when set: a dir record stays exactly what it always was. */
-type OptionalFields = Pick<StoredRecord, 'accessType' | 'fsType' | 'projectId'>;
+type OptionalFields = Pick<StoredRecord, 'accessType' | 'fsType' | 'projectId' | 'contentSource'>;
 
 function shapeFields(shape: OptionalFields): OptionalFields {
   return {
     ...(shape.accessType === undefined ? {} : { accessType: shape.accessType }),
     ...(shape.fsType === undefined ? {} : { fsType: shape.fsType }),
     ...(shape.projectId === undefined ? {} : { projectId: shape.projectId }),
+    ...(shape.contentSource === undefined ? {} : { contentSource: { ...shape.contentSource } }),
   };
 }
 

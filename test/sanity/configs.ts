@@ -6,12 +6,14 @@ export interface SanityConfig {
   name: SanityConfigName;
   backend: 'dir' | 'loop';
   accessType: 'mount' | 'block';
+  /** The controller runs with --snapshots (docs/snapshots.md): the snapshot and clone specs run. */
+  snapshots: boolean;
 }
 
 export const SANITY_CONFIGS: readonly SanityConfig[] = [
-  { name: 'dir', backend: 'dir', accessType: 'mount' },
-  { name: 'loop-mount', backend: 'loop', accessType: 'mount' },
-  { name: 'loop-block', backend: 'loop', accessType: 'block' },
+  { name: 'dir', backend: 'dir', accessType: 'mount', snapshots: true },
+  { name: 'loop-mount', backend: 'loop', accessType: 'mount', snapshots: false },
+  { name: 'loop-block', backend: 'loop', accessType: 'block', snapshots: false },
 ];
 
 /**

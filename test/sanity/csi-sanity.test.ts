@@ -46,7 +46,8 @@ describe.each(selectedConfigs(process.env.SANITY_CONFIGS).map((config) => [confi
       async () => {
         const version = installedCsiSanity(); // throws when missing: this test is never skipped
         const node = await startNode(cluster, config, workDir);
-        const controller = await cluster.startController('controller', ['--call-wait', CALL_WAIT]);
+        const snapshots = config.snapshots ? ['--snapshots'] : [];
+        const controller = await cluster.startController('controller', ['--call-wait', CALL_WAIT, ...snapshots]);
         const outcome = await runCsiSanity({
           nodeEndpoint: node.endpoint,
           controllerEndpoint: controller.endpoint,

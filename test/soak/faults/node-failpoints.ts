@@ -3,6 +3,9 @@ import type { DriverProcess } from '../cluster';
 import type { Fault, FaultContext, FaultRecord } from './types';
 import { step } from './types';
 
+/** The soak makes no snapshots yet (docs/snapshots.md): a snapshot failpoint would never fire. */
+const VOLUME_FAILPOINTS = FAILPOINT_NAMES.filter((name) => !name.startsWith('snapshot.'));
+
 interface Outcome {
   node: string;
   failpoint: Failpoint;
@@ -42,9 +45,9 @@ async function armAndTrigger(
  */
 export const nodeFailpoints: Fault = {
   kind: 'node-failpoints',
-  plannedOps: () => FAILPOINT_NAMES.length * 2,
+  plannedOps: () => VOLUME_FAILPOINTS.length * 2,
   async run(context, record) {
-    const failpoints = context.prng.shuffle(FAILPOINT_NAMES);
+    const failpoints = context.prng.shuffle(VOLUME_FAILPOINTS);
     const nodes = context.prng.shuffle(context.cluster.nodes);
     const byNode = new Map<DriverProcess, Failpoint[]>();
     failpoints.forEach((failpoint, index) => {

@@ -107,3 +107,92 @@ describe('listVolumePageOnNode', () => {
     expect((await run(activities.listVolumePageOnNode, { after: pastNode(NODE), maxEntries: 10 })).volumes).toEqual([]);
   });
 });
+
+describe('snapshot activities', () => {
+  const snapshot = (snapshotKey: string, sourceKey: string, sourcePoolIdPrefix = poolIdPrefix(poolId)) =>
+    run(activities.createSnapshotOnNode, { snapshotKey, sourceKey, sourcePoolIdPrefix, name: `snap-${snapshotKey}` });
+
+  it('copies a volume on this node, idempotently, and says which node and pool hold the copy', async () => {
+    const source = randomKey();
+    await create(source);
+    const key = randomKey();
+    const made = await snapshot(key, source);
+    expect(made).toEqual({
+      key,
+      name: `snap-${key}`,
+      sourceKey: source,
+      sizeBytes: 64 * MiB,
+      createdAt: expect.any(String),
+      poolId,
+      nodeId: NODE,
+    });
+    expect(await snapshot(key, source)).toEqual(made);
+    expect(await run(activities.listSnapshotsOnNode, undefined)).toEqual({
+      nodeId: NODE,
+      poolId,
+      snapshots: [{ key, name: `snap-${key}`, sourceKey: source, sizeBytes: 64 * MiB, createdAt: made.createdAt }],
+    });
+  });
+
+  it('refuses a source named on a replaced pool, and never deletes a copy for a pool that is not its own', async () => {
+    const source = randomKey();
+    await create(source);
+    const failure = await failureOf(snapshot(randomKey(), source, OTHER_POOL_PREFIX));
+    expect(failure.type).toBe(FailureType.NotFound);
+    const key = randomKey();
+    await snapshot(key, source);
+    expect(await run(activities.deleteSnapshotOnNode, { key, poolIdPrefix: OTHER_POOL_PREFIX })).toBe('pool-replaced');
+    expect(fixture.exists('snapshots', 'data', key)).toBe(true);
+    expect(await run(activities.deleteSnapshotOnNode, { key, poolIdPrefix: poolIdPrefix(poolId) })).toBe('deleted');
+    expect(await run(activities.deleteSnapshotOnNode, { key, poolIdPrefix: poolIdPrefix(poolId) })).toBe('absent');
+    expect(fixture.exists('snapshots', 'data', key)).toBe(false);
+  });
+
+  it('restores at the source size when no size is required and the limit allows, else as asked', async () => {
+    const source = randomKey();
+    await create(source, 'pvc-source', 128 * MiB);
+    const key = randomKey();
+    await snapshot(key, source);
+    const prefix = poolIdPrefix(poolId);
+    const restore = (capacityBytes: number, limitBytes: number) =>
+      run(activities.createVolumeOnNode, {
+        key: randomKey(),
+        name: `pvc-${randomKey().slice(0, 8)}`,
+        capacityBytes,
+        parameters: {},
+        contentSource: { snapshotKey: key, poolIdPrefix: prefix },
+        limitBytes,
+      });
+    expect((await restore(0, 0)).capacityBytes).toBe(128 * MiB);
+    expect((await restore(256 * MiB, 0)).capacityBytes).toBe(256 * MiB);
+    expect((await failureOf(restore(64 * MiB, 64 * MiB))).type).toBe(FailureType.OutOfRange);
+    const clone = await run(activities.createVolumeOnNode, {
+      key: randomKey(),
+      name: 'pvc-clone',
+      capacityBytes: 0,
+      parameters: {},
+      contentSource: { volumeKey: source, poolIdPrefix: prefix },
+    });
+    expect(clone.capacityBytes).toBe(128 * MiB);
+    const missing = await failureOf(
+      run(activities.createVolumeOnNode, {
+        key: randomKey(),
+        name: 'pvc-missing',
+        capacityBytes: 0,
+        parameters: {},
+        contentSource: { snapshotKey: randomKey(), poolIdPrefix: prefix },
+      }),
+    );
+    expect(missing.type).toBe(FailureType.NotFound);
+    const replaced = await failureOf(
+      run(activities.createVolumeOnNode, {
+        key: randomKey(),
+        name: 'pvc-replaced',
+        capacityBytes: 0,
+        parameters: {},
+        contentSource: { snapshotKey: key, poolIdPrefix: OTHER_POOL_PREFIX },
+      }),
+    );
+    expect(replaced.type).toBe(FailureType.NotFound);
+  });
+});

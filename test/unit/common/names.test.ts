@@ -9,8 +9,16 @@ import {
 
 describe('workflow names', () => {
   it('selects exactly the three volume operations in visibility', () => {
-    expect(OPERATION_WORKFLOW_TYPES).toEqual(['createVolume', 'deleteVolume', 'expandVolume']);
-    expect(operationTypesClause()).toBe('WorkflowType IN ("createVolume", "deleteVolume", "expandVolume")');
+    expect(OPERATION_WORKFLOW_TYPES).toEqual([
+      'createVolume',
+      'deleteVolume',
+      'expandVolume',
+      'createSnapshot',
+      'deleteSnapshot',
+    ]);
+    expect(operationTypesClause()).toBe(
+      'WorkflowType IN ("createVolume", "deleteVolume", "expandVolume", "createSnapshot", "deleteSnapshot")',
+    );
   });
 
   it('gives an expansion one ID per target size, so a retry attaches and a larger request starts anew', () => {

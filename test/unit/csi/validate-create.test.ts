@@ -270,6 +270,64 @@ describe('validateCreate', () => {
       );
     });
 
+    describe('with --snapshots', () => {
+      const SNAPSHOTS = { ...LIMITS, snapshots: true };
+      const KEY = 'a'.repeat(32);
+      const snapshotId = `s1_node-7_0123456789abcdef_${KEY}`;
+      const volumeId = `v1_node-7_0123456789abcdef_${KEY}`;
+      const at = (nodeId: string) => ({ segments: { [TOPOLOGY_NODE_KEY]: nodeId } });
+
+      it('places a restore or clone on the source node only, sized by the source when no size is required', () => {
+        const restore = validateCreate(
+          request({ volume_content_source: { snapshot: { snapshot_id: snapshotId }, type: 'snapshot' } }),
+          SNAPSHOTS,
+        );
+        expect(restore).toMatchObject({
+          contentSource: { snapshotId },
+          requisite: ['node-7'],
+          preferred: ['node-7'],
+        });
+        const clone = validateCreate(
+          request({
+            volume_content_source: { volume: { volume_id: volumeId }, type: 'volume' },
+            capacity_range: { required_bytes: '0', limit_bytes: '0' },
+            accessibility_requirements: { requisite: [at('node-7'), at('node-8')], preferred: [at('node-8')] },
+          }),
+          SNAPSHOTS,
+        );
+        expect(clone).toMatchObject({ contentSource: { volumeId }, requisite: ['node-7'], capacityBytes: 0 });
+      });
+
+      it('answers a requisite topology without the source node RESOURCE_EXHAUSTED, naming both', () => {
+        expectDriverError(
+          () =>
+            validateCreate(
+              request({
+                volume_content_source: { snapshot: { snapshot_id: snapshotId }, type: 'snapshot' },
+                accessibility_requirements: { requisite: [at('node-8')], preferred: [] },
+              }),
+              SNAPSHOTS,
+            ),
+          FailureType.ResourceExhausted,
+          /the snapshot is on node node-7.*allows only node-8/,
+        );
+      });
+
+      it('answers a source this driver could not have issued NOT_FOUND', () => {
+        for (const volume_content_source of [
+          { snapshot: { snapshot_id: 'snap-1' }, type: 'snapshot' as const },
+          { snapshot: { snapshot_id: volumeId }, type: 'snapshot' as const },
+          { volume: { volume_id: snapshotId }, type: 'volume' as const },
+        ]) {
+          expectDriverError(
+            () => validateCreate(request({ volume_content_source }), SNAPSHOTS),
+            FailureType.NotFound,
+            /was not issued by this driver/,
+          );
+        }
+      });
+    });
+
     it('refuses mutable parameters', () => {
       expectDriverError(
         () => validateCreate(request({ mutable_parameters: { iops: '100' } }), LIMITS),

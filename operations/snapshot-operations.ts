@@ -1,0 +1,180 @@
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { readNodeRecord } from '../node-records/reads';
+import type { NodeRecordView } from '../node-records/reads';
+import { DriverError, FailureType } from '../common/failures';
+import {
+  controlTaskQueue,
+  createSnapshotWorkflowId,
+  deleteSnapshotWorkflowId,
+  listSnapshotsWorkflowId,
+  oneOffTag,
+} from '../common/names';
+import { parseSnapshotId } from '../common/snapshot-id';
+import { parseVolumeId } from '../common/volume-id';
+import type * as workflows from '../workflows';
+import type { CreateSnapshotResult } from '../workflows/create-snapshot';
+import type { DeleteSnapshotResult } from '../workflows/delete-snapshot';
+import type { ListSnapshotsResult } from '../workflows/list-snapshots';
+import { NodeIdKey, OperationKey, VolumeIdKey } from '../workflows/search-attribute-keys';
+import { boundedResult } from './bounded-result';
+import { describeWait } from './describe-wait';
+import { snapshotKeyOf } from './snapshot-key';
+import { startOrAttach } from './start-or-attach';
+import { deliverForget, phaseAttributes } from './volume-operations';
+
+/**
+ * What the CSI controller asks of Temporal for snapshots (docs/snapshots.md): as for volumes, each call starts or
+ * attaches to its workflow and waits a bounded time; an unfinished one answers ABORTED and keeps running durably.
+ */
+export class SnapshotOperations {
+  constructor(
+    private readonly client: Client,
+    private readonly driverName: string,
+    private readonly options: { eagerStart?: boolean } = {},
+  ) {}
+
+  /** The name's snapshot of `sourceVolumeId`; the name already taken by a snapshot of another volume: ALREADY_EXISTS. */
+  async create(name: string, sourceVolumeId: string, waitMs: number): Promise<CreateSnapshotResult> {
+    const parts = parseVolumeId(sourceVolumeId);
+    if (!parts) {
+      throw new DriverError(FailureType.NotFound, `source volume ${sourceVolumeId} was not issued by this driver`);
+    }
+    const record = await readNodeRecord(this.client, this.driverName, parts.nodeId);
+    if (record?.forgotten) {
+      throw new DriverError(
+        FailureType.NotFound,
+        `volume ${sourceVolumeId} was on node ${parts.nodeId}, forgotten for good (${record.forgotten.reason})`,
+      );
+    }
+    let attached = await this.startCreate(name, sourceVolumeId, parts, record, false);
+    if (attached.completedEarlier) {
+      // A completed run whose snapshot has since been deleted is started again: the name makes a new snapshot.
+      const earlier = await this.earlierResult(attached.handle);
+      if (earlier && (await this.deletionCompleted(earlier.snapshotId)) && earlier.sourceVolumeId === sourceVolumeId) {
+        attached = await this.startCreate(name, sourceVolumeId, parts, record, true);
+      }
+    }
+    const { handle } = attached;
+    const description = await handle.describe();
+    const asked = (description.memo as { sourceVolumeId?: string } | undefined)?.sourceVolumeId;
+    if (asked !== undefined && asked !== sourceVolumeId) {
+      throw new DriverError(
+        FailureType.AlreadyExists,
+        `snapshot "${name}" already exists of volume ${asked}, not of the requested ${sourceVolumeId}`,
+      );
+    }
+    const outcome = await boundedResult(this.client, handle, waitMs);
+    if (outcome.done) return outcome.value;
+    const now = await readNodeRecord(this.client, this.driverName, parts.nodeId);
+    throw new DriverError(
+      FailureType.Aborted,
+      describeWait(`snapshot "${name}"`, sourceVolumeId, parts.nodeId, now, description.startTime, new Date()),
+    );
+  }
+
+  /**
+   * Starts or attaches to the snapshot's deletion. Only a malformed ID is answered without one: a well-formed ID
+   * naming a node that is down or unknown waits in that node's queue, as a volume's deletion does.
+   */
+  async delete(snapshotId: string, waitMs: number): Promise<DeleteSnapshotResult | 'never-issued'> {
+    const parts = parseSnapshotId(snapshotId);
+    if (!parts) return 'never-issued';
+    const record = await readNodeRecord(this.client, this.driverName, parts.nodeId);
+    const { handle } = await startOrAttach<typeof workflows.deleteSnapshot>(this.client, 'deleteSnapshot', {
+      workflowId: deleteSnapshotWorkflowId(this.driverName, snapshotId),
+      eagerStart: this.options.eagerStart,
+      taskQueue: controlTaskQueue(this.driverName),
+      args: [
+        {
+          driverName: this.driverName,
+          snapshotId,
+          ...parts,
+          nodeLive: record?.node?.live,
+          forgotten: record?.forgotten,
+        },
+      ],
+      searchAttributes: [
+        { key: OperationKey, value: 'delete-snapshot' },
+        { key: VolumeIdKey, value: snapshotId },
+        { key: NodeIdKey, value: parts.nodeId },
+        ...phaseAttributes(record),
+      ],
+      staticSummary: `delete snapshot ${snapshotId} on node ${parts.nodeId}`,
+    });
+    if (record?.forgotten) await deliverForget(handle, record.forgotten);
+    const outcome = await boundedResult(this.client, handle, waitMs);
+    if (outcome.done) return outcome.value;
+    const [description, now] = await Promise.all([
+      handle.describe(),
+      readNodeRecord(this.client, this.driverName, parts.nodeId),
+    ]);
+    throw new DriverError(
+      FailureType.Aborted,
+      describeWait('snapshot deletion', snapshotId, parts.nodeId, now, description.startTime, new Date()),
+    );
+  }
+
+  /** Every snapshot of the named nodes (all live nodes when none are named), sorted by snapshot ID. */
+  async list(nodeIds?: string[]): Promise<ListSnapshotsResult> {
+    return this.client.workflow.execute<typeof workflows.listSnapshots>('listSnapshots', {
+      workflowId: listSnapshotsWorkflowId(this.driverName, oneOffTag()),
+      taskQueue: controlTaskQueue(this.driverName),
+      args: [{ driverName: this.driverName, ...(nodeIds ? { nodeIds } : {}) }],
+      workflowExecutionTimeout: '1m',
+    });
+  }
+
+  private startCreate(
+    name: string,
+    sourceVolumeId: string,
+    parts: NonNullable<ReturnType<typeof parseVolumeId>>,
+    record: NodeRecordView | undefined,
+    replaceCompleted: boolean,
+  ) {
+    return startOrAttach<typeof workflows.createSnapshot>(this.client, 'createSnapshot', {
+      workflowId: createSnapshotWorkflowId(this.driverName, name),
+      eagerStart: this.options.eagerStart,
+      taskQueue: controlTaskQueue(this.driverName),
+      args: [
+        {
+          driverName: this.driverName,
+          name,
+          sourceVolumeId,
+          nodeId: parts.nodeId,
+          poolIdPrefix: parts.poolIdPrefix,
+          sourceKey: parts.key,
+          snapshotKey: snapshotKeyOf(name, sourceVolumeId),
+          nodeLive: record?.node?.live,
+        },
+      ],
+      memo: { sourceVolumeId },
+      searchAttributes: [
+        { key: OperationKey, value: 'snapshot' },
+        { key: VolumeIdKey, value: sourceVolumeId },
+        { key: NodeIdKey, value: parts.nodeId },
+        ...phaseAttributes(record),
+      ],
+      staticSummary: `snapshot ${sourceVolumeId} as "${name}" on node ${parts.nodeId}`,
+      replaceCompleted,
+    });
+  }
+
+  private async earlierResult(
+    handle: WorkflowHandle<typeof workflows.createSnapshot>,
+  ): Promise<CreateSnapshotResult | undefined> {
+    const latest = await handle.describe();
+    if (latest.status.name !== 'COMPLETED') return undefined;
+    return this.client.workflow.getHandle<typeof workflows.createSnapshot>(handle.workflowId, latest.runId).result();
+  }
+
+  private async deletionCompleted(snapshotId: string): Promise<boolean> {
+    try {
+      const handle = this.client.workflow.getHandle(deleteSnapshotWorkflowId(this.driverName, snapshotId));
+      return (await handle.describe()).status.name === 'COMPLETED';
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) return false;
+      throw error;
+    }
+  }
+}

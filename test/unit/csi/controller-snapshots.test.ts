@@ -1,0 +1,112 @@
+import type { ServerUnaryCall } from '@grpc/grpc-js';
+import { FailureType } from '../../../common/failures';
+import { formatSnapshotId } from '../../../common/snapshot-id';
+import { formatVolumeId } from '../../../common/volume-id';
+import { createSnapshotHandlers } from '../../../csi/controller-snapshots';
+import type { SnapshotOperations } from '../../../operations/snapshot-operations';
+import type { ListedSnapshot } from '../../../workflows/list-snapshots';
+
+const PREFIX = '0123456789abcdef';
+const key = (n: number) => n.toString(16).padStart(32, '0');
+
+function listed(nodeId: string, n: number, source = 1): ListedSnapshot {
+  return {
+    snapshotId: formatSnapshotId({ nodeId, poolIdPrefix: PREFIX, key: key(n) }),
+    sourceVolumeId: formatVolumeId({ nodeId, poolIdPrefix: PREFIX, key: key(source) }),
+    nodeId,
+    sizeBytes: 1024,
+    createdAt: '2026-01-02T03:04:05.678Z',
+  };
+}
+
+const ALL = [listed('node-a', 1), listed('node-a', 2, 2), listed('node-a', 3), listed('node-b', 4)];
+
+/** A fake of what the handlers ask Temporal: the nodes asked are recorded. */
+function fakeOperations() {
+  const asked: (string[] | undefined)[] = [];
+  const operations = {
+    async list(nodeIds?: string[]) {
+      asked.push(nodeIds);
+      return { snapshots: ALL.filter((s) => !nodeIds || nodeIds.includes(s.nodeId)), unreachableNodes: [] };
+    },
+  } as unknown as SnapshotOperations;
+  return { asked, handlers: createSnapshotHandlers(operations, { callWaitMs: 1000 }) };
+}
+
+const call = {
+  sendMetadata: () => undefined,
+  getDeadline: () => Infinity,
+  cancelled: false,
+} as unknown as ServerUnaryCall<unknown, unknown>;
+
+const request = (fields: Partial<Record<string, unknown>> = {}) =>
+  ({ max_entries: 0, starting_token: '', source_volume_id: '', snapshot_id: '', secrets: {}, ...fields }) as never;
+
+describe('ListSnapshots', () => {
+  it('pages through every snapshot in ID order with max_entries and next_token', async () => {
+    const { handlers } = fakeOperations();
+    const seen: string[] = [];
+    let token = '';
+    for (let page = 0; page < 5; page++) {
+      const answer = await handlers.ListSnapshots(request({ max_entries: 3, starting_token: token }), call);
+      seen.push(...answer.entries!.map((entry) => entry.snapshot!.snapshot_id!));
+      token = answer.next_token ?? '';
+      if (!token) break;
+    }
+    expect(seen).toEqual(ALL.map((s) => s.snapshotId));
+  });
+
+  it('answers one snapshot by ID or a source volume, asking only its node', async () => {
+    const { asked, handlers } = fakeOperations();
+    const one = await handlers.ListSnapshots(request({ snapshot_id: ALL[1]!.snapshotId }), call);
+    expect(one.entries!.map((entry) => entry.snapshot)).toEqual([
+      {
+        snapshot_id: ALL[1]!.snapshotId,
+        source_volume_id: ALL[1]!.sourceVolumeId,
+        size_bytes: '1024',
+        creation_time: { seconds: String(Date.parse('2026-01-02T03:04:05Z') / 1000), nanos: 678_000_000 },
+        ready_to_use: true,
+      },
+    ]);
+    const bySource = await handlers.ListSnapshots(request({ source_volume_id: ALL[0]!.sourceVolumeId }), call);
+    expect(bySource.entries!.map((entry) => entry.snapshot!.snapshot_id)).toEqual([
+      ALL[0]!.snapshotId,
+      ALL[2]!.snapshotId,
+    ]);
+    expect(asked).toEqual([['node-a'], ['node-a']]);
+  });
+
+  it('lists nothing for IDs this driver could not have issued, asking no node', async () => {
+    const { asked, handlers } = fakeOperations();
+    expect((await handlers.ListSnapshots(request({ snapshot_id: 'no-such' }), call)).entries).toEqual([]);
+    expect((await handlers.ListSnapshots(request({ source_volume_id: 'no-such' }), call)).entries).toEqual([]);
+    expect(asked).toEqual([]);
+  });
+
+  it('answers a token it did not issue ABORTED and a negative max_entries INVALID_ARGUMENT', async () => {
+    const { handlers } = fakeOperations();
+    await expect(handlers.ListSnapshots(request({ starting_token: 'x' }), call)).rejects.toMatchObject({
+      type: FailureType.Aborted,
+    });
+    await expect(handlers.ListSnapshots(request({ max_entries: -1 }), call)).rejects.toMatchObject({
+      type: FailureType.InvalidArgument,
+    });
+  });
+});
+
+describe('CreateSnapshot and DeleteSnapshot', () => {
+  it('refuse a missing name, source or ID, and parameters, before anything starts', async () => {
+    const { handlers } = fakeOperations();
+    const create = (fields: Record<string, unknown>) =>
+      handlers.CreateSnapshot(
+        { name: 'snap', source_volume_id: ALL[0]!.sourceVolumeId, parameters: {}, secrets: {}, ...fields } as never,
+        call,
+      );
+    await expect(create({ name: '' })).rejects.toMatchObject({ type: FailureType.InvalidArgument });
+    await expect(create({ source_volume_id: '' })).rejects.toMatchObject({ type: FailureType.InvalidArgument });
+    await expect(create({ parameters: { a: 'b' } })).rejects.toMatchObject({ type: FailureType.InvalidArgument });
+    await expect(handlers.DeleteSnapshot({ snapshot_id: '', secrets: {} } as never, call)).rejects.toMatchObject({
+      type: FailureType.InvalidArgument,
+    });
+  });
+});

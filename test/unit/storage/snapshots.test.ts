@@ -1,0 +1,481 @@
+/**
+ * Snapshots, restores and clones on real files: the dir backend against a temporary pool, the loop backend against
+ * real images, loop devices and mounts (the tests run as root).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { FailureType } from '../../../common/failures';
+import { DirBackend } from '../../../storage/dir/dir-backend';
+import type { StoredRecord } from '../../../storage/pool/volume-records';
+import { LoopBackend } from '../../../storage/loop/loop-backend';
+import type { CreateVolumeSpec } from '../../../storage/pool/backend';
+import { PoolLayout } from '../../../storage/pool/pool-layout';
+import { writeSnapshot, writeSnapshotIntent } from '../../../storage/pool/snapshots';
+import type { SnapshotIntent } from '../../../storage/pool/snapshots';
+import { writeIntent } from '../../../storage/pool/journal';
+import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
+import { isMountPoint, loopDevicesOf } from './mount-helpers';
+
+const MiB = 1024 ** 2;
+
+function volume(overrides: Partial<CreateVolumeSpec> = {}): CreateVolumeSpec {
+  return { key: randomKey(), name: `pvc-${randomKey().slice(0, 8)}`, capacityBytes: GI, parameters: {}, ...overrides };
+}
+
+function snapshotIntent(op: SnapshotIntent['op'], key: string, sourceKey: string): SnapshotIntent {
+  return { op, key, name: `snap-${key.slice(0, 6)}`, sourceKey, sizeBytes: GI, at: new Date().toISOString() };
+}
+
+describe('dir snapshots', () => {
+  let fixture: PoolFixture;
+  let layout: PoolLayout;
+
+  beforeEach(() => {
+    fixture = new PoolFixture();
+    layout = new PoolLayout(fixture.pool);
+  });
+
+  afterEach(async () => {
+    await fixture.cleanup();
+  });
+
+  /** A volume with a file, a dotfile, a subdirectory and a symbolic link to a file outside the pool. */
+  async function filledVolume(backend: DirBackend, overrides: Partial<CreateVolumeSpec> = {}) {
+    const record = await backend.createVolume(volume(overrides));
+    fs.writeFileSync(path.join(record.path, 'data'), 'one');
+    fs.writeFileSync(path.join(record.path, '.hidden'), 'dot');
+    fs.mkdirSync(path.join(record.path, 'sub'));
+    fs.writeFileSync(path.join(record.path, 'sub', 'deep'), 'deep');
+    fs.chmodSync(path.join(record.path, 'sub', 'deep'), 0o640);
+    const outside = path.join(fixture.root, 'outside');
+    fs.writeFileSync(outside, 'not the pool');
+    fs.symlinkSync(outside, path.join(record.path, 'link'));
+    return record;
+  }
+
+  function contentOf(dir: string): Record<string, string> {
+    const content: Record<string, string> = {};
+    for (const entry of fs.readdirSync(dir, { recursive: true }).map(String).sort()) {
+      const full = path.join(dir, entry);
+      const stat = fs.lstatSync(full);
+      content[entry] = stat.isSymbolicLink()
+        ? `-> ${fs.readlinkSync(full)}`
+        : stat.isDirectory()
+          ? `dir ${(stat.mode & 0o777).toString(8)}`
+          : `${fs.readFileSync(full, 'utf8')} ${(stat.mode & 0o777).toString(8)}`;
+    }
+    return content;
+  }
+
+  it('copies the volume into snapshots/, records it, reserves its size and leaves the journal empty', async () => {
+    const backend = await fixture.opened();
+    const source = await filledVolume(backend);
+    const key = randomKey();
+
+    const snapshot = await backend.createSnapshot({ snapshotKey: key, sourceKey: source.key, name: 'snap-1' });
+
+    expect(snapshot).toEqual({
+      key,
+      name: 'snap-1',
+      sourceKey: source.key,
+      sizeBytes: GI,
+      createdAt: expect.any(String),
+      path: layout.snapshotDir(key),
+    });
+    expect(contentOf(snapshot.path)).toEqual(contentOf(source.path));
+    expect(contentOf(snapshot.path).link).toBe(`-> ${path.join(fixture.root, 'outside')}`);
+    expect(fixture.list('snapshots/journal')).toEqual([]);
+    expect(fixture.list('snapshots/records')).toEqual([`${key}.json`]);
+    expect(await backend.status()).toMatchObject({ reservedBytes: 2 * GI, volumeCount: 1, snapshotCount: 1 });
+    expect(await backend.listSnapshots()).toEqual([snapshot]);
+    expect(await backend.getSnapshot(key)).toEqual(snapshot);
+    expect(await backend.getSnapshot(randomKey())).toBeUndefined();
+  });
+
+  it('is idempotent by key and source; another source or a taken name is AlreadyExists, creating nothing', async () => {
+    const backend = await fixture.opened();
+    const source = await filledVolume(backend);
+    const other = await backend.createVolume(volume({ name: 'other' }));
+    const key = randomKey();
+    const first = await backend.createSnapshot({ snapshotKey: key, sourceKey: source.key, name: 'snap-1' });
+    const before = fixture.tree();
+
+    expect(await backend.createSnapshot({ snapshotKey: key, sourceKey: source.key, name: 'snap-1' })).toEqual(first);
+    await expectDriverError(
+      backend.createSnapshot({ snapshotKey: key, sourceKey: other.key, name: 'snap-1' }),
+      FailureType.AlreadyExists,
+      new RegExp(`of volume ${source.key}; requested "snap-1" \\(key ${key}\\) of volume ${other.key}`),
+    );
+    await expectDriverError(
+      backend.createSnapshot({ snapshotKey: randomKey(), sourceKey: other.key, name: 'snap-1' }),
+      FailureType.AlreadyExists,
+      /snapshot "snap-1"/,
+    );
+    expect(fixture.tree()).toEqual(before);
+  });
+
+  it('refuses bad keys, an absent source and a full pool, touching nothing', async () => {
+    const backend = await fixture.opened(3 * GI);
+    const source = await filledVolume(backend, { capacityBytes: 2 * GI });
+    const before = fixture.tree();
+
+    for (const snapshotKey of ['../x', 'A'.repeat(32), '', 'f'.repeat(31)]) {
+      await expectDriverError(
+        backend.createSnapshot({ snapshotKey, sourceKey: source.key, name: 's' }),
+        FailureType.InvalidArgument,
+        /snapshot key/,
+      );
+    }
+    await expectDriverError(
+      backend.createSnapshot({ snapshotKey: randomKey(), sourceKey: '../../etc', name: 's' }),
+      FailureType.InvalidArgument,
+      /volume key/,
+    );
+    await expectDriverError(
+      backend.createSnapshot({ snapshotKey: randomKey(), sourceKey: source.key, name: '' }),
+      FailureType.InvalidArgument,
+    );
+    await expectDriverError(backend.deleteSnapshot('../volumes'), FailureType.InvalidArgument);
+    const absent = randomKey();
+    await expectDriverError(
+      backend.createSnapshot({ snapshotKey: randomKey(), sourceKey: absent, name: 's' }),
+      FailureType.NotFound,
+      new RegExp(`volume ${absent} does not exist`),
+    );
+    await expectDriverError(
+      backend.createSnapshot({ snapshotKey: randomKey(), sourceKey: source.key, name: 's' }),
+      FailureType.ResourceExhausted,
+      /cannot reserve 2Gi for snapshot "s".*1Gi of the pool's 3Gi is available/,
+    );
+    expect(fixture.tree()).toEqual(before);
+  });
+
+  it('keeps a snapshot independent of its volume, which may be deleted, and deletes it', async () => {
+    const backend = await fixture.opened();
+    const source = await filledVolume(backend);
+    const key = randomKey();
+    const snapshot = await backend.createSnapshot({ snapshotKey: key, sourceKey: source.key, name: 'snap' });
+    const copied = contentOf(snapshot.path);
+
+    fs.writeFileSync(path.join(source.path, 'data'), 'changed');
+    expect(contentOf(snapshot.path)).toEqual(copied);
+    expect(await backend.deleteVolume(source.key)).toEqual({ existed: true });
+    expect(contentOf(snapshot.path)).toEqual(copied);
+    expect(await backend.status()).toMatchObject({ reservedBytes: GI, volumeCount: 0, snapshotCount: 1 });
+
+    expect(await backend.deleteSnapshot(key)).toBe('deleted');
+    expect(await backend.deleteSnapshot(key)).toBe('absent');
+    expect(fixture.list('snapshots/data')).toEqual([]);
+    expect(fixture.list('snapshots/records')).toEqual([]);
+    expect(fixture.list('snapshots/journal')).toEqual([]);
+    expect(await backend.status()).toMatchObject({ reservedBytes: 0, snapshotCount: 0 });
+    expect(fs.readFileSync(path.join(fixture.root, 'outside'), 'utf8')).toBe('not the pool');
+  });
+
+  it('rolls back a copy a crash interrupted, keeps one whose record was written, completes a delete', async () => {
+    const crashed = await fixture.opened();
+    const source = await filledVolume(crashed);
+    const kept = await crashed.createSnapshot({ snapshotKey: randomKey(), sourceKey: source.key, name: 'kept' });
+    const doomed = await crashed.createSnapshot({ snapshotKey: randomKey(), sourceKey: source.key, name: 'doomed' });
+    // A crash mid-copy: the intent and half a copy, no record.
+    const half = randomKey();
+    await writeSnapshotIntent(layout, snapshotIntent('create', half, source.key));
+    fs.mkdirSync(path.join(layout.snapshotDir(half), 'sub'), { recursive: true });
+    fs.writeFileSync(path.join(layout.snapshotDir(half), 'data'), 'o');
+    // A crash between the record and removing the intent.
+    const recorded = randomKey();
+    await writeSnapshotIntent(layout, snapshotIntent('create', recorded, source.key));
+    fs.mkdirSync(layout.snapshotDir(recorded));
+    const { path: _path, ...stored } = { ...kept, key: recorded, name: 'recorded' };
+    await writeSnapshot(layout, stored);
+    // A crash mid-delete.
+    await writeSnapshotIntent(layout, snapshotIntent('delete', doomed.key, source.key));
+    await crashed.close();
+
+    const restarted = fixture.backend();
+    const report = await restarted.open();
+
+    expect(report.reconciled).toEqual(
+      expect.arrayContaining([
+        { key: half, op: 'snapshot-create', outcome: 'rolled-back' },
+        { key: recorded, op: 'snapshot-create', outcome: 'kept' },
+        { key: doomed.key, op: 'snapshot-delete', outcome: 'completed' },
+      ]),
+    );
+    expect(report.reconciled).toHaveLength(3);
+    expect(report.strays).toEqual([]);
+    expect(fixture.exists('snapshots', 'data', half)).toBe(false);
+    expect(fixture.exists('snapshots', 'data', doomed.key)).toBe(false);
+    expect(fixture.list('snapshots/journal')).toEqual([]);
+    expect((await restarted.listSnapshots()).map((s) => s.name).sort()).toEqual(['kept', 'recorded']);
+    expect(await restarted.status()).toMatchObject({ reservedBytes: 3 * GI, snapshotCount: 2 });
+  });
+
+  it('reports copies and records no journal explains as strays, and leaves them', async () => {
+    const crashed = await fixture.opened();
+    const source = await filledVolume(crashed);
+    await crashed.close();
+    const stray = randomKey();
+    fs.mkdirSync(layout.snapshotDir(stray));
+    fs.writeFileSync(path.join(layout.snapshotRecordsDir, 'notes.txt'), 'x');
+
+    const restarted = fixture.backend();
+    const report = await restarted.open();
+    expect(report.strays).toEqual(
+      [layout.snapshotDir(stray), path.join(layout.snapshotRecordsDir, 'notes.txt')].sort(),
+    );
+    expect(fixture.exists('snapshots', 'data', stray)).toBe(true);
+    await expectDriverError(
+      restarted.createSnapshot({ snapshotKey: stray, sourceKey: source.key, name: 'stray' }),
+      FailureType.FailedPrecondition,
+      /exists without a record/,
+    );
+  });
+
+  it('restores a snapshot into a new volume and clones a volume, each an independent copy', async () => {
+    const backend = await fixture.opened();
+    const source = await filledVolume(backend);
+    const snapshot = await backend.createSnapshot({ snapshotKey: randomKey(), sourceKey: source.key, name: 's' });
+    fs.writeFileSync(path.join(source.path, 'data'), 'after the snapshot');
+
+    const restoreSpec = volume({
+      name: 'restored',
+      capacityBytes: 2 * GI,
+      contentSource: { snapshotKey: snapshot.key },
+    });
+    const restored = await backend.createVolume(restoreSpec);
+    expect(restored).toMatchObject({ capacityBytes: 2 * GI, contentSource: { snapshotKey: snapshot.key } });
+    expect(contentOf(restored.path)).toEqual(contentOf(snapshot.path));
+    expect(fs.readFileSync(path.join(restored.path, 'data'), 'utf8')).toBe('one');
+    expect(await backend.createVolume(restoreSpec)).toEqual(restored);
+
+    const clone = await backend.createVolume(volume({ name: 'clone', contentSource: { volumeKey: source.key } }));
+    expect(fs.readFileSync(path.join(clone.path, 'data'), 'utf8')).toBe('after the snapshot');
+    fs.writeFileSync(path.join(clone.path, 'data'), 'clone');
+    expect(fs.readFileSync(path.join(source.path, 'data'), 'utf8')).toBe('after the snapshot');
+    expect(await backend.status()).toMatchObject({ reservedBytes: 5 * GI, volumeCount: 3, snapshotCount: 1 });
+    expect(fixture.list('journal')).toEqual([]);
+
+    await expectDriverError(
+      backend.createVolume({ ...restoreSpec, contentSource: { volumeKey: source.key } }),
+      FailureType.AlreadyExists,
+      /content source \(snapshot .*, requested volume /,
+    );
+  });
+
+  it('refuses a restore that is smaller than its source or names what the pool lacks, creating nothing', async () => {
+    const backend = await fixture.opened();
+    const source = await filledVolume(backend, { capacityBytes: 2 * GI });
+    const snapshot = await backend.createSnapshot({ snapshotKey: randomKey(), sourceKey: source.key, name: 's' });
+    const before = fixture.tree();
+
+    await expectDriverError(
+      backend.createVolume(volume({ capacityBytes: GI, contentSource: { snapshotKey: snapshot.key } })),
+      FailureType.OutOfRange,
+      /asks for 1Gi, less than the 2Gi of its source \(snapshot [0-9a-f]{32}\)/,
+    );
+    await expectDriverError(
+      backend.createVolume(volume({ capacityBytes: 2 * GI, contentSource: { snapshotKey: randomKey() } })),
+      FailureType.NotFound,
+      /snapshot [0-9a-f]{32} does not exist/,
+    );
+    await expectDriverError(
+      backend.createVolume(volume({ capacityBytes: 2 * GI, contentSource: { volumeKey: randomKey() } })),
+      FailureType.NotFound,
+      /the source to clone/,
+    );
+    const bad: unknown[] = [
+      { snapshotKey: '../x' },
+      { volumeKey: 'x' },
+      {},
+      { snapshotKey: randomKey(), volumeKey: randomKey() },
+    ];
+    for (const contentSource of bad) {
+      await expectDriverError(
+        backend.createVolume({ ...volume(), contentSource } as CreateVolumeSpec),
+        FailureType.InvalidArgument,
+      );
+    }
+    const self = randomKey();
+    await expectDriverError(
+      backend.createVolume(volume({ key: self, contentSource: { volumeKey: self } })),
+      FailureType.InvalidArgument,
+      /cloned from itself/,
+    );
+    expect(fixture.tree()).toEqual(before);
+  });
+
+  it('answers status at once, with the last figures, while a copy holds the pool', async () => {
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    class SlowCopy extends DirBackend {
+      protected override async copyToSnapshot(source: StoredRecord, target: string): Promise<void> {
+        await held;
+        await super.copyToSnapshot(source, target);
+      }
+    }
+    const slow = new PoolFixture((options) => new SlowCopy({ ...options, quota: 'none' }));
+    try {
+      const backend = await slow.opened();
+      const source = await backend.createVolume(volume());
+      expect(await backend.status()).toMatchObject({ reservedBytes: GI, snapshotCount: 0 });
+      const copying = backend.createSnapshot({ snapshotKey: randomKey(), sourceKey: source.key, name: 's' });
+      const during = await Promise.race([
+        backend.status(),
+        new Promise((resolve) => setTimeout(() => resolve('blocked'), 2000)),
+      ]);
+      expect(during).toMatchObject({ reservedBytes: GI, snapshotCount: 0 });
+      release();
+      await copying;
+      expect(await backend.status()).toMatchObject({ reservedBytes: 2 * GI, snapshotCount: 1 });
+    } finally {
+      release();
+      await slow.cleanup();
+    }
+  });
+
+  it('rolls back a restore a crash interrupted mid-copy', async () => {
+    const crashed = await fixture.opened();
+    const source = await filledVolume(crashed);
+    await crashed.close();
+    const half = randomKey();
+    await writeIntent(layout, { op: 'create', key: half, name: 'r', capacityBytes: GI, parameters: {}, at: '' });
+    fs.mkdirSync(layout.volumeDir(half));
+    fs.writeFileSync(path.join(layout.volumeDir(half), 'data'), 'o');
+
+    const restarted = fixture.backend();
+    expect((await restarted.open()).reconciled).toEqual([{ key: half, op: 'create', outcome: 'rolled-back' }]);
+    expect(fixture.list('volumes')).toEqual([source.key]);
+  });
+});
+
+describe('loop snapshots', () => {
+  let fixture: PoolFixture<LoopBackend>;
+
+  beforeEach(() => {
+    fixture = new PoolFixture((options) => new LoopBackend(options), 'loop');
+  });
+
+  afterEach(async () => {
+    await fixture.cleanup();
+  });
+
+  function coPath(...parts: string[]): string {
+    const dir = path.join(fixture.root, 'kubelet');
+    fs.mkdirSync(dir, { recursive: true });
+    return path.join(dir, ...parts);
+  }
+
+  const MOUNT = { accessType: 'mount' as const, fsType: '', mountFlags: [] };
+  const BLOCK = { accessType: 'block' as const, fsType: '', mountFlags: [] };
+
+  it('copies a block image sparsely and restores it into a larger, fully allocated volume', async () => {
+    const backend = await fixture.opened();
+    const source = await backend.createVolume(volume({ accessType: 'block', capacityBytes: 32 * MiB }));
+    const pattern = Buffer.alloc(MiB, 0xab);
+    const handle = fs.openSync(source.path, 'r+');
+    fs.writeSync(handle, pattern, 0, pattern.length, 3 * MiB);
+    fs.closeSync(handle);
+
+    const started = Date.now();
+    const snapshot = await backend.createSnapshot({ snapshotKey: randomKey(), sourceKey: source.key, name: 's' });
+    const snapshotMs = Date.now() - started;
+    expect(snapshot).toMatchObject({
+      sizeBytes: 32 * MiB,
+      accessType: 'block',
+      path: expect.stringMatching(/disk\.img$/),
+    });
+    expect(fs.statSync(snapshot.path).size).toBe(32 * MiB);
+    // Sparse: the zeros of the preallocated image are holes in the copy.
+    expect(fs.statSync(snapshot.path).blocks * 512).toBeLessThan(8 * MiB);
+    expect(await backend.status()).toMatchObject({ reservedBytes: 64 * MiB, snapshotCount: 1 });
+
+    const restoreStarted = Date.now();
+    const restored = await backend.createVolume(
+      volume({ accessType: 'block', capacityBytes: 48 * MiB, contentSource: { snapshotKey: snapshot.key } }),
+    );
+    const restoreMs = Date.now() - restoreStarted;
+    expect(fs.statSync(restored.path).size).toBe(48 * MiB);
+    expect(fs.statSync(restored.path).blocks * 512).toBeGreaterThanOrEqual(48 * MiB);
+    const read = Buffer.alloc(MiB);
+    const restoredHandle = fs.openSync(restored.path, 'r');
+    fs.readSync(restoredHandle, read, 0, MiB, 3 * MiB);
+    fs.closeSync(restoredHandle);
+    expect(read.equals(pattern)).toBe(true);
+    console.log(`loop 32 MiB block: snapshot ${snapshotMs} ms, restore to 48 MiB ${restoreMs} ms`);
+
+    await expectDriverError(
+      backend.createVolume(volume({ capacityBytes: 48 * MiB, contentSource: { snapshotKey: snapshot.key } })),
+      FailureType.InvalidArgument,
+      /holds accessType block; volume .* asks for mount/,
+    );
+    expect(await backend.deleteVolume(source.key)).toEqual({ existed: true });
+    expect(await backend.deleteSnapshot(snapshot.key)).toBe('deleted');
+    expect(fixture.list('snapshots/data')).toEqual([]);
+  });
+
+  it('freezes a staged filesystem around the copy; the restore keeps the source filesystem and the data', async () => {
+    const backend = await fixture.opened();
+    const source = await backend.createVolume(volume({ capacityBytes: 300 * MiB, fsType: 'xfs' }));
+    const staging = coPath('staging');
+    await backend.stageVolume(source.key, staging, MOUNT);
+    fs.writeFileSync(path.join(staging, 'data'), 'written while staged');
+
+    const snapshot = await backend.createSnapshot({ snapshotKey: randomKey(), sourceKey: source.key, name: 's' });
+    expect(snapshot).toMatchObject({ accessType: 'mount', fsType: 'xfs' });
+    // Thawed again: the workload can write.
+    fs.writeFileSync(path.join(staging, 'after'), 'after the snapshot');
+    await backend.unstageVolume(source.key, staging);
+
+    // No fsType asked: the source's (xfs), not the backend's default (ext4).
+    const restored = await backend.createVolume(
+      volume({ capacityBytes: 300 * MiB, contentSource: { snapshotKey: snapshot.key } }),
+    );
+    expect(restored).toMatchObject({ accessType: 'mount', fsType: 'xfs' });
+    const clone = await backend.createVolume(
+      volume({ capacityBytes: 300 * MiB, contentSource: { volumeKey: source.key } }),
+    );
+    for (const [record, expected] of [
+      [restored, ['data']],
+      [clone, ['after', 'data']],
+    ] as const) {
+      const at = coPath(`staging-${record.key}`);
+      await backend.stageVolume(record.key, at, MOUNT);
+      expect(
+        fs
+          .readdirSync(at)
+          .filter((name) => name !== 'lost+found')
+          .sort(),
+      ).toEqual(expected);
+      expect(fs.readFileSync(path.join(at, 'data'), 'utf8')).toBe('written while staged');
+      await backend.unstageVolume(record.key, at);
+      expect(isMountPoint(at)).toBe(false);
+    }
+    await expectDriverError(
+      backend.createVolume(
+        volume({ capacityBytes: 300 * MiB, fsType: 'ext4', contentSource: { snapshotKey: snapshot.key } }),
+      ),
+      FailureType.InvalidArgument,
+      /holds fsType xfs/,
+    );
+    expect(loopDevicesOf(source.path)).toEqual([]);
+  });
+
+  it('refuses to snapshot a volume staged for raw block access, creating nothing', async () => {
+    const backend = await fixture.opened();
+    const source = await backend.createVolume(volume({ accessType: 'block', capacityBytes: 16 * MiB }));
+    const staging = coPath('staging-block');
+    await backend.stageVolume(source.key, staging, BLOCK);
+    const before = fixture.list('snapshots/data');
+
+    await expectDriverError(
+      backend.createSnapshot({ snapshotKey: randomKey(), sourceKey: source.key, name: 's' }),
+      FailureType.FailedPrecondition,
+      /staged for raw block access .*unstage it/,
+    );
+    expect(fixture.list('snapshots/data')).toEqual(before);
+    expect(fixture.list('snapshots/journal')).toEqual([]);
+    expect((await backend.status()).reservedBytes).toBe(16 * MiB);
+    await backend.unstageVolume(source.key, staging);
+  });
+});

@@ -1,0 +1,92 @@
+import { ActivityFailure, proxyActivities } from '@temporalio/workflow';
+import type { ControlActivities } from '../activities/control-activities';
+import type { NodeActivities, NodeSnapshotList } from '../activities/node-activities';
+import { pastNode } from '../common/list-position';
+import { formatSnapshotId } from '../common/snapshot-id';
+import { formatVolumeId, poolIdPrefix } from '../common/volume-id';
+import { listOptions } from './node-activity-options';
+
+export interface ListSnapshotsInput {
+  driverName: string;
+  /** Only these nodes (a ListSnapshots by snapshot or source volume ID names its node); every node when absent. */
+  nodeIds?: string[];
+}
+
+export interface ListedSnapshot {
+  snapshotId: string;
+  sourceVolumeId: string;
+  nodeId: string;
+  sizeBytes: number;
+  createdAt: string;
+}
+
+export interface ListSnapshotsResult {
+  /** Sorted by snapshot ID. */
+  snapshots: ListedSnapshot[];
+  /** Nodes asked that did not answer (offline, or no answer in time): their snapshots are missing. */
+  unreachableNodes: string[];
+}
+
+/** Node records read per control activity, and nodes asked at once. */
+const NODES_PER_READ = 64;
+const NODES_AT_ONCE = 8;
+/** Every node's list in one result stays far below Temporal's 2 MB payload limit only up to this many. */
+const MAX_SNAPSHOTS = 5000;
+
+const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 3 } });
+
+/**
+ * Every snapshot of the named (or all) live nodes, from their pools: the pools are the truth, as for ListVolumes.
+ * A short read-only workflow; the controller pages through its result (csi/controller-snapshots.ts).
+ */
+export async function listSnapshots(input: ListSnapshotsInput): Promise<ListSnapshotsResult> {
+  const nodes: { nodeId: string; live: boolean }[] = [];
+  if (input.nodeIds) {
+    for (const nodeId of input.nodeIds) nodes.push({ nodeId, live: true });
+  } else {
+    let after = '';
+    for (;;) {
+      const page = await control.readNodesAfter({ after, limit: NODES_PER_READ });
+      nodes.push(...page.nodes);
+      if (!page.more || page.nodes.length === 0) break;
+      after = pastNode(page.nodes[page.nodes.length - 1]!.nodeId);
+    }
+  }
+  const snapshots: ListedSnapshot[] = [];
+  const unreachableNodes: string[] = [];
+  for (let start = 0; start < nodes.length; start += NODES_AT_ONCE) {
+    const batch = nodes.slice(start, start + NODES_AT_ONCE);
+    const answers = await Promise.all(batch.map((node) => askNode(input.driverName, node.nodeId, node.live)));
+    for (const [index, answer] of answers.entries()) {
+      if (!answer) {
+        unreachableNodes.push(batch[index]!.nodeId);
+        continue;
+      }
+      const prefix = poolIdPrefix(answer.poolId);
+      for (const snapshot of answer.snapshots) {
+        snapshots.push({
+          snapshotId: formatSnapshotId({ nodeId: answer.nodeId, poolIdPrefix: prefix, key: snapshot.key }),
+          sourceVolumeId: formatVolumeId({ nodeId: answer.nodeId, poolIdPrefix: prefix, key: snapshot.sourceKey }),
+          nodeId: answer.nodeId,
+          sizeBytes: snapshot.sizeBytes,
+          createdAt: snapshot.createdAt,
+        });
+      }
+    }
+    if (snapshots.length >= MAX_SNAPSHOTS) break;
+  }
+  snapshots.sort((a, b) => (a.snapshotId < b.snapshotId ? -1 : a.snapshotId > b.snapshotId ? 1 : 0));
+  return { snapshots: snapshots.slice(0, MAX_SNAPSHOTS), unreachableNodes };
+}
+
+/** Undefined when the node is offline, did not pick the work up in 5 s, or failed. */
+async function askNode(driverName: string, nodeId: string, live: boolean): Promise<NodeSnapshotList | undefined> {
+  if (!live) return undefined;
+  const onNode = proxyActivities<NodeActivities>(listOptions(driverName, nodeId));
+  try {
+    return await onNode.listSnapshotsOnNode();
+  } catch (error) {
+    if (!(error instanceof ActivityFailure)) throw error;
+    return undefined;
+  }
+}
