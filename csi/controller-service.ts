@@ -41,31 +41,7 @@ export function createControllerService(operations: VolumeOperations, options: C
       request: CreateVolumeRequest__Output,
       call: ServerUnaryCall<unknown, unknown>,
     ): Promise<CreateVolumeResponse> {
-      const receivedAt = new Date();
-      const valid = validateCreate(request, options);
-      const result = await operations.create(
-        {
-          driverName: options.driverName,
-          name: valid.name,
-          capacityBytes: valid.capacityBytes,
-          parameters: valid.parameters,
-          accessType: valid.accessType,
-          fsType: valid.fsType,
-          requisite: valid.requisite,
-          preferred: valid.preferred,
-        },
-        { requiredBytes: valid.requiredBytes, limitBytes: valid.limitBytes },
-        callWaitMs(call, options.callWaitMs),
-        { receivedAt, abandoned: () => callAbandoned(call) },
-      );
-      return {
-        volume: {
-          volume_id: result.volumeId,
-          capacity_bytes: String(result.capacityBytes),
-          volume_context: {},
-          accessible_topology: [nodeTopology(result.nodeId)],
-        },
-      };
+      return createVolume(operations, options, request, call);
     },
 
     async DeleteVolume(request: DeleteVolumeRequest__Output, call: ServerUnaryCall<unknown, unknown>) {
@@ -90,45 +66,93 @@ export function createControllerService(operations: VolumeOperations, options: C
       request: ListVolumesRequest__Output,
       call: ServerUnaryCall<unknown, unknown>,
     ): Promise<ListVolumesResponse> {
-      if (request.max_entries < 0)
-        throw new DriverError(FailureType.InvalidArgument, 'max_entries must not be negative');
-      const token = request.starting_token;
-      // CSI: a starting_token the plugin cannot use is ABORTED (the CO starts the listing again).
-      if (!isListPosition(token)) {
-        throw new DriverError(
-          FailureType.Aborted,
-          `starting_token "${token.slice(0, 140)}" was not issued by this driver; list again without a token`,
-        );
-      }
-      // One bounded page per call (at most 1,000 entries, also when max_entries is 0 or larger), read from the pools.
-      const page = await operations.listPage(token, request.max_entries);
-      call.sendMetadata(listCoverageHeaders(page.unreachableNodes));
-      return {
-        entries: page.volumes.map((volume) => ({
-          volume: {
-            volume_id: volume.volumeId,
-            capacity_bytes: String(volume.capacityBytes),
-            accessible_topology: [nodeTopology(volume.nodeId)],
-          },
-        })),
-        next_token: page.nextToken,
-      };
+      return listVolumes(operations, request, call);
     },
 
     async GetCapacity(request: GetCapacityRequest__Output): Promise<GetCapacityResponse> {
-      checkParameters(request.parameters);
-      if (request.volume_capabilities.length > 0) checkCapabilities(request.volume_capabilities);
-      const segment = request.accessible_topology
-        ? nodesOfTopologies([request.accessible_topology], 'topology')
-        : undefined;
-      // A segment (what external-provisioner asks, per node) reads only its nodes' records; no topology sums all.
-      const counted = segment ? await operations.nodesNamed(segment) : await operations.allNodes();
-      const available = counted.map(availableOf);
-      return {
-        available_capacity: String(available.reduce((sum, bytes) => sum + bytes, 0)),
-        maximum_volume_size: { value: String(Math.min(options.maxVolumeBytes, Math.max(0, ...available))) },
-      };
+      return getCapacity(operations, options, request);
     },
+  };
+}
+
+async function createVolume(
+  operations: VolumeOperations,
+  options: ControllerOptions,
+  request: CreateVolumeRequest__Output,
+  call: ServerUnaryCall<unknown, unknown>,
+): Promise<CreateVolumeResponse> {
+  const receivedAt = new Date();
+  const valid = validateCreate(request, options);
+  const result = await operations.create(
+    {
+      driverName: options.driverName,
+      name: valid.name,
+      capacityBytes: valid.capacityBytes,
+      parameters: valid.parameters,
+      accessType: valid.accessType,
+      fsType: valid.fsType,
+      requisite: valid.requisite,
+      preferred: valid.preferred,
+    },
+    { requiredBytes: valid.requiredBytes, limitBytes: valid.limitBytes },
+    callWaitMs(call, options.callWaitMs),
+    { receivedAt, abandoned: () => callAbandoned(call) },
+  );
+  return {
+    volume: {
+      volume_id: result.volumeId,
+      capacity_bytes: String(result.capacityBytes),
+      volume_context: {},
+      accessible_topology: [nodeTopology(result.nodeId)],
+    },
+  };
+}
+
+async function listVolumes(
+  operations: VolumeOperations,
+  request: ListVolumesRequest__Output,
+  call: ServerUnaryCall<unknown, unknown>,
+): Promise<ListVolumesResponse> {
+  if (request.max_entries < 0) throw new DriverError(FailureType.InvalidArgument, 'max_entries must not be negative');
+  const token = request.starting_token;
+  // CSI: a starting_token the plugin cannot use is ABORTED (the CO starts the listing again).
+  if (!isListPosition(token)) {
+    throw new DriverError(
+      FailureType.Aborted,
+      `starting_token "${token.slice(0, 140)}" was not issued by this driver; list again without a token`,
+    );
+  }
+  // One bounded page per call (at most 1,000 entries, also when max_entries is 0 or larger), read from the pools.
+  const page = await operations.listPage(token, request.max_entries);
+  call.sendMetadata(listCoverageHeaders(page.unreachableNodes));
+  return {
+    entries: page.volumes.map((volume) => ({
+      volume: {
+        volume_id: volume.volumeId,
+        capacity_bytes: String(volume.capacityBytes),
+        accessible_topology: [nodeTopology(volume.nodeId)],
+      },
+    })),
+    next_token: page.nextToken,
+  };
+}
+
+async function getCapacity(
+  operations: VolumeOperations,
+  options: ControllerOptions,
+  request: GetCapacityRequest__Output,
+): Promise<GetCapacityResponse> {
+  checkParameters(request.parameters);
+  if (request.volume_capabilities.length > 0) checkCapabilities(request.volume_capabilities);
+  const segment = request.accessible_topology
+    ? nodesOfTopologies([request.accessible_topology], 'topology')
+    : undefined;
+  // A segment (what external-provisioner asks, per node) reads only its nodes' records; no topology sums all.
+  const counted = segment ? await operations.nodesNamed(segment) : await operations.allNodes();
+  const available = counted.map(availableOf);
+  return {
+    available_capacity: String(available.reduce((sum, bytes) => sum + bytes, 0)),
+    maximum_volume_size: { value: String(Math.min(options.maxVolumeBytes, Math.max(0, ...available))) },
   };
 }
 
