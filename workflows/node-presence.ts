@@ -65,7 +65,7 @@ export async function nodePresence(input: NodePresenceInput): Promise<void> {
   // In this order, once what they use exists: setHandler delivers at once a signal that came with
   // signalWithStart, and what such a delivery publishes is part of the history.
   listenForRenewal(run);
-  listenForForget(run);
+  acceptForgetUnlessLive(run);
   const cleaner = keepWrittenOffVolumes(run);
   while (hasRoom(run)) {
     if (!run.memo.live) {
@@ -148,7 +148,7 @@ function listenForRenewal(run: RecordRun): void {
 }
 
 /** A forget, by signal (earlier releases) or by update, is refused while the node answers. */
-function listenForForget(run: RecordRun): void {
+function acceptForgetUnlessLive(run: RecordRun): void {
   setHandler(forgetNodeRecordSignal, (notice) => {
     // Sent by earlier releases after their own read of the record: the record's own state decides now.
     if (patched('forget-refused-while-live') && run.answering) {
