@@ -11,7 +11,10 @@ import type { Readable } from 'node:stream';
 export interface RunOptions {
   /** The program's environment; ours when not given. */
   env?: NodeJS.ProcessEnv;
-  /** Killed (SIGKILL) once it has run this long; no limit when not given. */
+  /**
+   * Killed (SIGKILL) once it has run this long; no limit when not given. The run ends when its output closes, as
+   * under execFile: a child the program started and left holding the pipes keeps the run going.
+   */
   timeoutMs?: number;
   /** Characters of stdout, and of stderr, kept; a program that prints more is killed (SIGKILL) and fails. */
   maxBuffer?: number;
