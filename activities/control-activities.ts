@@ -82,11 +82,7 @@ export function createControlActivities(deps: ControlDeps) {
 
     /** The first `limit` reported nodes, in volume-ID order, that may hold a volume after the position. */
     async readNodesAfter(input: { after: string; limit: number }): Promise<ListNodesAnswer> {
-      const remaining = (await listNodeViews(deps.client, deps.driverName))
-        .filter((node) => nodeRemains(node.nodeId, input.after))
-        .sort((a, b) => byVolumeIdOrder(a.nodeId, b.nodeId));
-      const nodes = remaining.slice(0, input.limit).map((node) => ({ nodeId: node.nodeId, live: node.live }));
-      return { nodes, more: remaining.length > nodes.length };
+      return reportedNodesAfter(deps, input);
     },
 
     async findCandidates(request: CandidateRequest): Promise<CandidateAnswer> {
@@ -95,22 +91,7 @@ export function createControlActivities(deps: ControlDeps) {
 
     /** Tells every operation waiting on the node that its liveness changed (their phase follows it). */
     async announceLiveness(input: { driverName: string; nodeId: string; live: boolean }): Promise<number> {
-      const notice: LivenessNotice = { nodeId: input.nodeId, live: input.live, at: new Date().toISOString() };
-      const query = [
-        `WorkflowId STARTS_WITH "${input.driverName}/"`,
-        operationTypesClause(),
-        'ExecutionStatus = "Running"',
-        `${NodeIdKey.name} = "${input.nodeId}"`,
-      ].join(' AND ');
-      let told = 0;
-      for await (const workflow of deps.client.workflow.list({ query })) {
-        await deps.client.workflow
-          .getHandle(workflow.workflowId, workflow.runId)
-          .signal(nodeLivenessSignal, notice)
-          .then(() => told++)
-          .catch(() => undefined); // it finished meanwhile
-      }
-      return told;
+      return tellWaitingOperations(deps.client, input);
     },
 
     /**
@@ -118,19 +99,7 @@ export function createControlActivities(deps: ControlDeps) {
      * it was lost (it then waits for the node like any record), so the note survives whatever happened to it.
      */
     async recordWriteOff(input: { driverName: string; nodeId: string; volume: WrittenOffVolume }): Promise<void> {
-      await deps.client.workflow.signalWithStart('nodePresence', {
-        workflowId: nodeRecordWorkflowId(input.driverName, input.nodeId),
-        taskQueue: controlTaskQueue(input.driverName),
-        args: [{ driverName: input.driverName, nodeId: input.nodeId }],
-        signal: writeOffVolumeSignal,
-        signalArgs: [input.volume],
-        memo: { [NODE_MEMO_KEY]: { nodeId: input.nodeId, live: false } },
-        typedSearchAttributes: [
-          { key: OperationKey, value: 'node' },
-          { key: NodeIdKey, value: input.nodeId },
-          { key: PhaseKey, value: 'offline' },
-        ],
-      });
+      await noteWriteOffOnRecord(deps.client, input);
     },
 
     async reportWrittenOffDeleted(input: WrittenOffReport & { driverName: string }): Promise<void> {
@@ -147,6 +116,60 @@ export function createControlActivities(deps: ControlDeps) {
 }
 
 export type ControlActivities = ReturnType<typeof createControlActivities>;
+
+async function reportedNodesAfter(
+  deps: ControlDeps,
+  input: { after: string; limit: number },
+): Promise<ListNodesAnswer> {
+  const remaining = (await listNodeViews(deps.client, deps.driverName))
+    .filter((node) => nodeRemains(node.nodeId, input.after))
+    .sort((a, b) => byVolumeIdOrder(a.nodeId, b.nodeId));
+  const nodes = remaining.slice(0, input.limit).map((node) => ({ nodeId: node.nodeId, live: node.live }));
+  return { nodes, more: remaining.length > nodes.length };
+}
+
+/** Signals every running operation of the driver waiting on the node; returns how many heard it. */
+async function tellWaitingOperations(
+  client: Client,
+  input: { driverName: string; nodeId: string; live: boolean },
+): Promise<number> {
+  const notice: LivenessNotice = { nodeId: input.nodeId, live: input.live, at: new Date().toISOString() };
+  const query = [
+    `WorkflowId STARTS_WITH "${input.driverName}/"`,
+    operationTypesClause(),
+    'ExecutionStatus = "Running"',
+    `${NodeIdKey.name} = "${input.nodeId}"`,
+  ].join(' AND ');
+  let told = 0;
+  for await (const workflow of client.workflow.list({ query })) {
+    await client.workflow
+      .getHandle(workflow.workflowId, workflow.runId)
+      .signal(nodeLivenessSignal, notice)
+      .then(() => told++)
+      .catch(() => undefined); // it finished meanwhile
+  }
+  return told;
+}
+
+/** signalWithStart of the node's record, started as an offline record when there is none. */
+async function noteWriteOffOnRecord(
+  client: Client,
+  input: { driverName: string; nodeId: string; volume: WrittenOffVolume },
+): Promise<void> {
+  await client.workflow.signalWithStart('nodePresence', {
+    workflowId: nodeRecordWorkflowId(input.driverName, input.nodeId),
+    taskQueue: controlTaskQueue(input.driverName),
+    args: [{ driverName: input.driverName, nodeId: input.nodeId }],
+    signal: writeOffVolumeSignal,
+    signalArgs: [input.volume],
+    memo: { [NODE_MEMO_KEY]: { nodeId: input.nodeId, live: false } },
+    typedSearchAttributes: [
+      { key: OperationKey, value: 'node' },
+      { key: NodeIdKey, value: input.nodeId },
+      { key: PhaseKey, value: 'offline' },
+    ],
+  });
+}
 
 /** Reads the named nodes' records, preferred ones first, a batch at a time, until enough candidates are found. */
 async function readNamedNodes(

@@ -193,15 +193,7 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
 
     /** A page of the pool's volumes after the position, sorted by key (so by volume ID). */
     async listVolumePageOnNode(input: NodeListInput): Promise<NodeListPage> {
-      return withFailureTypes(async () => {
-        const empty: NodeListPage = { nodeId, poolId, volumes: [], more: false };
-        const from = continueInPool(input.after, nodeId, poolIdPrefix(poolId));
-        if (!from) return empty;
-        const page = await backend.listVolumePage(from.afterKey, input.maxEntries);
-        const volumes = page.volumes.map((v) => ({ key: v.key, name: v.name, capacityBytes: v.capacityBytes }));
-        const kept = withinBytes(volumes, NODE_LIST_PAGE_BYTES);
-        return { ...empty, volumes: kept, more: page.more || kept.length < volumes.length };
-      });
+      return withFailureTypes(() => listVolumePage(deps, input));
     },
 
     /** Every volume at once: only for list workflows of earlier releases (unbounded; listVolumePageOnNode pages). */
@@ -246,6 +238,20 @@ async function volumeSpec(backend: StorageBackend, poolId: string, input: NodeCr
   const capacityBytes = fits && spec.capacityBytes < sourceBytes ? sourceBytes : spec.capacityBytes;
   const own: ContentSource = source;
   return { ...spec, capacityBytes, contentSource: own };
+}
+
+async function listVolumePage(
+  deps: { backend: StorageBackend; poolId: string; nodeId: string },
+  input: NodeListInput,
+): Promise<NodeListPage> {
+  const { backend, poolId, nodeId } = deps;
+  const empty: NodeListPage = { nodeId, poolId, volumes: [], more: false };
+  const from = continueInPool(input.after, nodeId, poolIdPrefix(poolId));
+  if (!from) return empty;
+  const page = await backend.listVolumePage(from.afterKey, input.maxEntries);
+  const volumes = page.volumes.map((v) => ({ key: v.key, name: v.name, capacityBytes: v.capacityBytes }));
+  const kept = withinBytes(volumes, NODE_LIST_PAGE_BYTES);
+  return { ...empty, volumes: kept, more: page.more || kept.length < volumes.length };
 }
 
 /** The longest prefix (at least one entry) whose JSON fits in `bytes`. */

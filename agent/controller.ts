@@ -1,8 +1,8 @@
 import { Client } from '@temporalio/client';
-import { Worker } from '@temporalio/worker';
+import { Worker, type NativeConnection } from '@temporalio/worker';
 import fs from 'node:fs';
 import { createControlActivities, type ControlDeps } from '../activities/control-activities';
-import { createLogger } from '../common/logger';
+import { createLogger, type Logger } from '../common/logger';
 import { controlTaskQueue } from '../common/names';
 import type { TemporalConfig } from '../temporal/config';
 import { connectTemporal } from '../temporal/connection';
@@ -58,7 +58,48 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
   const logger = createLogger('controller');
   const connection = await connectTemporal(config.temporal, (message) => logger.error(message));
   const client = new Client({ connection, namespace: config.temporal.namespace });
+  await assertSearchAttributes(connection, config);
 
+  // Filled in once Kubernetes is watched (below): the worker starts first, and Events are only reports.
+  const writtenOffEvents: ControlDeps['writtenOffEvents'] = {};
+  const worker = await createControlWorker(connection, client, config, writtenOffEvents);
+  const workerDone = worker.run();
+
+  const services = csiServices(client, worker, config);
+  const metrics = createProcessMetrics('controller');
+  registerControllerMetrics(metrics.registry, client, config.driverName, logger);
+  const kubernetes = await startKubernetes(config, client, metrics.registry, logger);
+  writtenOffEvents.report = kubernetes?.reportWrittenOff;
+  const stopMetrics = config.metricsAddress
+    ? await serveMetrics(config.metricsAddress, metrics.registry, logger, services.readiness)
+    : undefined;
+  const server = await serveCsi(config.endpoint, services.csi, logger, metrics);
+  const stopHealth = config.healthAddress
+    ? await serveHealth(config.healthAddress, { live: services.live }, logger)
+    : undefined;
+  logger.info({ driver: config.driverName, temporal: config.temporal.address }, 'controller ready');
+
+  let stopped: Promise<void> | undefined;
+  const stop = () =>
+    (stopped ??= (async () => {
+      await server.close();
+      await stopHealth?.();
+      await stopMetrics?.();
+      await kubernetes?.stop();
+      worker.shutdown();
+      await workerDone;
+      await connection.close();
+    })());
+  onShutdownSignal(logger, stop);
+  workerDone.catch((error: unknown) => {
+    logger.fatal({ err: error }, 'workflow worker stopped');
+    process.exit(1);
+  });
+  return { stop };
+}
+
+/** A namespace without the driver's search attributes is refused, with the commands that register them. */
+async function assertSearchAttributes(connection: NativeConnection, config: ControllerConfig): Promise<void> {
   const missing = await missingSearchAttributes(connection, config.temporal.namespace);
   if (missing.length > 0) {
     const commands = searchAttributeCreateCommands(config.temporal, missing).join('\n  ');
@@ -66,10 +107,16 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
       `namespace "${config.temporal.namespace}" lacks the search attributes ${missing.join(', ')}; register them:\n  ${commands}`,
     );
   }
+}
 
-  // Filled in once Kubernetes is watched (below): the worker starts first, and Events are only reports.
-  const writtenOffEvents: ControlDeps['writtenOffEvents'] = {};
-  const worker = await Worker.create({
+/** The worker of the control queue: every workflow, and the controller's own activities. */
+function createControlWorker(
+  connection: NativeConnection,
+  client: Client,
+  config: ControllerConfig,
+  writtenOffEvents: ControlDeps['writtenOffEvents'],
+): Promise<Worker> {
+  return Worker.create({
     connection,
     namespace: config.temporal.namespace,
     taskQueue: controlTaskQueue(config.driverName),
@@ -80,8 +127,10 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
     shutdownGraceTime: '5s',
     ...controllerWorkerTuning(),
   });
-  const workerDone = worker.run();
+}
 
+/** CSI Identity and Controller, and the liveness and readiness the probes read. */
+function csiServices(client: Client, worker: Worker, config: ControllerConfig) {
   // Eager start: the client shares the worker's connection and the worker polls the control queue.
   const operations = new VolumeOperations(client, config.driverName, { eagerStart: true });
   const identity = createIdentityService({
@@ -102,45 +151,25 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
     ? new SnapshotOperations(client, config.driverName, { eagerStart: true })
     : undefined;
   const controller = createControllerService(operations, config, snapshots);
-  const metrics = createProcessMetrics('controller');
-  registerControllerMetrics(metrics.registry, client, config.driverName, logger);
-  // Loaded only when asked for: @kubernetes/client-node is large (and ESM, which only Node >= 20.19 requires).
-  const kubernetes = config.kubernetes
-    ? await (
-        await import('../kubernetes/controller-integration')
-      ).startControllerKubernetes({
-        client,
-        driverName: config.driverName,
-        nodeDeleted: config.nodeDeleted ?? { kind: 'wait' },
-        registry: metrics.registry,
-        logger,
-      })
-    : undefined;
-  writtenOffEvents.report = kubernetes?.reportWrittenOff;
-  const stopMetrics = config.metricsAddress
-    ? await serveMetrics(config.metricsAddress, metrics.registry, logger, readiness)
-    : undefined;
-  const server = await serveCsi(config.endpoint, { identity, controller }, logger, metrics);
-  const stopHealth = config.healthAddress ? await serveHealth(config.healthAddress, { live }, logger) : undefined;
-  logger.info({ driver: config.driverName, temporal: config.temporal.address }, 'controller ready');
+  return { csi: { identity, controller }, live, readiness };
+}
 
-  let stopped: Promise<void> | undefined;
-  const stop = () =>
-    (stopped ??= (async () => {
-      await server.close();
-      await stopHealth?.();
-      await stopMetrics?.();
-      await kubernetes?.stop();
-      worker.shutdown();
-      await workerDone;
-      await connection.close();
-    })());
-  onShutdownSignal(logger, stop);
-  workerDone.catch((error: unknown) => {
-    logger.fatal({ err: error }, 'workflow worker stopped');
-    process.exit(1);
+/** Loaded only when asked for: @kubernetes/client-node is large (and ESM, which only Node >= 20.19 requires). */
+async function startKubernetes(
+  config: ControllerConfig,
+  client: Client,
+  registry: ReturnType<typeof createProcessMetrics>['registry'],
+  logger: Logger,
+) {
+  if (!config.kubernetes) return undefined;
+  const { startControllerKubernetes } = await import('../kubernetes/controller-integration');
+  return startControllerKubernetes({
+    client,
+    driverName: config.driverName,
+    nodeDeleted: config.nodeDeleted ?? { kind: 'wait' },
+    registry,
+    logger,
   });
-  return { stop };
 }
 
 /** How long a /readyz answer is reused: well under the readiness probe's period (deploy/base: 10 s). */

@@ -43,110 +43,141 @@ export interface NodeTemporal {
  */
 export function startNodeTemporal(options: NodeTemporalOptions, pool: AgentPool, logger: Logger): NodeTemporal {
   const abort = new AbortController();
-  const { signal } = abort;
-  let waitingFor = `connecting to Temporal at ${options.temporal.address}`;
-  let connection: NativeConnection | undefined;
-  let presence: Presence | undefined;
-  let worker: Worker | undefined;
-  let workerDone: Promise<void> | undefined;
-  const note = (step: string) => (message: string) => (waitingFor = `${step}: ${message}`);
-
-  const connect = () =>
-    retrying('Temporal', () => connectTemporal(options.temporal, (message) => logger.error(message)), {
-      logger,
-      signal,
-      onFailure: note(`connecting to Temporal at ${options.temporal.address}`),
-    });
-
-  /** The pool the worker serves, once the gate lets it open (agent/pool-gate.ts). */
-  const settlePool = (client: Client) =>
-    retrying(
-      'pool',
-      async () => {
-        const record = await readNodeRecord(client, options.driverName, options.nodeId);
-        const onDisk = await pool.backend.identity();
-        const remembered = record?.node?.poolId;
-        const gate = decidePool({
-          nodeId: options.nodeId,
-          pool: options.poolDir,
-          onDisk,
-          remembered,
-          named:
-            remembered === undefined && !onDisk
-              ? await poolNamedByOperations(client, options.driverName, options.nodeId)
-              : undefined,
-          accepted: options.acceptNewPool,
-          recheckSeconds: POOL_RECHECK_MS / 1000,
-        });
-        if (gate.kind === 'refuse') {
-          pool.wait(gate.message);
-          throw new Error(gate.message);
-        }
-        if (gate.note) logger.warn({ decision: gate.note }, `pool identity decision: ${gate.note}`);
-        return pool.open(gate.fresh);
-      },
-      { logger, signal, onFailure: note('settling the pool'), delayMs: () => POOL_RECHECK_MS },
-    );
-
-  const startWorker = (poolId: string, running: Presence) =>
-    retrying(
-      'worker',
-      () =>
-        Worker.create({
-          connection,
-          namespace: options.temporal.namespace,
-          taskQueue: nodeTaskQueue(options.driverName, options.nodeId),
-          activities: {
-            ...createNodeActivities({ backend: pool.backend, poolId, nodeId: options.nodeId }),
-            ...createPresenceActivities({
-              nodeId: options.nodeId,
-              backend: pool.backend,
-              agentVersion: driverVersion(),
-              leaving: running.leaving,
-              onRecordLost: () => running.recordLost(),
-            }),
-          },
-          shutdownGraceTime: '5s',
-          ...nodeWorkerTuning(),
-        }),
-      { logger, signal, onFailure: note('starting the worker') },
-    );
-
-  const run = async () => {
-    connection = await connect();
-    logger.info({ temporal: options.temporal.address }, 'connected to Temporal');
-    const client = new Client({ connection, namespace: options.temporal.namespace });
-    waitingFor = 'settling the pool against the node record';
-    const report = await settlePool(client);
-    waitingFor = 'starting the worker';
-    presence = startPresence({ client, driverName: options.driverName, nodeId: options.nodeId, logger });
-    worker = await startWorker(report.poolId, presence);
-    workerDone = worker.run();
-    workerDone.catch((error: unknown) => {
-      logger.fatal({ err: error }, 'activity worker stopped');
-      process.exit(1);
-    });
-    logger.info({ poolId: report.poolId }, 'node worker running');
+  const run: NodeTemporalRun = {
+    options,
+    pool,
+    logger,
+    signal: abort.signal,
+    waitingFor: `connecting to Temporal at ${options.temporal.address}`,
   };
-  run().catch((error: unknown) => {
+  startInBackground(run).catch((error: unknown) => {
     if (!(error instanceof Stopped)) {
       logger.fatal({ err: error }, 'node agent could not start its Temporal side');
       process.exit(1);
     }
   });
-
   return {
     notReady: () => {
-      if (worker?.getState() === 'RUNNING' && presence?.registered()) return undefined;
-      return worker ? 'starting the node record' : waitingFor;
+      if (run.worker?.getState() === 'RUNNING' && run.presence?.registered()) return undefined;
+      return run.worker ? 'starting the node record' : run.waitingFor;
     },
     stop: async () => {
       abort.abort();
       // First: the held presence activity returns "leaving", so the record turns offline now, not in 30 s.
-      presence?.stop();
-      if (worker && worker.getState() === 'RUNNING') worker.shutdown();
-      await workerDone?.catch(() => undefined);
-      await connection?.close();
+      run.presence?.stop();
+      if (run.worker && run.worker.getState() === 'RUNNING') run.worker.shutdown();
+      await run.workerDone?.catch(() => undefined);
+      await run.connection?.close();
     },
   };
+}
+
+/** What the background start has reached, for readiness and for stopping. */
+interface NodeTemporalRun {
+  readonly options: NodeTemporalOptions;
+  readonly pool: AgentPool;
+  readonly logger: Logger;
+  readonly signal: AbortSignal;
+  waitingFor: string;
+  connection?: NativeConnection;
+  presence?: Presence;
+  worker?: Worker;
+  workerDone?: Promise<void>;
+}
+
+/** The steps in order: connect, settle the pool, start the record's presence and the worker, run it. */
+async function startInBackground(run: NodeTemporalRun): Promise<void> {
+  const { options, logger } = run;
+  run.connection = await connect(run);
+  logger.info({ temporal: options.temporal.address }, 'connected to Temporal');
+  const client = new Client({ connection: run.connection, namespace: options.temporal.namespace });
+  run.waitingFor = 'settling the pool against the node record';
+  const report = await settlePool(run, client);
+  run.waitingFor = 'starting the worker';
+  run.presence = startPresence({ client, driverName: options.driverName, nodeId: options.nodeId, logger });
+  run.worker = await startWorker(run, report.poolId, run.presence);
+  run.workerDone = run.worker.run();
+  run.workerDone.catch((error: unknown) => {
+    logger.fatal({ err: error }, 'activity worker stopped');
+    process.exit(1);
+  });
+  logger.info({ poolId: report.poolId }, 'node worker running');
+}
+
+/** Retry options of a step: logged, stopped by `stop()`, and shown by readiness while it fails. */
+function retryOptions(run: NodeTemporalRun, step: string) {
+  return {
+    logger: run.logger,
+    signal: run.signal,
+    onFailure: (message: string) => (run.waitingFor = `${step}: ${message}`),
+  };
+}
+
+function connect(run: NodeTemporalRun): Promise<NativeConnection> {
+  const { temporal } = run.options;
+  return retrying(
+    'Temporal',
+    () => connectTemporal(temporal, (message) => run.logger.error(message)),
+    retryOptions(run, `connecting to Temporal at ${temporal.address}`),
+  );
+}
+
+/** The pool the worker serves, once the gate lets it open (agent/pool-gate.ts); a refusal is looked at again. */
+function settlePool(run: NodeTemporalRun, client: Client) {
+  return retrying('pool', () => openPoolThroughGate(run, client), {
+    ...retryOptions(run, 'settling the pool'),
+    delayMs: () => POOL_RECHECK_MS,
+  });
+}
+
+async function openPoolThroughGate(run: NodeTemporalRun, client: Client) {
+  const { options, pool, logger } = run;
+  const record = await readNodeRecord(client, options.driverName, options.nodeId);
+  const onDisk = await pool.backend.identity();
+  const remembered = record?.node?.poolId;
+  const gate = decidePool({
+    nodeId: options.nodeId,
+    pool: options.poolDir,
+    onDisk,
+    remembered,
+    named:
+      remembered === undefined && !onDisk
+        ? await poolNamedByOperations(client, options.driverName, options.nodeId)
+        : undefined,
+    accepted: options.acceptNewPool,
+    recheckSeconds: POOL_RECHECK_MS / 1000,
+  });
+  if (gate.kind === 'refuse') {
+    pool.wait(gate.message);
+    throw new Error(gate.message);
+  }
+  if (gate.note) logger.warn({ decision: gate.note }, `pool identity decision: ${gate.note}`);
+  return pool.open(gate.fresh);
+}
+
+/** The worker of the node's task queue: the storage activities and the presence the record holds. */
+function startWorker(run: NodeTemporalRun, poolId: string, running: Presence): Promise<Worker> {
+  const { options, pool } = run;
+  return retrying(
+    'worker',
+    () =>
+      Worker.create({
+        connection: run.connection,
+        namespace: options.temporal.namespace,
+        taskQueue: nodeTaskQueue(options.driverName, options.nodeId),
+        activities: {
+          ...createNodeActivities({ backend: pool.backend, poolId, nodeId: options.nodeId }),
+          ...createPresenceActivities({
+            nodeId: options.nodeId,
+            backend: pool.backend,
+            agentVersion: driverVersion(),
+            leaving: running.leaving,
+            onRecordLost: () => running.recordLost(),
+          }),
+        },
+        shutdownGraceTime: '5s',
+        ...nodeWorkerTuning(),
+      }),
+    retryOptions(run, 'starting the worker'),
+  );
 }

@@ -1,7 +1,7 @@
 import { Command, Option } from 'commander';
 import path from 'node:path';
 import { armedFailpoints } from '../agent/failpoints';
-import { runNodeAgent } from '../agent/node-agent';
+import { runNodeAgent, type NodeAgentConfig } from '../agent/node-agent';
 import { assertLocalEndpoint } from '../csi/endpoint';
 import { BACKEND_KINDS } from '../common/backend-kinds';
 import { isValidNodeId, MAX_NODE_ID_LENGTH } from '../common/node-id';
@@ -36,7 +36,19 @@ export function nodeCommand(defaultDriverName: string): Command {
       '--node-id <name>',
       `this node's ID: a lower-case DNS name of at most ${MAX_NODE_ID_LENGTH} characters`,
     )
-    .option('--driver-name <name>', 'CSI driver name', defaultDriverName)
+    .option('--driver-name <name>', 'CSI driver name', defaultDriverName);
+  addKubeletOptions(addPoolOptions(command))
+    // Test harnesses only (docs/security.md): a flag, never the environment, so a ConfigMap cannot arm it.
+    .addOption(new Option('--failpoints <names>', 'kill this agent at these steps (crash tests)').hideHelp());
+  return addMetricsOptions(addTemporalOptions(command)).action(async (flags: NodeFlags) => {
+    const failpoints = checkNodeFlags(flags);
+    await runNodeAgent(nodeAgentConfig(flags, failpoints));
+  });
+}
+
+/** The pool: its backend, directory, capacity, quota mode, and the operator's word that an old one is gone. */
+function addPoolOptions(command: Command): Command {
+  return command
     .addOption(
       new Option(
         '--backend <kind>',
@@ -61,7 +73,12 @@ export function nodeCommand(defaultDriverName: string): Command {
       '--accept-new-pool <pool-id>',
       "the operator's decision that the pool the node's record remembers (this identity) is gone for good: the " +
         'agent may make a new pool on an empty --pool directory, or serve the other pool found there (docs/operations.md)',
-    )
+    );
+}
+
+/** What kubelet sees of the agent: its probes, its registration, and the directory its paths must lie in. */
+function addKubeletOptions(command: Command): Command {
+  return command
     .option(
       '--health-address <host:port>',
       "serve the Pod's probes: /healthz (liveness: CSI answers), /readyz (Temporal reached, kubelet registered us)",
@@ -72,46 +89,50 @@ export function nodeCommand(defaultDriverName: string): Command {
       '--kubelet-dir <dir>',
       "kubelet's root directory: staging and target paths must resolve inside it (after .. and symbolic links)",
       '/var/lib/kubelet',
-    )
-    // Test harnesses only (docs/security.md): a flag, never the environment, so a ConfigMap cannot arm it.
-    .addOption(new Option('--failpoints <names>', 'kill this agent at these steps (crash tests)').hideHelp());
-  return addMetricsOptions(addTemporalOptions(command)).action(async (flags: NodeFlags) => {
-    if (!isValidNodeId(flags.nodeId)) {
-      throw new Error(
-        `--node-id "${flags.nodeId}" must be a lower-case DNS name ([a-z0-9.-]) of at most ${MAX_NODE_ID_LENGTH} characters`,
-      );
-    }
-    if (flags.acceptNewPool !== undefined && !POOL_IDENTITY.test(flags.acceptNewPool)) {
-      throw new Error(
-        `--accept-new-pool "${flags.acceptNewPool}" must be a pool identity (a UUID) or the 16 hex digits of one`,
-      );
-    }
-    assertLocalEndpoint(flags.endpoint, 'the Node service');
-    if (!path.isAbsolute(flags.kubeletDir))
-      throw new Error(`--kubelet-dir "${flags.kubeletDir}" must be an absolute path`);
-    const failpoints = armedFailpoints(flags.failpoints);
-    if (!flags.registrationDir !== !flags.kubeletRegistrationPath)
-      throw new Error('--registration-dir and --kubelet-registration-path go together (the socket kubelet dials)');
-    await runNodeAgent({
-      endpoint: flags.endpoint,
-      driverName: flags.driverName,
-      nodeId: flags.nodeId,
-      backend: {
-        kind: flags.backend,
-        pool: flags.pool,
-        capacityBytes: parseQuantity(flags.capacity),
-        dirQuota: flags.dirQuota,
-      },
-      temporal: temporalConfig(flags),
-      kubeletDir: flags.kubeletDir,
-      failpoints,
-      acceptNewPool: flags.acceptNewPool,
-      metricsAddress: flags.metricsAddress,
-      sdkMetricsAddress: flags.sdkMetricsAddress,
-      healthAddress: flags.healthAddress,
-      registration: flags.registrationDir
-        ? { registrationDir: flags.registrationDir, kubeletEndpoint: flags.kubeletRegistrationPath ?? '' }
-        : undefined,
-    });
-  });
+    );
+}
+
+/** Refuses flags that cannot work together, in the order they are checked; returns the armed failpoints. */
+function checkNodeFlags(flags: NodeFlags): ReturnType<typeof armedFailpoints> {
+  if (!isValidNodeId(flags.nodeId)) {
+    throw new Error(
+      `--node-id "${flags.nodeId}" must be a lower-case DNS name ([a-z0-9.-]) of at most ${MAX_NODE_ID_LENGTH} characters`,
+    );
+  }
+  if (flags.acceptNewPool !== undefined && !POOL_IDENTITY.test(flags.acceptNewPool)) {
+    throw new Error(
+      `--accept-new-pool "${flags.acceptNewPool}" must be a pool identity (a UUID) or the 16 hex digits of one`,
+    );
+  }
+  assertLocalEndpoint(flags.endpoint, 'the Node service');
+  if (!path.isAbsolute(flags.kubeletDir))
+    throw new Error(`--kubelet-dir "${flags.kubeletDir}" must be an absolute path`);
+  const failpoints = armedFailpoints(flags.failpoints);
+  if (!flags.registrationDir !== !flags.kubeletRegistrationPath)
+    throw new Error('--registration-dir and --kubelet-registration-path go together (the socket kubelet dials)');
+  return failpoints;
+}
+
+function nodeAgentConfig(flags: NodeFlags, failpoints: ReturnType<typeof armedFailpoints>): NodeAgentConfig {
+  return {
+    endpoint: flags.endpoint,
+    driverName: flags.driverName,
+    nodeId: flags.nodeId,
+    backend: {
+      kind: flags.backend,
+      pool: flags.pool,
+      capacityBytes: parseQuantity(flags.capacity),
+      dirQuota: flags.dirQuota,
+    },
+    temporal: temporalConfig(flags),
+    kubeletDir: flags.kubeletDir,
+    failpoints,
+    acceptNewPool: flags.acceptNewPool,
+    metricsAddress: flags.metricsAddress,
+    sdkMetricsAddress: flags.sdkMetricsAddress,
+    healthAddress: flags.healthAddress,
+    registration: flags.registrationDir
+      ? { registrationDir: flags.registrationDir, kubeletEndpoint: flags.kubeletRegistrationPath ?? '' }
+      : undefined,
+  };
 }

@@ -19,7 +19,15 @@ export function volumesCommand(): Command {
     .description("create, delete and list through the controller's CSI socket; stuck and describe read Temporal")
     .option('--endpoint <endpoint>', 'controller CSI endpoint', defaultControllerEndpoint())
     .option('--timeout <seconds>', 'per-call deadline in seconds', '30');
+  addCreateCommand(volumes);
+  addDeleteCommand(volumes);
+  addListCommand(volumes);
+  addVolumeInspectCommands(volumes);
+  volumes.addCommand(orphansCommand());
+  return volumes;
+}
 
+function addCreateCommand(volumes: Command): void {
   volumes
     .command('create <name>')
     .description('CreateVolume; retries while the operation is in progress (ABORTED), as the CO does')
@@ -49,7 +57,9 @@ export function volumesCommand(): Command {
       }
       process.stdout.write(`${volume?.volume_id}\t${formatBytes(Number(volume?.capacity_bytes))}\t${node}\n`);
     });
+}
 
+function addDeleteCommand(volumes: Command): void {
   volumes
     .command('delete <volume-id>')
     .description('DeleteVolume once; a deletion waiting for its node is reported, and keeps going durably')
@@ -66,7 +76,9 @@ export function volumesCommand(): Command {
       const { outcome, reason } = readDeleteOutcome(headers);
       process.stdout.write(`${describeDeleteOutcome(volumeId, outcome, reason)}\n`);
     });
+}
 
+function addListCommand(volumes: Command): void {
   volumes
     .command('list')
     .description('ListVolumes, every page; names the nodes that did not answer (their volumes are missing)')
@@ -83,9 +95,6 @@ export function volumesCommand(): Command {
       const unanswered = describeUnanswered(listed.unansweredNodes);
       if (unanswered) process.stderr.write(`${unanswered}\n`);
     });
-  addVolumeInspectCommands(volumes);
-  volumes.addCommand(orphansCommand());
-  return volumes;
 }
 
 async function withClients<T>(

@@ -51,33 +51,7 @@ export function createControllerService(
       request: CreateVolumeRequest__Output,
       call: ServerUnaryCall<unknown, unknown>,
     ): Promise<CreateVolumeResponse> {
-      const receivedAt = new Date();
-      const valid = validateCreate(request, { ...options, snapshots: snapshots !== undefined });
-      const result = await operations.create(
-        {
-          driverName: options.driverName,
-          name: valid.name,
-          capacityBytes: valid.capacityBytes,
-          parameters: valid.parameters,
-          accessType: valid.accessType,
-          fsType: valid.fsType,
-          requisite: valid.requisite,
-          preferred: valid.preferred,
-          ...(valid.contentSource ? { contentSource: valid.contentSource, limitBytes: valid.limitBytes } : {}),
-        },
-        { requiredBytes: valid.requiredBytes, limitBytes: valid.limitBytes },
-        callWaitMs(call, options.callWaitMs),
-        { receivedAt, abandoned: () => callAbandoned(call) },
-      );
-      return {
-        volume: {
-          volume_id: result.volumeId,
-          capacity_bytes: String(result.capacityBytes),
-          volume_context: {},
-          accessible_topology: [nodeTopology(result.nodeId)],
-          ...(valid.contentSource ? { content_source: toContentSource(valid.contentSource) } : {}),
-        },
-      };
+      return createVolume(operations, { ...options, snapshots: snapshots !== undefined }, request, call);
     },
 
     async DeleteVolume(request: DeleteVolumeRequest__Output, call: ServerUnaryCall<unknown, unknown>) {
@@ -102,38 +76,89 @@ export function createControllerService(
       request: ListVolumesRequest__Output,
       call: ServerUnaryCall<unknown, unknown>,
     ): Promise<ListVolumesResponse> {
-      assertMaxEntries(request.max_entries);
-      const token = request.starting_token;
-      if (!isListPosition(token)) throw unusableToken(token);
-      // One bounded page per call (at most 1,000 entries, also when max_entries is 0 or larger), read from the pools.
-      const page = await operations.listPage(token, request.max_entries);
-      call.sendMetadata(listCoverageHeaders(page.unreachableNodes));
-      return {
-        entries: page.volumes.map((volume) => ({
-          volume: {
-            volume_id: volume.volumeId,
-            capacity_bytes: String(volume.capacityBytes),
-            accessible_topology: [nodeTopology(volume.nodeId)],
-          },
-        })),
-        next_token: page.nextToken,
-      };
+      return listVolumes(operations, request, call);
     },
 
     async GetCapacity(request: GetCapacityRequest__Output): Promise<GetCapacityResponse> {
-      checkParameters(request.parameters);
-      if (request.volume_capabilities.length > 0) checkCapabilities(request.volume_capabilities);
-      const segment = request.accessible_topology
-        ? nodesOfTopologies([request.accessible_topology], 'topology')
-        : undefined;
-      // A segment (what external-provisioner asks, per node) reads only its nodes' records; no topology sums all.
-      const counted = segment ? await operations.nodesNamed(segment) : await operations.allNodes();
-      const available = counted.map(availableOf);
-      return {
-        available_capacity: String(available.reduce((sum, bytes) => sum + bytes, 0)),
-        maximum_volume_size: { value: String(Math.min(options.maxVolumeBytes, Math.max(0, ...available))) },
-      };
+      return getCapacity(operations, options, request);
     },
+  };
+}
+
+async function createVolume(
+  operations: VolumeOperations,
+  options: ControllerOptions & { snapshots: boolean },
+  request: CreateVolumeRequest__Output,
+  call: ServerUnaryCall<unknown, unknown>,
+): Promise<CreateVolumeResponse> {
+  const receivedAt = new Date();
+  const valid = validateCreate(request, options);
+  const result = await operations.create(
+    {
+      driverName: options.driverName,
+      name: valid.name,
+      capacityBytes: valid.capacityBytes,
+      parameters: valid.parameters,
+      accessType: valid.accessType,
+      fsType: valid.fsType,
+      requisite: valid.requisite,
+      preferred: valid.preferred,
+      ...(valid.contentSource ? { contentSource: valid.contentSource, limitBytes: valid.limitBytes } : {}),
+    },
+    { requiredBytes: valid.requiredBytes, limitBytes: valid.limitBytes },
+    callWaitMs(call, options.callWaitMs),
+    { receivedAt, abandoned: () => callAbandoned(call) },
+  );
+  return {
+    volume: {
+      volume_id: result.volumeId,
+      capacity_bytes: String(result.capacityBytes),
+      volume_context: {},
+      accessible_topology: [nodeTopology(result.nodeId)],
+      ...(valid.contentSource ? { content_source: toContentSource(valid.contentSource) } : {}),
+    },
+  };
+}
+
+async function listVolumes(
+  operations: VolumeOperations,
+  request: ListVolumesRequest__Output,
+  call: ServerUnaryCall<unknown, unknown>,
+): Promise<ListVolumesResponse> {
+  assertMaxEntries(request.max_entries);
+  const token = request.starting_token;
+  if (!isListPosition(token)) throw unusableToken(token);
+  // One bounded page per call (at most 1,000 entries, also when max_entries is 0 or larger), read from the pools.
+  const page = await operations.listPage(token, request.max_entries);
+  call.sendMetadata(listCoverageHeaders(page.unreachableNodes));
+  return {
+    entries: page.volumes.map((volume) => ({
+      volume: {
+        volume_id: volume.volumeId,
+        capacity_bytes: String(volume.capacityBytes),
+        accessible_topology: [nodeTopology(volume.nodeId)],
+      },
+    })),
+    next_token: page.nextToken,
+  };
+}
+
+async function getCapacity(
+  operations: VolumeOperations,
+  options: ControllerOptions,
+  request: GetCapacityRequest__Output,
+): Promise<GetCapacityResponse> {
+  checkParameters(request.parameters);
+  if (request.volume_capabilities.length > 0) checkCapabilities(request.volume_capabilities);
+  const segment = request.accessible_topology
+    ? nodesOfTopologies([request.accessible_topology], 'topology')
+    : undefined;
+  // A segment (what external-provisioner asks, per node) reads only its nodes' records; no topology sums all.
+  const counted = segment ? await operations.nodesNamed(segment) : await operations.allNodes();
+  const available = counted.map(availableOf);
+  return {
+    available_capacity: String(available.reduce((sum, bytes) => sum + bytes, 0)),
+    maximum_volume_size: { value: String(Math.min(options.maxVolumeBytes, Math.max(0, ...available))) },
   };
 }
 

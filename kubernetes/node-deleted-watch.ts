@@ -27,36 +27,47 @@ export interface NodeDeletedWatchOptions {
  * forgetting twice is harmless and the Events are deduplicated by name. The decisions are in gone-nodes.ts.
  */
 export async function startNodeDeletedWatch(options: NodeDeletedWatchOptions): Promise<{ stop(): Promise<void> }> {
+  const watch = openWatch(options);
+  handleDeletions(watch);
+  handleReturns(watch);
+  restartOnWatchError(watch);
+  await watch.informer.start();
+  await findDeletedNodes(watch);
+  options.logger.info({ policy: formatNodeDeletedPolicy(options.policy) }, 'watching Kubernetes Nodes');
+  return {
+    async stop() {
+      watch.stopped = true;
+      watch.nodes.stop();
+      await watch.informer.stop();
+    },
+  };
+}
+
+/** The informer on Node objects and the policy it feeds, shared by the event handlers. */
+interface NodeWatch {
+  informer: Informer<V1Node> & ObjectCache<V1Node>;
+  nodes: GoneNodes;
+  logger: Logger;
+  retryMs: number;
+  stopped: boolean;
+}
+
+function openWatch(options: NodeDeletedWatchOptions): NodeWatch {
   const { client, driverName, policy, logger } = options;
   const retryMs = options.retryMs ?? 10_000;
   const core = coreApi(options.kubeConfig);
   const informer = makeInformer<V1Node>(options.kubeConfig, '/api/v1/nodes', () => core.listNode());
   const inCache = (nodeId: string) => informer.get(nodeId) !== undefined;
   const nodes = new GoneNodes({ client, core, driverName, policy, logger, retryMs, inCache });
-  const watch = { stopped: false };
-  routeNodeEvents(informer, nodes, watch, logger, retryMs);
-  await informer.start();
-  await guarded(logger, 'finding deleted Nodes', () => nodes.reconcileAbsent());
-  logger.info({ policy: formatNodeDeletedPolicy(policy) }, 'watching Kubernetes Nodes');
-  return {
-    async stop() {
-      watch.stopped = true;
-      nodes.stop();
-      await informer.stop();
-    },
-  };
+  return { informer, nodes, logger, retryMs, stopped: false };
 }
 
-/** Node deletions and returns go to the policy; a failed watch is started again (it re-lists). */
-function routeNodeEvents(
-  informer: Informer<V1Node> & ObjectCache<V1Node>,
-  nodes: GoneNodes,
-  watch: { stopped: boolean },
-  logger: Logger,
-  retryMs: number,
-): void {
-  // A deletion that could not be handled (Temporal or the API server did not answer) is tried again: the watch
-  // will not report it twice.
+/**
+ * A Node's deletion goes to the policy. One that could not be handled (Temporal or the API server did not answer)
+ * is tried again: the watch will not report it twice.
+ */
+function handleDeletions(watch: NodeWatch): void {
+  const { informer, nodes, logger, retryMs } = watch;
   const handleDeletion = (name: string, uid: string, at: Date) => {
     nodes.deleted(name, uid, at).catch((error: unknown) => {
       logger.warn({ err: error, node: name }, 'Node-deleted policy: handling a Node deletion failed; retrying');
@@ -67,25 +78,38 @@ function routeNodeEvents(
     const name = node.metadata?.name;
     if (name) handleDeletion(name, node.metadata?.uid ?? 'unknown', new Date());
   });
-  informer.on('add', (node) => {
+}
+
+/** A Node that comes back cancels what its deletion started. */
+function handleReturns(watch: NodeWatch): void {
+  watch.informer.on('add', (node) => {
     const name = node.metadata?.name;
-    if (name) void guarded(logger, 'handling a returning Node', () => nodes.returned(name));
+    if (name) void guarded(watch.logger, 'handling a returning Node', () => watch.nodes.returned(name));
   });
+}
+
+/** client-node's informer stops on a watch error; start it again (it re-lists, then reconcile finds gaps). */
+function restartOnWatchError(watch: NodeWatch): void {
+  const { informer, logger, retryMs } = watch;
   const restart = () => {
     if (watch.stopped) return;
     informer
       .start()
-      .then(() => guarded(logger, 'finding deleted Nodes', () => nodes.reconcileAbsent()))
+      .then(() => findDeletedNodes(watch))
       .catch((error: unknown) => {
         logger.warn({ err: error }, 'Node watch could not start; retrying');
         setTimeout(restart, retryMs);
       });
   };
-  // client-node's informer stops on a watch error; start it again (it re-lists, then reconcile finds gaps).
   informer.on('error', (error) => {
     logger.warn({ err: error }, 'Node watch failed; restarting it');
     setTimeout(restart, retryMs);
   });
+}
+
+/** Nodes missing from the listing that hold this driver's volumes or operations (deleted while nobody watched). */
+function findDeletedNodes(watch: NodeWatch): Promise<void> {
+  return guarded(watch.logger, 'finding deleted Nodes', () => watch.nodes.reconcileAbsent());
 }
 
 function guarded(logger: Logger, what: string, work: () => Promise<void>): Promise<void> {

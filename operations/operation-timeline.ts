@@ -48,69 +48,89 @@ export function buildTimeline(history: History, workflowType: string, driverName
   let result: unknown = null;
   for (const event of history.events ?? []) {
     const time = new Date(optionalTsToMs(event.eventTime) ?? 0);
-    const add = (name: string, detail: string, extra: Partial<TimelineEvent> = {}) =>
-      events.push({ time, event: name, detail, ...extra });
-    const activity = (id: unknown): Scheduled => scheduled.get(String(id)) ?? { activityType: '?', taskQueue: '?' };
-
-    if (event.workflowExecutionStartedEventAttributes) {
-      add('workflow-started', workflowType);
-    } else if (event.activityTaskScheduledEventAttributes) {
-      const attributes = event.activityTaskScheduledEventAttributes;
-      const taskQueue = attributes.taskQueue?.name ?? '?';
-      const nodeId = taskQueue.startsWith(nodeQueuePrefix) ? taskQueue.slice(nodeQueuePrefix.length) : undefined;
-      const entry: Scheduled = { activityType: attributes.activityType?.name ?? '?', taskQueue, nodeId };
-      scheduled.set(String(event.eventId), entry);
-      const where = nodeId ? `node ${nodeId}` : taskQueue;
-      add('activity-scheduled', `${entry.activityType} on ${where}`, entry);
-    } else if (event.activityTaskStartedEventAttributes) {
-      const attributes = event.activityTaskStartedEventAttributes;
-      const what = activity(attributes.scheduledEventId);
-      const last = attributes.lastFailure ? `; last failure: ${failureText(attributes.lastFailure)}` : '';
-      const detail = `${what.activityType} attempt ${attributes.attempt ?? 1} by ${attributes.identity ?? '?'}${last}`;
-      add('activity-started', detail, { ...what, attempt: attributes.attempt ?? 1 });
-    } else if (event.activityTaskCompletedEventAttributes) {
-      const what = activity(event.activityTaskCompletedEventAttributes.scheduledEventId);
-      add('activity-completed', what.activityType, what);
-    } else if (event.activityTaskFailedEventAttributes) {
-      const attributes = event.activityTaskFailedEventAttributes;
-      const what = activity(attributes.scheduledEventId);
-      const failure = failureText(attributes.failure);
-      add('activity-failed', `${what.activityType}: ${failure}`, { ...what, failure });
-    } else if (event.activityTaskTimedOutEventAttributes) {
-      const attributes = event.activityTaskTimedOutEventAttributes;
-      const what = activity(attributes.scheduledEventId);
-      const failure = failureText(attributes.failure);
-      add('activity-timed-out', `${what.activityType}: ${failure}`, { ...what, failure });
-    } else if (event.activityTaskCancelRequestedEventAttributes) {
-      const what = activity(event.activityTaskCancelRequestedEventAttributes.scheduledEventId);
-      add('activity-cancel-requested', what.activityType, what);
-    } else if (event.activityTaskCanceledEventAttributes) {
-      const what = activity(event.activityTaskCanceledEventAttributes.scheduledEventId);
-      add('activity-canceled', what.activityType, what);
-    } else if (event.workflowExecutionSignaledEventAttributes) {
-      const attributes = event.workflowExecutionSignaledEventAttributes;
-      const signal = attributes.signalName ?? '?';
-      add('signal', signalText(signal, attributes.input?.payloads?.[0]), { signal });
-    } else if (event.upsertWorkflowSearchAttributesEventAttributes) {
-      const fields = event.upsertWorkflowSearchAttributesEventAttributes.searchAttributes?.indexedFields;
-      add('search-attributes', attributesText(fields as Record<string, Payload> | undefined));
-    } else if (event.workflowExecutionCompletedEventAttributes) {
+    const add: AddEvent = (name, detail, extra = {}) => events.push({ time, event: name, detail, ...extra });
+    if (event.workflowExecutionCompletedEventAttributes) {
       result = decode(event.workflowExecutionCompletedEventAttributes.result?.payloads?.[0]) ?? null;
-      add('workflow-completed', resultText(workflowType, result));
-    } else if (event.workflowExecutionFailedEventAttributes) {
-      const failure = failureText(event.workflowExecutionFailedEventAttributes.failure);
-      add('workflow-failed', failure, { failure });
-    } else if (event.workflowExecutionTerminatedEventAttributes) {
-      add('workflow-terminated', event.workflowExecutionTerminatedEventAttributes.reason || 'no reason given');
-    } else if (event.workflowExecutionCanceledEventAttributes) {
-      add('workflow-canceled', '');
-    } else if (event.workflowExecutionTimedOutEventAttributes) {
-      add('workflow-timed-out', '');
-    } else if (event.workflowExecutionContinuedAsNewEventAttributes) {
-      add('workflow-continued-as-new', '');
     }
+    if (!addActivityEvent(event, scheduled, nodeQueuePrefix, add)) addWorkflowEvent(event, workflowType, result, add);
   }
   return { events, result };
+}
+
+type AddEvent = (name: string, detail: string, extra?: Partial<TimelineEvent>) => void;
+
+/** An activity's scheduling, start, end or cancellation; false for any other event. */
+function addActivityEvent(
+  event: HistoryEvent,
+  scheduled: Map<string, Scheduled>,
+  nodeQueuePrefix: string,
+  add: AddEvent,
+): boolean {
+  const activity = (id: unknown): Scheduled => scheduled.get(String(id)) ?? { activityType: '?', taskQueue: '?' };
+  if (event.activityTaskScheduledEventAttributes) {
+    const attributes = event.activityTaskScheduledEventAttributes;
+    const taskQueue = attributes.taskQueue?.name ?? '?';
+    const nodeId = taskQueue.startsWith(nodeQueuePrefix) ? taskQueue.slice(nodeQueuePrefix.length) : undefined;
+    const entry: Scheduled = { activityType: attributes.activityType?.name ?? '?', taskQueue, nodeId };
+    scheduled.set(String(event.eventId), entry);
+    const where = nodeId ? `node ${nodeId}` : taskQueue;
+    add('activity-scheduled', `${entry.activityType} on ${where}`, entry);
+  } else if (event.activityTaskStartedEventAttributes) {
+    const attributes = event.activityTaskStartedEventAttributes;
+    const what = activity(attributes.scheduledEventId);
+    const last = attributes.lastFailure ? `; last failure: ${failureText(attributes.lastFailure)}` : '';
+    const detail = `${what.activityType} attempt ${attributes.attempt ?? 1} by ${attributes.identity ?? '?'}${last}`;
+    add('activity-started', detail, { ...what, attempt: attributes.attempt ?? 1 });
+  } else if (event.activityTaskCompletedEventAttributes) {
+    const what = activity(event.activityTaskCompletedEventAttributes.scheduledEventId);
+    add('activity-completed', what.activityType, what);
+  } else if (event.activityTaskFailedEventAttributes) {
+    const attributes = event.activityTaskFailedEventAttributes;
+    const what = activity(attributes.scheduledEventId);
+    const failure = failureText(attributes.failure);
+    add('activity-failed', `${what.activityType}: ${failure}`, { ...what, failure });
+  } else if (event.activityTaskTimedOutEventAttributes) {
+    const attributes = event.activityTaskTimedOutEventAttributes;
+    const what = activity(attributes.scheduledEventId);
+    const failure = failureText(attributes.failure);
+    add('activity-timed-out', `${what.activityType}: ${failure}`, { ...what, failure });
+  } else if (event.activityTaskCancelRequestedEventAttributes) {
+    const what = activity(event.activityTaskCancelRequestedEventAttributes.scheduledEventId);
+    add('activity-cancel-requested', what.activityType, what);
+  } else if (event.activityTaskCanceledEventAttributes) {
+    const what = activity(event.activityTaskCanceledEventAttributes.scheduledEventId);
+    add('activity-canceled', what.activityType, what);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/** The workflow's own events (start, signals, search attributes, its end); others are left out. */
+function addWorkflowEvent(event: HistoryEvent, workflowType: string, result: unknown, add: AddEvent): void {
+  if (event.workflowExecutionStartedEventAttributes) {
+    add('workflow-started', workflowType);
+  } else if (event.workflowExecutionSignaledEventAttributes) {
+    const attributes = event.workflowExecutionSignaledEventAttributes;
+    const signal = attributes.signalName ?? '?';
+    add('signal', signalText(signal, attributes.input?.payloads?.[0]), { signal });
+  } else if (event.upsertWorkflowSearchAttributesEventAttributes) {
+    const fields = event.upsertWorkflowSearchAttributesEventAttributes.searchAttributes?.indexedFields;
+    add('search-attributes', attributesText(fields as Record<string, Payload> | undefined));
+  } else if (event.workflowExecutionCompletedEventAttributes) {
+    add('workflow-completed', resultText(workflowType, result));
+  } else if (event.workflowExecutionFailedEventAttributes) {
+    const failure = failureText(event.workflowExecutionFailedEventAttributes.failure);
+    add('workflow-failed', failure, { failure });
+  } else if (event.workflowExecutionTerminatedEventAttributes) {
+    add('workflow-terminated', event.workflowExecutionTerminatedEventAttributes.reason || 'no reason given');
+  } else if (event.workflowExecutionCanceledEventAttributes) {
+    add('workflow-canceled', '');
+  } else if (event.workflowExecutionTimedOutEventAttributes) {
+    add('workflow-timed-out', '');
+  } else if (event.workflowExecutionContinuedAsNewEventAttributes) {
+    add('workflow-continued-as-new', '');
+  }
 }
 
 /** A failure and its causes, outermost first, without repeating a message. */

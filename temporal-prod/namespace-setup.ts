@@ -1,7 +1,7 @@
 import path from 'node:path';
+import { runChecked } from '../common/run-process';
 import type { TemporalConfig } from '../temporal/config';
 import { searchAttributeCreateCommands, temporalCliConnectionFlags } from '../temporal/register-commands';
-import { exec } from './exec';
 import type { NamespaceSpec } from './prod-temporal';
 
 /** `temporal operator namespace create --retention R`, as docs/operations.md tells an operator. */
@@ -9,7 +9,7 @@ export async function createNamespace(cli: string, config: TemporalConfig, spec:
   const args = ['operator', 'namespace', 'create', '--retention', spec.retention];
   await retrying(
     60_000,
-    () => exec(cli, [...args, ...temporalCliConnectionFlags({ ...config, namespace: spec.name })]),
+    () => runChecked(cli, [...args, ...temporalCliConnectionFlags({ ...config, namespace: spec.name })]),
     (message) =>
       // A retried create whose first attempt went through.
       /already (exists|registered)/i.test(message),
@@ -32,7 +32,7 @@ export function runAsPrinted(cli: string, command: string): Promise<string> {
   const env = { ...process.env, PATH: `${path.dirname(cli)}${path.delimiter}${process.env.PATH ?? ''}` };
   if (path.basename(cli) !== 'temporal')
     throw new Error(`${cli} is not named temporal: the printed commands call it so`);
-  return exec('sh', ['-c', command], env);
+  return runChecked('sh', ['-c', command], { env });
 }
 
 /** Retries while a just-started cluster is still assembling (membership ring, namespace cache). */

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { describeFailure, runCommand } from '../temporal-dev/run-command';
+import { runChecked } from '../common/run-process';
 
 /** A PostgreSQL cluster of its own (initdb), listening on 127.0.0.1 only, with a password-protected superuser. */
 export interface Postgres {
@@ -98,6 +98,5 @@ export async function startPostgres(port: number): Promise<Postgres> {
 }
 
 async function run(command: string, args: string[]): Promise<void> {
-  const result = await runCommand(command, args);
-  if (result.code !== 0) throw new Error(describeFailure(`${command} ${args.join(' ')}`, result));
+  await runChecked(command, args);
 }

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { exec } from './exec';
+import { runChecked } from '../common/run-process';
 import type { InstalledServer } from './installed-server';
 import type { Postgres } from './postgres';
 
@@ -26,8 +26,8 @@ export async function setUpSchemas(installed: InstalledServer, postgres: Postgre
       SQL_DATABASE: database.name,
     };
     const versioned = path.join(installed.schemaDir, database.schema, 'versioned');
-    await exec(installed.sqlTool, ['create-database'], env);
-    await exec(installed.sqlTool, ['setup-schema', '-v', '0.0'], env);
-    await exec(installed.sqlTool, ['update-schema', '-d', versioned], env);
+    await runChecked(installed.sqlTool, ['create-database'], { env });
+    await runChecked(installed.sqlTool, ['setup-schema', '-v', '0.0'], { env });
+    await runChecked(installed.sqlTool, ['update-schema', '-d', versioned], { env });
   }
 }

@@ -14,13 +14,13 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control-activities';
-import type { PresenceActivities } from '../activities/presence-activities';
+import type { PresenceActivities, PresenceHold } from '../activities/presence-activities';
 import { nodeTaskQueue } from '../common/names';
 import type { ForgottenNode, NodeRecord, NodeRecordMemo, NodeReport, WrittenOffVolume } from '../node-records/types';
 import { NODE_MEMO_KEY, PRESENCE_HEARTBEAT_TIMEOUT_MS } from '../node-records/types';
 import { startCancellable } from './cancellable-work';
 import { writeOffVolumeSignal } from './write-off-signal';
-import { writtenOffCleaner } from './written-off-volumes';
+import { writtenOffCleaner, type WrittenOffCleaner } from './written-off-volumes';
 import type { ForgetNotice } from './node-forgotten';
 import { NodeIdKey, OperationKey, PhaseKey } from './search-attribute-keys';
 
@@ -52,8 +52,69 @@ const HISTORY_LIMIT = 2000;
 
 const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 5 } });
 
+/**
+ * One run of a node's record, as a sequence of steps. The order of its Temporal commands (upserts, activities,
+ * patch markers, continue-as-new) is what running records replay: the steps keep every `await` in this function
+ * or in the awaited helpers it always had (`unlessRenewed`, `announce`), so not even the order in which
+ * concurrent work (a drain of written-off volumes) interleaves with the loop changes. The steps around them are
+ * synchronous.
+ */
 export async function nodePresence(input: NodePresenceInput): Promise<void> {
+  const run = startRun(input);
+  const { report, hold } = presenceActivities(input);
+  // In this order, once what they use exists: setHandler delivers at once a signal that came with
+  // signalWithStart, and what such a delivery publishes is part of the history.
+  listenForRenewal(run);
+  acceptForgetUnlessLive(run);
+  const cleaner = keepWrittenOffVolumes(run);
+  while (hasRoom(run)) {
+    if (!run.memo.live) {
+      const reported = await unlessRenewed(run, report);
+      if (!reported) break;
+      const returning = run.memo.record !== undefined;
+      // What was written off while the node was away goes first, before the node turns live: until then no
+      // create is placed on it, so a re-created name cannot find the old volume on the pool. (A forget accepted
+      // meanwhile is cleared by turnLive; whatever it releases is written off and deleted in the background.)
+      if (patched('record-deletes-written-off')) await cleaner.drain(reported.value.poolId);
+      turnLive(run, reported.value);
+      // A first registration (a new node, or a record made again after it was lost) has nobody to tell: work
+      // waiting for the node starts running at once anyway. Saves a visibility query per node at bootstrap.
+      if (returning) await announce(run);
+      continue;
+    }
+    try {
+      const held = await unlessRenewed(run, hold);
+      if (!held) break; // still live: the next run holds presence again
+      recordHeld(run, held.value);
+    } catch (error) {
+      if (!(error instanceof ActivityFailure)) throw error;
+      run.memo.live = false;
+    }
+    publishLiveness(run);
+    if (!run.memo.live) await announce(run);
+  }
+  await cleaner.settled(); // a deletion of written-off volumes in flight ends before the list is handed over
+  await continueAsNew(run, cleaner);
+}
+
+/** What one run of a record holds, shared by its signal handlers and its loop. */
+interface RecordRun {
+  readonly input: NodePresenceInput;
+  /** The record as readers see it: published (memo and phase) on every change, carried over continue-as-new. */
+  readonly memo: NodeRecordMemo;
+  /** True from the node's report until it is offline again: its agent answers, so it cannot be forgotten. */
+  answering: boolean;
+  /** A renewal was asked: the run ends at the next point where no presence activity is pending. */
+  renew: boolean;
+}
+
+function startRun(input: NodePresenceInput): RecordRun {
   const memo: NodeRecordMemo = input.memo ?? { nodeId: input.nodeId, live: false };
+  return { input, memo, answering: memo.live, renew: false };
+}
+
+/** The two activities the node's agent answers on its own queue. */
+function presenceActivities(input: NodePresenceInput) {
   const queue = nodeTaskQueue(input.driverName, input.nodeId);
   // No schedule-to-start timeout: the report waits in the node's queue for as long as the agent is away.
   const report = proxyActivities<PresenceActivities>({
@@ -70,40 +131,54 @@ export async function nodePresence(input: NodePresenceInput): Promise<void> {
     heartbeatTimeout: PRESENCE_HEARTBEAT_TIMEOUT_MS,
     retry: { maximumAttempts: 1 },
   }).holdPresence;
+  return { report, hold };
+}
 
-  const phase = () => (memo.forgotten ? 'forgotten' : memo.live ? 'live' : 'offline');
-  const publish = () => {
-    upsertMemo({ [NODE_MEMO_KEY]: { ...memo } });
-    upsertSearchAttributes([{ key: PhaseKey, value: phase() }]);
-  };
-  // Handlers after publish: setHandler delivers a signal that came with signalWithStart at once.
-  let renew = false;
-  setHandler(renewRecordSignal, () => void (renew = true));
-  // True from the node's report until it is offline again: its agent answers, so it cannot be forgotten.
-  let answering = memo.live;
-  const forget = (notice: ForgetNotice): ForgottenNode => {
-    memo.forgotten ??= { ...notice, lastHeartbeat: memo.record?.lastHeartbeat };
-    publish();
-    return memo.forgotten;
-  };
+function phaseOf(memo: NodeRecordMemo): 'forgotten' | 'live' | 'offline' {
+  return memo.forgotten ? 'forgotten' : memo.live ? 'live' : 'offline';
+}
+
+function publish(memo: NodeRecordMemo): void {
+  upsertMemo({ [NODE_MEMO_KEY]: { ...memo } });
+  upsertSearchAttributes([{ key: PhaseKey, value: phaseOf(memo) }]);
+}
+
+function listenForRenewal(run: RecordRun): void {
+  setHandler(renewRecordSignal, () => void (run.renew = true));
+}
+
+/** A forget, by signal (earlier releases) or by update, is refused while the node answers. */
+function acceptForgetUnlessLive(run: RecordRun): void {
   setHandler(forgetNodeRecordSignal, (notice) => {
     // Sent by earlier releases after their own read of the record: the record's own state decides now.
-    if (patched('forget-refused-while-live') && answering) {
-      log.warn('forget ignored: the node is live', { nodeId: input.nodeId, reason: notice.reason });
+    if (patched('forget-refused-while-live') && run.answering) {
+      log.warn('forget ignored: the node is live', { nodeId: run.input.nodeId, reason: notice.reason });
       return;
     }
-    forget(notice);
+    forget(run, notice);
   });
-  setHandler(forgetNodeRecordUpdate, forget, {
+  setHandler(forgetNodeRecordUpdate, (notice) => forget(run, notice), {
     validator: (_notice: ForgetNotice) => {
-      if (!answering) return;
-      const heard = memo.record ? ` (last report ${new Date(memo.record.lastHeartbeat).toISOString()})` : '';
+      if (!run.answering) return;
+      const record = run.memo.record;
+      const heard = record ? ` (last report ${new Date(record.lastHeartbeat).toISOString()})` : '';
       throw ApplicationFailure.nonRetryable(
-        `node ${input.nodeId} is live${heard}; stop its agent before forgetting it`,
+        `node ${run.input.nodeId} is live${heard}; stop its agent before forgetting it`,
         'FailedPrecondition',
       );
     },
   });
+}
+
+function forget(run: RecordRun, notice: ForgetNotice): ForgottenNode {
+  run.memo.forgotten ??= { ...notice, lastHeartbeat: run.memo.record?.lastHeartbeat };
+  publish(run.memo);
+  return run.memo.forgotten;
+}
+
+/** The volumes written off while the node was forgotten, deleted on its pool when it is back (or at once). */
+function keepWrittenOffVolumes(run: RecordRun): WrittenOffCleaner {
+  const { input, memo } = run;
   const cleaner = writtenOffCleaner({
     driverName: input.driverName,
     nodeId: input.nodeId,
@@ -111,81 +186,86 @@ export async function nodePresence(input: NodePresenceInput): Promise<void> {
     onChange: (pending) => {
       if (memo.writtenOff === (pending || undefined)) return;
       memo.writtenOff = pending || undefined;
-      publish();
+      publish(memo);
     },
   });
   setHandler(writeOffVolumeSignal, (volume) => {
     cleaner.add(volume);
     // Written off while the node is back (the deletion's notice raced its return): delete it now.
-    if (answering && memo.record) cleaner.drainInBackground(memo.record.poolId);
+    if (run.answering && memo.record) cleaner.drainInBackground(memo.record.poolId);
   });
-  const record = (fresh: NodeReport): NodeRecord => ({
+  return cleaner;
+}
+
+/** Room for another round: no renewal asked, and the history still short. */
+function hasRoom(run: RecordRun): boolean {
+  return !run.renew && !workflowInfo().continueAsNewSuggested && workflowInfo().historyLength < HISTORY_LIMIT;
+}
+
+/** Runs the activity unless a renewal is asked first, in which case it is cancelled (undefined). */
+async function unlessRenewed<T>(run: RecordRun, work: () => Promise<T>): Promise<{ value: T } | undefined> {
+  const { finished, cancel } = startCancellable(work, (value) => ({ value }));
+  const renewed = condition(() => run.renew).then(() => undefined);
+  const winner = await Promise.race([finished, renewed]);
+  if (!winner) cancel();
+  return winner;
+}
+
+function reportedRecord(memo: NodeRecordMemo, fresh: NodeReport): NodeRecord {
+  return {
     ...fresh,
     firstSeen: memo.record?.firstSeen ?? Date.now(),
     lastHeartbeat: Date.now(), // workflow time: deterministic on replay
-  });
-  const announce = async () => {
-    try {
-      await control.announceLiveness({ driverName: input.driverName, nodeId: input.nodeId, live: memo.live });
-    } catch (error) {
-      if (!(error instanceof ActivityFailure)) throw error;
-      // Best effort: waiting operations still finish correctly, only their phase lags until the next change.
-    }
   };
+}
 
-  /** Runs the activity unless a renewal is asked first, in which case it is cancelled (undefined). */
-  const unlessRenewed = async <T>(work: () => Promise<T>): Promise<{ value: T } | undefined> => {
-    const { finished, cancel } = startCancellable(work, (value) => ({ value }));
-    const renewed = condition(() => renew).then(() => undefined);
-    const winner = await Promise.race([finished, renewed]);
-    if (!winner) cancel();
-    return winner;
-  };
+/**
+ * The node reported: it is live. A node that reports again after being forgotten is a new registration; its pool
+ * identity tells its old volumes apart.
+ */
+function turnLive(run: RecordRun, fresh: NodeReport): void {
+  run.answering = true;
+  Object.assign(run.memo, { record: reportedRecord(run.memo, fresh), live: true, forgotten: undefined });
+  publish(run.memo);
+}
 
-  while (!renew && !workflowInfo().continueAsNewSuggested && workflowInfo().historyLength < HISTORY_LIMIT) {
-    if (!memo.live) {
-      const reported = await unlessRenewed(report);
-      if (!reported) break;
-      const fresh = reported.value;
-      const returning = memo.record !== undefined;
-      // What was written off while the node was away goes first, before the node turns live: until then no
-      // create is placed on it, so a re-created name cannot find the old volume on the pool. (A forget accepted
-      // meanwhile is cleared just below; whatever it releases is written off and deleted in the background.)
-      if (patched('record-deletes-written-off')) await cleaner.drain(fresh.poolId);
-      answering = true;
-      // A node that reports again after being forgotten is a new registration; its pool identity tells its old
-      // volumes apart.
-      Object.assign(memo, { record: record(fresh), live: true, forgotten: undefined });
-      publish();
-      // A first registration (a new node, or a record made again after it was lost) has nobody to tell: work
-      // waiting for the node starts running at once anyway. Saves a visibility query per node at bootstrap.
-      if (returning) await announce();
-      continue;
-    }
-    try {
-      const held = await unlessRenewed(hold);
-      if (!held) break; // still live: the next run holds presence again
-      memo.record = record(held.value.report);
-      if (held.value.leaving) memo.live = false;
-      // A forget applied while the node was live (by an earlier release) is void: the node answers.
-      if (memo.forgotten && memo.live && patched('forget-refused-while-live')) memo.forgotten = undefined;
-    } catch (error) {
-      if (!(error instanceof ActivityFailure)) throw error;
-      memo.live = false;
-    }
-    answering = memo.live;
-    publish();
-    if (!memo.live) await announce();
+/** A hold ended with the agent's last report: live still, unless the agent is leaving. */
+function recordHeld(run: RecordRun, held: PresenceHold): void {
+  const { memo } = run;
+  memo.record = reportedRecord(memo, held.report);
+  if (held.leaving) memo.live = false;
+  // A forget applied while the node was live (by an earlier release) is void: the node answers.
+  if (memo.forgotten && memo.live && patched('forget-refused-while-live')) memo.forgotten = undefined;
+}
+
+function publishLiveness(run: RecordRun): void {
+  run.answering = run.memo.live;
+  publish(run.memo);
+}
+
+/** Tells operations waiting on the node that it changed (their phase follows it). */
+async function announce(run: RecordRun): Promise<void> {
+  try {
+    await control.announceLiveness({ driverName: run.input.driverName, nodeId: run.input.nodeId, live: run.memo.live });
+  } catch (error) {
+    if (!(error instanceof ActivityFailure)) throw error;
+    // Best effort: waiting operations still finish correctly, only their phase lags until the next change.
   }
-  await cleaner.settled(); // a deletion of written-off volumes in flight ends before the list is handed over
-  // Memo and search attributes are given explicitly: a new run otherwise starts with those its first run started
-  // with, and readers would see a stale record until its first workflow task.
-  await makeContinueAsNewFunc<typeof nodePresence>({
+}
+
+/**
+ * The next run takes the record and the write-offs still pending. Memo and search attributes are given
+ * explicitly: a new run otherwise starts with those its first run started with, and readers would see a stale
+ * record until its first workflow task.
+ */
+function continueAsNew(run: RecordRun, cleaner: WrittenOffCleaner): Promise<never> {
+  const { input, memo } = run;
+  return makeContinueAsNewFunc<typeof nodePresence>({
     memo: { [NODE_MEMO_KEY]: memo },
     typedSearchAttributes: [
       { key: OperationKey, value: 'node' },
       { key: NodeIdKey, value: input.nodeId },
-      { key: PhaseKey, value: phase() },
+      { key: PhaseKey, value: phaseOf(memo) },
     ],
   })({ ...input, memo, writtenOff: cleaner.pending().length > 0 ? cleaner.pending() : undefined });
 }

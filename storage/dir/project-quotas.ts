@@ -5,7 +5,7 @@
  */
 import { DriverError, FailureType } from '../../common/failures';
 import { assertProjectQuotas } from './dir-quota';
-import { runTool } from '../host/exec';
+import { runTool } from '../host/tools';
 import { LAST_PROJECT_ID } from '../pool/project-id';
 
 export interface ProjectQuotas {

@@ -6,7 +6,7 @@
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
 import { fsyncDir, fsyncPath } from './atomic-file';
-import { FORMAT_TIMEOUT_MS, ToolError, runTool } from './exec';
+import { FORMAT_TIMEOUT_MS, ToolError, runTool } from './tools';
 
 /** A copy of a large volume is as slow as its disk; a mkfs-sized timeout, not a tool's. */
 const COPY_TIMEOUT_MS = FORMAT_TIMEOUT_MS;

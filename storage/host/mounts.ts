@@ -10,7 +10,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
 import { isReadOnlyDevice } from './block-device';
-import { runTool } from './exec';
+import { runTool } from './tools';
 import { isNotFound } from './fs-checks';
 
 export interface MountEntry {

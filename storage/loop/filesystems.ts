@@ -2,7 +2,7 @@
 import { DriverError, FailureType } from '../../common/failures';
 import { formatBytes } from '../../common/quantity';
 import type { AccessType } from '../pool/backend';
-import { FORMAT_TIMEOUT_MS, ToolError, runTool } from '../host/exec';
+import { FORMAT_TIMEOUT_MS, ToolError, runTool } from '../host/tools';
 
 /** The default first. */
 export const LOOP_FS_TYPES = ['ext4', 'xfs'] as const;

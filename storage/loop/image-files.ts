@@ -7,7 +7,7 @@ import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
 import { formatBytes } from '../../common/quantity';
 import { fsyncDir, fsyncPath } from '../host/atomic-file';
-import { ToolError, runTool } from '../host/exec';
+import { ToolError, runTool } from '../host/tools';
 
 /** Creates or grows the file to `bytes`, allocating every block; never shrinks. No space: ResourceExhausted. */
 export async function preallocate(file: string, bytes: number): Promise<void> {

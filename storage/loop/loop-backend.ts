@@ -10,7 +10,7 @@ import type { CreateVolumeSpec, OpenReport } from '../pool/backend';
 import { LOOP_FS_TYPES, assertLoopSize, growFilesystem, loopFsType, makeFilesystem } from './filesystems';
 import { assertFreeSpace, preallocate } from './image-files';
 import { copyImage } from '../host/copy';
-import { runTool } from '../host/exec';
+import { runTool } from '../host/tools';
 import { LoopAccess } from './loop-access';
 import { attachedDevices, detachDevices, loopAttachments, refreshDevice } from './loop-devices';
 import { isMountOf, realPathIfExists } from '../host/mounts';

@@ -6,7 +6,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
 import { isReadOnlyDevice } from '../host/block-device';
-import { runTool } from '../host/exec';
+import { runTool } from '../host/tools';
 import { isNotFound } from '../host/fs-checks';
 
 const SYS_BLOCK = '/sys/class/block';

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import { FailureType } from '../../../common/failures';
 import { DirBackend } from '../../../storage/dir/dir-backend';
 import { assertProjectQuotas, missingProjectQuota, projectQuotaRefusal } from '../../../storage/dir/dir-quota';
-import { runTool } from '../../../storage/host/exec';
+import { runTool } from '../../../storage/host/tools';
 import { readIntent, writeIntent } from '../../../storage/pool/journal';
 import { PoolLayout } from '../../../storage/pool/pool-layout';
 import {
