@@ -1,7 +1,7 @@
 import { ActivityFailure, ApplicationFailure, proxyActivities } from '@temporalio/workflow';
 import type { NodeActivities, NodeVolume } from '../activities/node-activities';
 import { FailureType } from '../common/failures';
-import { nodeTaskQueue } from '../common/names';
+import { inspectOptions } from './node-activity-options';
 
 /** Asks a volume's node whether it holds the volume; a node that does not answer soon is Unavailable. */
 export async function inspectVolume(input: {
@@ -10,12 +10,7 @@ export async function inspectVolume(input: {
   key: string;
   poolIdPrefix: string;
 }): Promise<NodeVolume | undefined> {
-  const onNode = proxyActivities<NodeActivities>({
-    taskQueue: nodeTaskQueue(input.driverName, input.nodeId),
-    scheduleToStartTimeout: '10s',
-    startToCloseTimeout: '30s',
-    retry: { maximumAttempts: 1 },
-  });
+  const onNode = proxyActivities<NodeActivities>(inspectOptions(input.driverName, input.nodeId));
   try {
     return await onNode.getVolumeOnNode({ key: input.key, poolIdPrefix: input.poolIdPrefix });
   } catch (error) {

@@ -1,9 +1,9 @@
 import { ActivityFailure, proxyActivities } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities } from '../activities/node-activities';
-import { nodeTaskQueue } from '../common/names';
 import { formatVolumeId, poolIdPrefix } from '../common/volume-id';
 import { listReportedNodes } from './reported-nodes';
+import { listOptions } from './node-activity-options';
 
 export interface ListedVolume {
   volumeId: string;
@@ -37,12 +37,7 @@ export async function listVolumes(input: { driverName: string }): Promise<ListVo
     nodes
       .filter((node) => node.live)
       .map(async (node) => {
-        const onNode = proxyActivities<NodeActivities>({
-          taskQueue: nodeTaskQueue(input.driverName, node.nodeId),
-          scheduleToStartTimeout: '5s',
-          startToCloseTimeout: '30s',
-          retry: { maximumAttempts: 1 },
-        });
+        const onNode = proxyActivities<NodeActivities>(listOptions(input.driverName, node.nodeId));
         try {
           const volumes = await onNode.listVolumesOnNode();
           return volumes.map((volume) => ({

@@ -101,6 +101,19 @@ export function listOptions(driverName: string, nodeId: string): ActivityOptions
   };
 }
 
+/**
+ * A look at one volume (ValidateVolumeCapabilities) asks its node once and gives up after 10 s unpicked: the CO
+ * waits on the call, and is told the node is Unavailable and to try again.
+ */
+export function inspectOptions(driverName: string, nodeId: string): ActivityOptions {
+  return {
+    taskQueue: nodeTaskQueue(driverName, nodeId),
+    scheduleToStartTimeout: '10s',
+    startToCloseTimeout: '30s',
+    retry: { maximumAttempts: 1 },
+  };
+}
+
 /** A snapshot is made on its source's node and nowhere else: waits in the queue while the node is down. */
 export function snapshotOptions(driverName: string, nodeId: string, summary: string): ActivityOptions {
   return {
