@@ -7,8 +7,9 @@ import { nodeTaskQueue } from '../common/names';
  *
  * Node activities heartbeat every second (activities/heartbeating.ts), so a dead agent is noticed after the
  * heartbeat timeout, in seconds, and the attempt is retried on the same node; the start-to-close timeout only has
- * to allow for the slowest honest attempt. None has a schedule-to-start timeout except create's first try: a
- * node that is down keeps its work waiting in its queue until the agent returns (invariant 2).
+ * to allow for the slowest honest attempt. Of the activities that change a pool, none has a schedule-to-start
+ * timeout except create's first try: a node that is down keeps its work waiting in its queue until the agent
+ * returns (invariant 2). The reads (list, inspect) move on from a node that does not pick them up.
  *
  * The heartbeat timeouts differ for no reason of their own: create has had 5 s since it was written, delete and
  * expand 10 s. Both are far above the 1 s interval. They are kept as they were, since the timeouts are part of
