@@ -30,7 +30,8 @@ const WORKFLOW_CONTRACT = [
   './node-forgotten.ts',
   './node-presence.ts',
 ];
-const DEV_TOOLS = ['temporal-dev', 'temporal-prod'];
+/** Beside the floors: the dev server's harness, and the tests with the production-style server's (test/temporal-prod/). */
+const DEV_TOOLS = ['temporal-dev', 'test'];
 /**
  * The rooms of storage/ (docs/layout.md), lowest first, the same way: host/ knows nothing of a pool; pool/ holds
  * the backend contract and the pool core, and imports neither the node side nor a backend (what it asks of the

@@ -1,5 +1,5 @@
 'use strict';
-// Builds the production-style Temporal server the tests run against (temporal-prod/, docs/temporal-cluster.md):
+// Builds the production-style Temporal server the tests run against (test/temporal-prod/, docs/temporal-cluster.md):
 // temporal-server and temporal-sql-tool from the Go module proxy, pinned to the server inside the pinned Temporal
 // CLI, plus the PostgreSQL schema files and the config model from the same module, all cached under
 // .tools/temporal-server/<version>/. Node built-ins only (runs from scripts/setup.js).
@@ -11,9 +11,9 @@ const path = require('path');
 const { builtVersion, goCommand, makeFail, readJson, sha256 } = require('./go-build-kit');
 
 const root = path.resolve(__dirname, '..');
-/** One place for the pin, read by temporal-prod/ too. */
+/** One place for the pin, read by test/temporal-prod/ too. */
 const { module: MODULE, version: VERSION } = JSON.parse(
-  fs.readFileSync(path.join(root, 'temporal-prod', 'server-version.json'), 'utf8'),
+  fs.readFileSync(path.join(root, 'test', 'temporal-prod', 'server-version.json'), 'utf8'),
 );
 const BINARIES = [
   { name: 'temporal-server', package: `${MODULE}/cmd/server` },

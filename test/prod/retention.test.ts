@@ -1,7 +1,7 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { createWorkflowId, deleteWorkflowId } from '../../common/names';
 import { locateTemporalCli } from '../../temporal-dev/locate-cli';
-import { createNamespace, registerSearchAttributes } from '../../temporal-prod/namespace-setup';
+import { createNamespace, registerSearchAttributes } from '../temporal-prod/namespace-setup';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { MiB, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { CONFIG_ENV, testTemporalConfig } from '../support/test-temporal';

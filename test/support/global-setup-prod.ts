@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ProdTemporal } from '../../temporal-prod/prod-temporal';
+import { ProdTemporal } from '../temporal-prod/prod-temporal';
 import { PROD_CONFIG_ENV } from './test-temporal';
 
 /**

@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import type { ProdTemporal } from '../../temporal-prod/prod-temporal';
+import type { ProdTemporal } from '../temporal-prod/prod-temporal';
 
 export default async function globalTeardownProd(): Promise<void> {
   const state = (globalThis as Record<string, unknown>).__durableCsiProdTemporal as

@@ -2,8 +2,8 @@ import path from 'node:path';
 import type { TemporalConfig } from '../../temporal/config';
 import { startDevServer, type DevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
-import { ProdTemporal, temporalConfigFlags } from '../../temporal-prod/prod-temporal';
-import { SERVICES } from '../../temporal-prod/server-config';
+import { ProdTemporal, temporalConfigFlags } from '../temporal-prod/prod-temporal';
+import { SERVICES } from '../temporal-prod/server-config';
 
 /**
  * The Temporal server of a soak or benchmark run (not jest's, which global-setup starts): the dev server, or with

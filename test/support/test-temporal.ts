@@ -1,6 +1,6 @@
 import { Connection } from '@temporalio/client';
 import { connectionOptions, type TemporalConfig } from '../../temporal/config';
-import { temporalConfigFlags } from '../../temporal-prod/prod-temporal';
+import { temporalConfigFlags } from '../temporal-prod/prod-temporal';
 
 /**
  * Which Temporal server a test process talks to. The `dev` jest project (every suite) runs against the dev server,

@@ -1,5 +1,5 @@
-import type { ProdTemporal } from '../../../temporal-prod/prod-temporal';
-import type { ServiceName } from '../../../temporal-prod/server-config';
+import type { ProdTemporal } from '../../temporal-prod/prod-temporal';
+import type { ServiceName } from '../../temporal-prod/server-config';
 import { probeAfterOutage, snapshotDriver } from './after-outage';
 import type { Fault, FaultContext, FaultRecord } from './types';
 import { sleep, step } from './types';

@@ -1,5 +1,5 @@
 import type { TemporalConfig } from '../../../temporal/config';
-import type { ProdTemporal } from '../../../temporal-prod/prod-temporal';
+import type { ProdTemporal } from '../../temporal-prod/prod-temporal';
 import type { Build } from '../baseline';
 import type { Cluster } from '../cluster';
 import type { FaultKind, SoakOptions } from '../options';

@@ -3,8 +3,8 @@ import { addTemporalOptions, temporalConfig, type TemporalFlags } from '../../..
 import type { TemporalConfig } from '../../../temporal/config';
 import { searchAttributeCreateCommands } from '../../../temporal/register-commands';
 import { SEARCH_ATTRIBUTES } from '../../../temporal/search-attributes';
-import { temporalConfigFlags } from '../../../temporal-prod/prod-temporal';
-import { renderDynamicConfig, renderServerConfig, SERVICES } from '../../../temporal-prod/server-config';
+import { temporalConfigFlags } from '../../temporal-prod/prod-temporal';
+import { renderDynamicConfig, renderServerConfig, SERVICES } from '../../temporal-prod/server-config';
 import * as keys from '../../../workflows/search-attribute-keys';
 
 const FULL: TemporalConfig = {

@@ -1,7 +1,7 @@
 import path from 'node:path';
-import { runChecked } from '../common/run-process';
-import type { TemporalConfig } from '../temporal/config';
-import { searchAttributeCreateCommands, temporalCliConnectionFlags } from '../temporal/register-commands';
+import { runChecked } from '../../common/run-process';
+import type { TemporalConfig } from '../../temporal/config';
+import { searchAttributeCreateCommands, temporalCliConnectionFlags } from '../../temporal/register-commands';
 import type { NamespaceSpec } from './prod-temporal';
 
 /** `temporal operator namespace create --retention R`, as docs/operations.md tells an operator. */

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { describeFailure, runProcess, succeeded } from '../common/run-process';
+import { describeFailure, runProcess, succeeded } from '../../common/run-process';
 
 /** The name in the frontend's certificate; clients reach 127.0.0.1 and verify this name (--temporal-tls-server-name). */
 export const FRONTEND_SERVER_NAME = 'temporal-frontend.durable-csi.test';

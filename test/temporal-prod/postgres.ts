@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runChecked } from '../common/run-process';
+import { runChecked } from '../../common/run-process';
 
 /** A PostgreSQL cluster of its own (initdb), listening on 127.0.0.1 only, with a password-protected superuser. */
 export interface Postgres {

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { runChecked } from '../common/run-process';
+import { runChecked } from '../../common/run-process';
 import type { InstalledServer } from './installed-server';
 import type { Postgres } from './postgres';
 

@@ -1,11 +1,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { TemporalConfig } from '../temporal/config';
-import { findFreePort, isPortFree } from '../temporal-dev/free-port';
-import { locateTemporalCli } from '../temporal-dev/locate-cli';
+import type { TemporalConfig } from '../../temporal/config';
+import { findFreePort, isPortFree } from '../../temporal-dev/free-port';
+import { locateTemporalCli } from '../../temporal-dev/locate-cli';
 import { FRONTEND_SERVER_NAME, makeTestCertificates, type TestCertificates } from './certificates';
 import { installedServer } from './installed-server';
-import { temporalCliConnectionFlags } from '../temporal/register-commands';
+import { temporalCliConnectionFlags } from '../../temporal/register-commands';
 import { createNamespace, registerSearchAttributes } from './namespace-setup';
 import { startPostgres, type Postgres } from './postgres';
 import { waitForCluster } from './readiness';

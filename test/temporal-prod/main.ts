@@ -1,6 +1,6 @@
 /**
  * Runs the production-style Temporal on its own until Ctrl-C, for benchmarks and trying the operator commands:
- * `node dist/temporal-prod/main.js [--data-dir DIR] [--no-tls]`. Prints the durable-csi and temporal CLI flags.
+ * `node dist/test/temporal-prod/main.js [--data-dir DIR] [--no-tls]`. Prints the durable-csi and temporal CLI flags.
  */
 import fs from 'node:fs';
 import os from 'node:os';

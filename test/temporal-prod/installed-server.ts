@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot } from '../common/project-root';
+import { findProjectRoot } from '../../common/project-root';
 
 /** What scripts/install-temporal-server.js leaves under .tools/temporal-server/<version>/. */
 export interface InstalledServer {
@@ -16,9 +16,11 @@ interface Pin {
   version: string;
 }
 
-/** The pinned server version, e.g. v1.32.0 (temporal-prod/server-version.json, shared with the install script). */
+/** The pinned server version, e.g. v1.32.0 (test/temporal-prod/server-version.json, shared with the install script). */
 export function pinnedServerVersion(root = findProjectRoot()): string {
-  const pin = JSON.parse(fs.readFileSync(path.join(root, 'temporal-prod', 'server-version.json'), 'utf8')) as Pin;
+  const pin = JSON.parse(
+    fs.readFileSync(path.join(root, 'test', 'temporal-prod', 'server-version.json'), 'utf8'),
+  ) as Pin;
   return pin.version;
 }
 

@@ -1,5 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
-import { connectionOptions } from '../temporal/config';
+import { connectionOptions } from '../../temporal/config';
 import type { ProdTemporal } from './prod-temporal';
 import { SERVICES } from './server-config';
 
