@@ -64,6 +64,13 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
       const nodes = [bySnapshot?.nodeId, bySource?.nodeId].filter((node): node is string => node !== undefined);
       if (new Set(nodes).size > 1) return { entries: [] };
       const listed = await snapshots.list(nodes.length > 0 ? [nodes[0]!] : undefined);
+      // A lookup that names one node must not read its silence as "no such snapshot": only its pool knows.
+      if (nodes.length > 0 && listed.unreachableNodes.includes(nodes[0]!)) {
+        throw new DriverError(
+          FailureType.Unavailable,
+          `node ${nodes[0]} holds the snapshots asked for and did not answer; list again once it is back`,
+        );
+      }
       call.sendMetadata(listCoverageHeaders(listed.unreachableNodes));
       const matching = listed.snapshots.filter(
         (snapshot) =>

@@ -139,6 +139,8 @@ describe('snapshots', () => {
       expect(error.message).toMatch(/snapshot deletion of s1_node-2_.* has waited \d+s for node node-2/);
     });
     expect(fs.existsSync(copy)).toBe(true);
+    // Its node silent, the snapshot is not "gone" to a lookup either: UNAVAILABLE, not an empty list.
+    expect(await codeOf(listSnapshots(clients, { snapshot_id: snapshotId }))).toBe('UNAVAILABLE');
 
     await cluster.startNode('node-2');
     await retryLikeCo(() => deleteSnapshot(clients, snapshotId));

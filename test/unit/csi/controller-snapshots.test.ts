@@ -22,12 +22,16 @@ function listed(nodeId: string, n: number, source = 1): ListedSnapshot {
 const ALL = [listed('node-a', 1), listed('node-a', 2, 2), listed('node-a', 3), listed('node-b', 4)];
 
 /** A fake of what the handlers ask Temporal: the nodes asked are recorded. */
-function fakeOperations() {
+function fakeOperations(unreachable: string[] = []) {
   const asked: (string[] | undefined)[] = [];
   const operations = {
     async list(nodeIds?: string[]) {
       asked.push(nodeIds);
-      return { snapshots: ALL.filter((s) => !nodeIds || nodeIds.includes(s.nodeId)), unreachableNodes: [] };
+      const answering = ALL.filter((s) => !unreachable.includes(s.nodeId));
+      return {
+        snapshots: answering.filter((s) => !nodeIds || nodeIds.includes(s.nodeId)),
+        unreachableNodes: unreachable.filter((node) => !nodeIds || nodeIds.includes(node)),
+      };
     },
   } as unknown as SnapshotOperations;
   return { asked, handlers: createSnapshotHandlers(operations, { callWaitMs: 1000 }) };
@@ -81,6 +85,20 @@ describe('ListSnapshots', () => {
     expect((await handlers.ListSnapshots(request({ snapshot_id: 'no-such' }), call)).entries).toEqual([]);
     expect((await handlers.ListSnapshots(request({ source_volume_id: 'no-such' }), call)).entries).toEqual([]);
     expect(asked).toEqual([]);
+  });
+
+  it('answers a lookup whose node did not answer UNAVAILABLE, never an empty list', async () => {
+    const { handlers } = fakeOperations(['node-a']);
+    const byId = handlers.ListSnapshots(request({ snapshot_id: ALL[0]!.snapshotId }), call);
+    await expect(byId).rejects.toMatchObject({
+      type: FailureType.Unavailable,
+      message: expect.stringContaining('node-a'),
+    });
+    const bySource = handlers.ListSnapshots(request({ source_volume_id: ALL[0]!.sourceVolumeId }), call);
+    await expect(bySource).rejects.toMatchObject({ type: FailureType.Unavailable });
+    // A listing of everything still answers what the other nodes hold (the header names the silent one).
+    const all = await handlers.ListSnapshots(request({}), call);
+    expect(all.entries!.map((entry) => entry.snapshot!.snapshot_id)).toEqual([ALL[3]!.snapshotId]);
   });
 
   it('answers a token it did not issue ABORTED and a negative max_entries INVALID_ARGUMENT', async () => {
