@@ -59,18 +59,32 @@ const BUILDS = [
     ldflags: versionLdflags(KUBERNETES_VERSION),
   },
   {
-    name: 'external-provisioner',
+    // The CSI sidecars and the snapshot controller, in one module graph: the client libraries (client-go,
+    // apimachinery, api: most of the compile) are built once for all four instead of once per sidecar. Each module
+    // pins its own k8s.io/* versions with replace lines; here every k8s.io/* library is the newest any of them asks
+    // for (external-resizer's), and external-snapshotter's ./client is its published client module.
+    name: 'sidecars',
     module: 'github.com/kubernetes-csi/external-provisioner/v6',
     version: 'v6.4.0',
-    packages: { 'csi-provisioner': 'github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner' },
-    ldflags: ['-X main.version=v6.4.0'],
-  },
-  {
-    name: 'external-resizer',
-    module: 'github.com/kubernetes-csi/external-resizer/v2',
-    version: 'v2.3.0',
-    packages: { 'csi-resizer': 'github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer' },
-    ldflags: ['-X main.version=v2.3.0'],
+    also: [
+      { module: 'github.com/kubernetes-csi/external-resizer/v2', version: 'v2.3.0' },
+      { module: 'github.com/kubernetes-csi/external-snapshotter/v8', version: 'v8.7.0' },
+    ],
+    kubeLibraries: 'v0.37.1',
+    packages: {
+      'csi-provisioner': 'github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner',
+      'csi-resizer': 'github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer',
+      'csi-snapshotter': 'github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter',
+      'snapshot-controller': 'github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller',
+    },
+    ldflags: [],
+    // main.version per binary: they are different modules with different versions.
+    versions: {
+      'csi-provisioner': 'v6.4.0',
+      'csi-resizer': 'v2.3.0',
+      'csi-snapshotter': 'v8.7.0',
+      'snapshot-controller': 'v8.7.0',
+    },
   },
   {
     // Kubernetes' external storage suite (test/e2e-node/storage-suite/): a Go test of our own that imports
@@ -97,9 +111,20 @@ function cacheRoot() {
   return path.join(base, 'durable-csi', 'k8s-tools');
 }
 
-/** The directory holding one build's binaries; the version is part of the name. */
+/** Every module a build requires, with its version: the build's identity. */
+function requiredModules(build) {
+  return [{ module: build.module, version: build.version }, ...(build.also || [])];
+}
+
+/** The directory holding one build's binaries; the versions are part of the name. */
 function buildDir(build) {
-  return path.join(cacheRoot(), `${build.name}-${build.version}`);
+  return path.join(cacheRoot(), [build.name, ...requiredModules(build).map((m) => m.version)].join('-'));
+}
+
+/** What the stamp records and checks: every module@version, and the k8s.io libraries a build forces. */
+function buildIdentity(build) {
+  const modules = requiredModules(build).map((m) => `${m.module}@${m.version}`);
+  return [...modules, ...(build.kubeLibraries ? [`k8s.io/*@${build.kubeLibraries}`] : [])].join(' ');
 }
 
 const fail = makeFail('install-k8s-tools');
@@ -119,7 +144,7 @@ function sourceHash(build, name) {
 function installedBinaries(build) {
   const dir = buildDir(build);
   const stamp = readJson(path.join(dir, 'stamp.json'));
-  if (!stamp || stamp.module !== build.module || stamp.version !== build.version) return [];
+  if (!stamp || stamp.module !== buildIdentity(build)) return [];
   return binaryNames(build).filter((name) => {
     const binary = path.join(dir, 'bin', name);
     const sources = stamp.sources || {};
@@ -149,8 +174,8 @@ function requireGo() {
 }
 
 /** The module's own go.mod, from the module proxy (through the go command, so GOPROXY/GOFLAGS apply). */
-function upstreamGoMod(go, build, env) {
-  const result = spawnSync(go, ['mod', 'download', '-json', `${build.module}@${build.version}`], {
+function upstreamGoMod(go, { module, version }, env) {
+  const result = spawnSync(go, ['mod', 'download', '-json', `${module}@${version}`], {
     encoding: 'utf8',
     env,
     cwd: os.tmpdir(),
@@ -163,12 +188,12 @@ function upstreamGoMod(go, build, env) {
     }
   })();
   if (result.status !== 0 || !info || !info.GoMod)
-    fail(`cannot download ${build.module}@${build.version}: ${(info && info.Error) || result.stderr.trim()}`);
+    fail(`cannot download ${module}@${version}: ${(info && info.Error) || result.stderr.trim()}`);
   return fs.readFileSync(info.GoMod, 'utf8');
 }
 
-/** The replace lines of a go.mod (single and block form), with local staging paths made published versions. */
-function wrapperReplaces(goMod) {
+/** The replace lines of a go.mod, single and block form, as [from, to]. */
+function replaceLines(goMod) {
   const lines = [];
   let inBlock = false;
   for (const raw of goMod.split('\n')) {
@@ -179,13 +204,39 @@ function wrapperReplaces(goMod) {
     } else if (line === 'replace (') inBlock = true;
     else if (line.startsWith('replace ')) lines.push(line.slice('replace '.length).trim());
   }
-  return lines.map((line) => {
-    const [from, to] = line.split('=>').map((side) => side.trim());
-    const local = /^\.\/staging\/src\/(k8s\.io\/[^ ]+)$/.exec(to);
-    if (local) return `${from} => ${local[1]} ${STAGING_VERSION}`;
-    if (to.startsWith('.') || to.startsWith('/')) fail(`cannot map the local replace "${line}" to a published module`);
+  return lines.map((line) => line.split('=>').map((side) => side.trim()));
+}
+
+/**
+ * One required module's replace lines as the wrapper's: kubernetes' ./staging/... paths become the published
+ * k8s.io/<name> v0.<minor>.<patch>, a module's own local submodule (external-snapshotter's ./client) its published
+ * version, and with kubeLibraries every k8s.io/* that version.
+ */
+function wrapperReplaces(goMod, build, owner) {
+  const ownerBase = owner.module.replace(/\/v\d+$/, '');
+  return replaceLines(goMod).map(([from, to]) => {
+    const name = from.split(' ')[0];
+    if (build.kubeLibraries && name.startsWith('k8s.io/')) return `${name} => ${name} ${build.kubeLibraries}`;
+    const staging = /^\.\/staging\/src\/(k8s\.io\/[^ ]+)$/.exec(to);
+    if (staging) return `${from} => ${staging[1]} ${STAGING_VERSION}`;
+    if (to.startsWith('./') && name.startsWith(`${ownerBase}/`)) return `${name} => ${name} ${owner.version}`;
+    if (to.startsWith('.') || to.startsWith('/'))
+      fail(`cannot map the local replace "${from} => ${to}" to a published module`);
     return `${from} => ${to}`;
   });
+}
+
+/** The wrapper's replace lines for every module it requires; two modules replacing one path differently fail. */
+function allReplaces(go, build, env) {
+  const byPath = new Map();
+  for (const owner of requiredModules(build))
+    for (const line of wrapperReplaces(upstreamGoMod(go, owner, env), build, owner)) {
+      const name = line.split(' ')[0];
+      if (byPath.has(name) && byPath.get(name) !== line)
+        fail(`${build.name}: the modules disagree on ${name} ("${byPath.get(name)}" and "${line}")`);
+      byPath.set(name, line);
+    }
+  return [...byPath.values()];
 }
 
 function install(build) {
@@ -193,7 +244,7 @@ function install(build) {
   const present = installedBinaries(build);
   const missing = binaryNames(build).filter((name) => !present.includes(name));
   if (missing.length === 0) {
-    console.error(`install-k8s-tools: ${build.name} ${build.version} is cached (${dir})`);
+    console.error(`install-k8s-tools: ${build.name} is cached (${dir})`);
     return;
   }
   const { go, version } = requireGo();
@@ -203,13 +254,15 @@ function install(build) {
   const wrapper = path.join(dir, 'module');
   if (present.length === 0) fs.rmSync(dir, { recursive: true, force: true });
   fs.mkdirSync(wrapper, { recursive: true });
-  const replaces = wrapperReplaces(upstreamGoMod(go, build, env));
+  const replaces = allReplaces(go, build, env);
   const goMod = [
     `module durable-csi.local/k8s-tools/${build.name}`,
     '',
     'go 1.26.0',
     '',
-    `require ${build.module} ${build.version}`,
+    'require (',
+    ...requiredModules(build).map((m) => `\t${m.module} ${m.version}`),
+    ')',
     '',
     ...(replaces.length ? ['replace (', ...replaces.map((line) => `\t${line}`), ')', ''] : []),
   ].join('\n');
@@ -218,13 +271,15 @@ function install(build) {
   // graph selects (no `go get`, which would upgrade etcd to the latest).
   const outDir = path.join(dir, 'bin');
   fs.mkdirSync(outDir, { recursive: true });
-  const ldflags = ['-s', '-w', ...build.ldflags].join(' ');
+  const ldflagsOf = (name) =>
+    ['-s', '-w', ...build.ldflags, ...(build.versions ? [`-X main.version=${build.versions[name]}`] : [])].join(' ');
   const stamp = readJson(path.join(dir, 'stamp.json')) || {};
   const hashes = present.length ? stamp.sha256 : {};
   const sources = present.length ? stamp.sources || {} : {};
   for (const name of missing) {
     const out = path.join(outDir, name);
     const test = (build.tests || {})[name];
+    const ldflags = ldflagsOf(name);
     if (test) {
       fs.mkdirSync(path.join(wrapper, test.dir), { recursive: true });
       fs.copyFileSync(test.source, path.join(wrapper, test.dir, path.basename(test.source)));
@@ -236,12 +291,12 @@ function install(build) {
     if (source) sources[name] = source;
     else delete sources[name];
     // Stamped after each binary: an interrupted cold build keeps what it finished.
-    const next = { module: build.module, version: build.version, go: version, sha256: hashes, sources };
+    const next = { module: buildIdentity(build), go: version, sha256: hashes, sources };
     fs.writeFileSync(path.join(dir, 'stamp.json'), `${JSON.stringify(next, null, 2)}\n`);
-    console.error(`install-k8s-tools: ${name} (${build.name} ${build.version}) built`);
+    console.error(`install-k8s-tools: ${name} (${build.name}) built`);
   }
   const seconds = Math.round((Date.now() - started) / 1000);
-  console.error(`install-k8s-tools: ${build.name} ${build.version} built in ${seconds} s (${outDir})`);
+  console.error(`install-k8s-tools: ${build.name} built in ${seconds} s (${outDir})`);
 }
 
 /** name -> absolute path of every binary, for the e2e (which fails loudly if one is missing). */

@@ -74,13 +74,14 @@ run('ensure Temporal CLI', process.execPath, [path.join('dist', 'temporal-dev', 
 const lifecycle = process.env.npm_lifecycle_event;
 if (lifecycle === undefined || lifecycle === 'test' || lifecycle === 'sanity')
   run('install test tools', process.execPath, [path.join('scripts', 'install-tools.js')]);
+// The Go-built tools and images below take ~40 min cold; `npm test` (scripts/test.js) passes --defer-go-tools and
+// builds them in the background while the suites that need none of them run.
+const deferGoTools = process.argv.includes('--defer-go-tools');
+const full = (lifecycle === undefined || lifecycle === 'test') && !deferGoTools;
 // The Kubernetes e2e's control plane and sidecars: ~20 min to build cold, cached by version in the user's cache.
-if (lifecycle === undefined || lifecycle === 'test')
-  run('build Kubernetes test binaries', process.execPath, [path.join('scripts', 'install-k8s-tools.js')]);
+if (full) run('build Kubernetes test binaries', process.execPath, [path.join('scripts', 'install-k8s-tools.js')]);
 // The real node's images (the driver from dist/, the sidecars from the Go builds above, pause, busybox): ~6-13 min
 // cold, cached by content afterwards (docs/images.md). Built here, not inside the test, whose hooks have a timeout.
-if (lifecycle === undefined || lifecycle === 'test')
-  run('build images', process.execPath, [path.join('scripts', 'image', 'build.js'), '--all']);
+if (full) run('build images', process.execPath, [path.join('scripts', 'image', 'build.js'), '--all']);
 // The production-style Temporal (temporal-server built with Go, cached by version) for the prod-temporal suites.
-if (lifecycle === undefined || lifecycle === 'test')
-  run('install temporal-server', process.execPath, [path.join('scripts', 'install-temporal-server.js')]);
+if (full) run('install temporal-server', process.execPath, [path.join('scripts', 'install-temporal-server.js')]);
