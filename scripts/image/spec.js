@@ -35,12 +35,9 @@ const SUITE_SHELL_IMAGES = [
 const SIDECARS = ['csi-provisioner', 'csi-resizer'].map((binary) => {
   const build = BUILDS.find((b) => Object.hasOwn(b.packages, binary));
   if (!build) throw new Error(`scripts/install-k8s-tools.js builds no ${binary}`);
-  return {
-    name: binary,
-    binary,
-    version: build.version,
-    ref: `registry.k8s.io/sig-storage/${binary}:${build.version}`,
-  };
+  // A set of several modules (the sidecars) names each binary's own version.
+  const version = (build.versions || {})[binary] || build.version;
+  return { name: binary, binary, version, ref: `registry.k8s.io/sig-storage/${binary}:${version}` };
 });
 
 function readJsonFile(file) {
