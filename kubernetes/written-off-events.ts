@@ -16,7 +16,8 @@ export function writtenOffEvents(core: CoreV1Api, driverName: string, logger: Lo
     const pvs = await listDriverPvs(core, driverName).catch(() => []);
     for (const volume of report.volumes) {
       const message =
-        `node ${report.nodeId} came back after it was forgotten (${volume.reason}); volume ${volume.volumeId}, ` +
+        `node ${report.nodeId} came back after it was forgotten (${volume.reason}); ` +
+        `${volume.kind === 'snapshot' ? 'snapshot' : 'volume'} ${volume.volumeId}, ` +
         `written off then, was deleted on its pool now (${volume.outcome})`;
       const event = {
         type: 'Normal',

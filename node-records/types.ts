@@ -40,11 +40,14 @@ export interface ForgottenNode {
  * deletes it there for real (or returns with another pool: then the volume is gone with the old pool).
  */
 export interface WrittenOffVolume {
+  /** The volume's ID, or for a snapshot its snapshot ID. */
   volumeId: string;
   key: string;
   poolIdPrefix: string;
   /** The forget's reason. */
   reason: string;
+  /** A snapshot copy (docs/snapshots.md); absent for a volume, as in records written before snapshots. */
+  kind?: 'snapshot';
 }
 
 /** What the node record workflow keeps in its memo, under {@link NODE_MEMO_KEY}. */

@@ -1,10 +1,12 @@
 import {
   ApplicationFailure,
+  patched,
   proxyActivities,
   setCurrentDetails,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
+import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities } from '../activities/node-activities';
 import { FailureType } from '../common/failures';
 import { formatSnapshotId } from '../common/snapshot-id';
@@ -13,6 +15,9 @@ import { snapshotOptions } from './node-activity-options';
 import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
 import { PhaseKey, VolumeIdKey } from './search-attribute-keys';
+
+// Retried until it is recorded: a copy nobody lists must not stay on a pool that returns.
+const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '30s', retry: { maximumInterval: '10s' } });
 
 export interface CreateSnapshotInput {
   driverName: string;
@@ -61,6 +66,9 @@ export async function createSnapshot(input: CreateSnapshotInput): Promise<Create
   );
   liveness.stop();
   if (result.forgotten) {
+    // The copy may have been made before the node went (the answer lost): kept on the node's record, which deletes
+    // it should the node return with this pool, as a create's allocation is.
+    if (patched('create-snapshot-records-write-off')) await writeOffCopy(input, result.notice.reason);
     upsertSearchAttributes([{ key: PhaseKey, value: 'failed' }]);
     throw ApplicationFailure.create({
       type: FailureType.NotFound,
@@ -83,4 +91,14 @@ export async function createSnapshot(input: CreateSnapshotInput): Promise<Create
     sizeBytes: made.sizeBytes,
     createdAt: made.createdAt,
   };
+}
+
+async function writeOffCopy(input: CreateSnapshotInput, reason: string): Promise<void> {
+  const where = { nodeId: input.nodeId, poolIdPrefix: input.poolIdPrefix, key: input.snapshotKey };
+  const copy = { volumeId: formatSnapshotId(where), key: input.snapshotKey, poolIdPrefix: input.poolIdPrefix, reason };
+  await control.recordWriteOff({
+    driverName: input.driverName,
+    nodeId: input.nodeId,
+    volume: { ...copy, kind: 'snapshot' },
+  });
 }

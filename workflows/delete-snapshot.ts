@@ -1,10 +1,20 @@
-import { proxyActivities, setCurrentDetails, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  patched,
+  proxyActivities,
+  setCurrentDetails,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities, NodeDeleteOutcome } from '../activities/node-activities';
 import { deleteOptions } from './node-activity-options';
 import type { ForgetNotice } from './node-forgotten';
 import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
 import { PhaseKey } from './search-attribute-keys';
+
+// Retried until it is recorded: the write-off is what makes the OK true.
+const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '30s', retry: { maximumInterval: '10s' } });
 
 export interface DeleteSnapshotInput {
   driverName: string;
@@ -34,8 +44,7 @@ export interface DeleteSnapshotResult {
 export async function deleteSnapshot(input: DeleteSnapshotInput): Promise<DeleteSnapshotResult> {
   const untilForgotten = listenForForget();
   const liveness = followNodeLiveness();
-  if (input.forgotten)
-    return finish({ outcome: 'node-forgotten', nodeId: input.nodeId, reason: input.forgotten.reason });
+  if (input.forgotten) return writtenOff(input, input.forgotten);
   liveness.waitOn({ nodeId: input.nodeId, doing: 'snapshot deletion' }, input.nodeLive, workflowInfo().startTime, true);
   const onNode = proxyActivities<NodeActivities>(
     deleteOptions(input.driverName, input.nodeId, `delete snapshot ${input.key} from the pool of ${input.nodeId}`),
@@ -44,9 +53,29 @@ export async function deleteSnapshot(input: DeleteSnapshotInput): Promise<Delete
     onNode.deleteSnapshotOnNode({ key: input.key, poolIdPrefix: input.poolIdPrefix }),
   );
   liveness.stop();
-  if (result.forgotten)
-    return finish({ outcome: 'node-forgotten', nodeId: input.nodeId, reason: result.notice.reason });
+  if (result.forgotten) return writtenOff(input, result.notice);
   return finish({ outcome: result.value, nodeId: input.nodeId });
+}
+
+/**
+ * As deleteVolume's write-off: the node is gone for good, so nothing deleted the copy. Before the CO is told it is
+ * gone, the copy is kept on the node's record, which deletes it should the node return with this pool.
+ */
+async function writtenOff(input: DeleteSnapshotInput, notice: ForgetNotice): Promise<DeleteSnapshotResult> {
+  if (patched('delete-snapshot-records-write-off')) {
+    const copy = {
+      volumeId: input.snapshotId,
+      key: input.key,
+      poolIdPrefix: input.poolIdPrefix,
+      reason: notice.reason,
+    };
+    await control.recordWriteOff({
+      driverName: input.driverName,
+      nodeId: input.nodeId,
+      volume: { ...copy, kind: 'snapshot' },
+    });
+  }
+  return finish({ outcome: 'node-forgotten', nodeId: input.nodeId, reason: notice.reason });
 }
 
 function finish(result: DeleteSnapshotResult): DeleteSnapshotResult {

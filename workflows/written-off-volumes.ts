@@ -6,7 +6,7 @@ import type { WrittenOffVolume } from '../node-records/types';
 import { ownsVolume } from '../common/volume-id';
 
 /**
- * The volumes a node's record keeps because their deletions were answered "node-forgotten" while nothing could
+ * The volumes (and snapshot copies) a node's record keeps because their deletions were answered "node-forgotten" while nothing could
  * delete them (the CO was told they are gone). When the node returns with the pool they were issued on, the
  * record deletes them there for real, on the node's own queue (durable: the tasks wait there while the agent is
  * away). A node back with another pool never held them any more: they are dropped. The list lives in the
@@ -22,6 +22,13 @@ export interface WrittenOffCleaner {
   /** Resolves once no drain is in flight. */
   settled(): Promise<void>;
 }
+
+/**
+ * A volume and a snapshot copy are different things on the pool. For volumes these are the comparisons of the
+ * releases before snapshots (a batch's keys are done whatever their pool), so their histories replay unchanged.
+ */
+const kindKey = (volume: WrittenOffVolume) => `${volume.kind ?? 'volume'}/${volume.key}`;
+const identity = (volume: WrittenOffVolume) => `${kindKey(volume)}/${volume.poolIdPrefix}`;
 
 /** Deletions in flight at once: bounded, so a node that returns to thousands of write-offs is not flooded. */
 const BATCH = 16;
@@ -41,8 +48,11 @@ export function writtenOffCleaner(deps: {
   const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 5 } });
 
   const deleteOne = async (volume: WrittenOffVolume): Promise<string> => {
+    const where = { key: volume.key, poolIdPrefix: volume.poolIdPrefix };
     try {
-      return await onNode.deleteVolumeOnNode({ key: volume.key, poolIdPrefix: volume.poolIdPrefix });
+      return volume.kind === 'snapshot'
+        ? await onNode.deleteSnapshotOnNode(where)
+        : await onNode.deleteVolumeOnNode(where);
     } catch (error) {
       if (!(error instanceof ActivityFailure)) throw error;
       // A definite refusal: left on the pool, where the orphan report shows it (no PV, no pending operation).
@@ -70,8 +80,8 @@ export function writtenOffCleaner(deps: {
       } catch (error) {
         if (!(error instanceof ActivityFailure)) throw error; // an Event is a report, not the decision
       }
-      const done = new Set(batch.map((volume) => volume.key));
-      kept = kept.filter((volume) => !done.has(volume.key));
+      const done = new Set(batch.map(kindKey));
+      kept = kept.filter((volume) => !done.has(kindKey(volume)));
       deps.onChange(kept.length);
     }
   };
@@ -83,7 +93,7 @@ export function writtenOffCleaner(deps: {
 
   return {
     add(volume) {
-      if (kept.some((known) => known.key === volume.key && known.poolIdPrefix === volume.poolIdPrefix)) return;
+      if (kept.some((known) => identity(known) === identity(volume))) return;
       kept.push(volume);
       deps.onChange(kept.length);
     },
