@@ -10,10 +10,12 @@ const { clearInterval, setInterval, setTimeout } = require('timers');
 const root = path.resolve(__dirname, '..');
 const LOG = path.join(root, '.tools', 'background-build.log');
 
+/** In the order the suites need them. Only the images need setup's work (dist/ goes into the driver's image). */
 const STEPS = [
   { name: 'temporal-server', args: [path.join('scripts', 'install-temporal-server.js')] },
-  { name: 'kubernetes tools', args: [path.join('scripts', 'install-k8s-tools.js')] },
-  { name: 'images', args: [path.join('scripts', 'image', 'build.js'), '--all'] },
+  { name: 'control plane', args: [path.join('scripts', 'install-k8s-tools.js'), 'kubernetes', 'sidecars'] },
+  { name: 'storage suite', args: [path.join('scripts', 'install-k8s-tools.js'), 'storage-suite'] },
+  { name: 'images', args: [path.join('scripts', 'image', 'build.js'), '--all'], afterSetup: true },
 ];
 
 /** `nice -n 19 [ionice -c 3]`: ionice is util-linux's, present on Debian but not everywhere. */
@@ -22,15 +24,19 @@ function lowPriority() {
   return ['nice', '-n', '19', ...(ionice.status === 0 ? ['ionice', '-c', '3'] : [])];
 }
 
-function runStep(step, log) {
+function runStep(step, log, children) {
   const started = Date.now();
   const [command, ...prefix] = lowPriority();
   fs.writeSync(log, `\n=== ${step.name}: node ${step.args.join(' ')}\n`);
   return new Promise((resolve) => {
+    // Its own process group, so stop() ends the go commands under it too.
     const child = spawn(command, [...prefix, process.execPath, ...step.args], {
       cwd: root,
       stdio: ['ignore', log, log],
+      detached: true,
     });
+    children.add(child);
+    child.on('exit', () => children.delete(child));
     const done = (ok, why) => resolve({ name: step.name, ok, why, seconds: Math.round((Date.now() - started) / 1000) });
     child.on('error', (error) => done(false, error.message));
     child.on('exit', (code, signal) => done(code === 0, signal || `exit ${code}`));
@@ -45,17 +51,24 @@ function tail(file, lines) {
   }
 }
 
-/** Starts the steps; ready(name) resolves with that step's result, ready('all') once every step has ended. */
+/**
+ * Starts the steps; ready(name) resolves with that step's result, ready('all') once every step has ended. The
+ * steps marked afterSetup wait for setupDone(); stop() ends whatever runs (this process is ending).
+ */
 function startBackgroundBuild() {
   fs.mkdirSync(path.dirname(LOG), { recursive: true });
   const log = fs.openSync(LOG, 'w');
   const results = new Map();
   let running;
+  const children = new Set();
+  let setupDone;
+  const setup = new Promise((resolve) => (setupDone = resolve));
   console.error(`test: building ${STEPS.map((step) => step.name).join(', ')} in the background (log: ${LOG})`);
   const finished = (async () => {
     for (const step of STEPS) {
+      if (step.afterSetup) await setup;
       running = { name: step.name, since: Date.now() };
-      const result = await runStep(step, log);
+      const result = await runStep(step, log, children);
       results.set(step.name, result);
       console.error(
         `test: background ${step.name}: ${result.ok ? 'ready' : `FAILED (${result.why})`} in ${result.seconds} s`,
@@ -85,7 +98,16 @@ function startBackgroundBuild() {
 
   const summary = () =>
     [...results.values()].map((r) => `${r.name} ${r.ok ? '' : 'FAILED '}${r.seconds} s`).join(', ') || 'not finished';
-  return { ready, summary };
+  const stop = () => {
+    for (const child of children) {
+      try {
+        process.kill(-child.pid, 'SIGTERM');
+      } catch {
+        // already gone
+      }
+    }
+  };
+  return { ready, summary, setupDone: () => setupDone(), stop };
 }
 
 module.exports = { startBackgroundBuild, STEPS };

@@ -299,10 +299,11 @@ function install(build) {
   console.error(`install-k8s-tools: ${build.name} built in ${seconds} s (${outDir})`);
 }
 
-/** name -> absolute path of every binary, for the e2e (which fails loudly if one is missing). */
-function binaries() {
+/** name -> absolute path of every binary (of the named sets only, when given), for the e2e (which fails loudly if
+ * one is missing). */
+function binaries(sets) {
   const out = {};
-  for (const build of BUILDS)
+  for (const build of BUILDS.filter((b) => !sets || sets.includes(b.name)))
     for (const name of binaryNames(build)) out[name] = path.join(buildDir(build), 'bin', name);
   return out;
 }

@@ -8,56 +8,61 @@
 //
 //   phase 1  dev project, all but test/e2e-k8s and test/e2e-node   needs: setup (deps, build, CLI, csi-sanity)
 //   phase 2  prod-temporal project                                 needs: temporal-server
-//   phase 3  dev project, test/e2e-k8s and test/e2e-node           needs: Kubernetes tools and images
-const { spawn, spawnSync } = require('child_process');
+//   phase 3  dev project, test/e2e-k8s                             needs: control plane and sidecars
+//   phase 4  dev project, test/e2e-node (real kubelet, the suite)  needs: the storage suite and the images
+// The Go builds start before setup (they need nothing of it); the images wait for setup's dist/.
+const { spawn } = require('child_process');
 const path = require('path');
 const { startBackgroundBuild } = require('./background-build');
 
 const root = path.resolve(__dirname, '..');
 const jest = path.join(root, 'node_modules', 'jest', 'bin', 'jest.js');
-const K8S_SUITES = ['test/e2e-k8s/', 'test/e2e-node/'];
+const E2E_K8S = 'test/e2e-k8s/';
+const E2E_NODE = 'test/e2e-node/';
 
-function step(name, command, args) {
+/**
+ * A child process, awaited without blocking this one (never spawnSync): the background build moves on to its next
+ * step meanwhile.
+ */
+function step(name, command, args, env = {}) {
   console.error(`test: ${name}: ${command} ${args.join(' ')}`);
   const started = Date.now();
-  const result = spawnSync(command, args, { cwd: root, stdio: 'inherit' });
-  const seconds = Math.round((Date.now() - started) / 1000);
-  if (result.error) return { name, ok: false, why: result.error.message, seconds };
-  return { name, ok: result.status === 0, why: result.signal || `exit ${result.status}`, seconds };
-}
-
-/** A jest run in a child (not spawnSync), so this process can keep reporting the background build meanwhile. */
-function jestRun(name, args, env = {}) {
-  console.error(`test: ${name}: jest ${args.join(' ')}`);
-  const started = Date.now();
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [jest, '--runInBand', ...args], {
-      cwd: root,
-      stdio: 'inherit',
-      env: { ...process.env, ...env },
-    });
-    child.on('error', (error) => resolve({ name, ok: false, why: error.message }));
-    child.on('exit', (code, signal) => {
-      const seconds = Math.round((Date.now() - started) / 1000);
-      resolve({ name, ok: code === 0, why: signal || `exit ${code}`, seconds });
-    });
+    const child = spawn(command, args, { cwd: root, stdio: 'inherit', env: { ...process.env, ...env } });
+    const seconds = () => Math.round((Date.now() - started) / 1000);
+    child.on('error', (error) => resolve({ name, ok: false, why: error.message, seconds: seconds() }));
+    child.on('exit', (code, signal) =>
+      resolve({ name, ok: code === 0, why: signal || `exit ${code}`, seconds: seconds() }),
+    );
   });
 }
 
+/** Paths go before --selectProjects, which would take them as more project names. */
+const jestRun = (name, args, env) => step(name, process.execPath, [jest, '--runInBand', ...args], env);
+
 async function main() {
   const results = [];
-  const setup = step('setup', process.execPath, [path.join(root, 'scripts', 'setup.js'), '--defer-go-tools']);
-  if (!setup.ok) process.exit(1);
-  console.error(`test: setup took ${setup.seconds} s`);
+  // The Go builds need nothing of setup's (npm ci, the build): they start first.
   const background = startBackgroundBuild();
-  results.push(step('lint', 'npm', ['run', 'lint', '--silent']));
-  results.push(
-    await jestRun('phase 1 (dev)', ['--selectProjects', 'dev'], { DURABLE_CSI_SKIP_KUBERNETES_SUITES: '1' }),
-  );
-  const server = await background.ready('temporal-server');
-  results.push(server.ok ? await jestRun('phase 2 (prod-temporal)', ['--selectProjects', 'prod-temporal']) : server);
-  const k8s = await background.ready('all');
-  results.push(k8s.ok ? await jestRun('phase 3 (Kubernetes)', ['--selectProjects', 'dev', ...K8S_SUITES]) : k8s);
+  const setup = await step('setup', process.execPath, [path.join(root, 'scripts', 'setup.js'), '--defer-go-tools']);
+  if (!setup.ok) {
+    background.stop();
+    process.exit(1);
+  }
+  console.error(`test: setup took ${setup.seconds} s`);
+  background.setupDone();
+  results.push(await step('lint', 'npm', ['run', 'lint', '--silent']));
+  const phase1 = ['--selectProjects', 'dev'];
+  results.push(await jestRun('phase 1 (dev)', phase1, { DURABLE_CSI_SKIP_KUBERNETES_SUITES: '1' }));
+  const phases = [
+    { name: 'phase 2 (prod-temporal)', needs: 'temporal-server', args: ['--selectProjects', 'prod-temporal'] },
+    { name: 'phase 3 (Kubernetes control plane)', needs: 'control plane', args: [E2E_K8S, '--selectProjects', 'dev'] },
+    { name: 'phase 4 (real node)', needs: 'all', args: [E2E_NODE, '--selectProjects', 'dev'] },
+  ];
+  for (const phase of phases) {
+    const ready = await background.ready(phase.needs);
+    results.push(ready.ok ? await jestRun(phase.name, phase.args) : { ...ready, name: `${phase.name}: ${ready.name}` });
+  }
   console.error(`test: background build: ${background.summary()}`);
   for (const result of results)
     console.error(

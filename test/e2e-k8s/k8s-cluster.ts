@@ -12,7 +12,7 @@ import { ControlPlane, serviceAccount } from './control-plane';
 import type { KubeRest } from './kube-rest';
 import { preparePod, startLaunch, type PodRun } from './pod-runner';
 import { eventually, type Proc } from './processes';
-import { k8sTools, type K8sTools } from './tools';
+import { CONTROL_PLANE_SETS, k8sTools, type K8sTools } from './tools';
 
 export const NAMESPACE = 'durable-csi';
 export const DRIVER = 'durable-csi.io';
@@ -40,7 +40,7 @@ export interface RunningPod {
  */
 export class K8sCluster {
   readonly root = fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-k8s-'));
-  readonly tools: K8sTools = k8sTools();
+  readonly tools: K8sTools = k8sTools(CONTROL_PLANE_SETS);
   readonly plane = new ControlPlane(this.tools, this.root, [serviceAccount(NAMESPACE, CONTROLLER_SA)]);
   /** The admin's client. */
   api!: KubeRest;

@@ -12,7 +12,7 @@ import { eventually } from '../support/run-cli';
 import { temporalAddress } from '../support/cluster';
 import { ControlPlane } from './control-plane';
 import type { KubeRest } from './kube-rest';
-import { k8sTools } from './tools';
+import { CONTROL_PLANE_SETS, k8sTools } from './tools';
 
 /**
  * The Node-deleted policy (kubernetes/node-deleted-watch.ts) against a real kube-apiserver and the real Temporal
@@ -22,7 +22,7 @@ import { k8sTools } from './tools';
 jest.setTimeout(240_000);
 
 const FORGET_AFTER_S = 3;
-const plane = new ControlPlane(k8sTools(), fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-k8s-')), []);
+const plane = new ControlPlane(k8sTools(CONTROL_PLANE_SETS), fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-k8s-')), []);
 const cluster = new TestCluster('node-deleted');
 let proxy: GrpcCallProxy;
 let api: KubeRest;

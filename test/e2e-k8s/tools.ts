@@ -19,16 +19,20 @@ export interface K8sTools {
   ginkgo: string;
 }
 
+/** The sets of scripts/install-k8s-tools.js a control plane with the sidecars needs (no storage suite). */
+export const CONTROL_PLANE_SETS = ['kubernetes', 'sidecars'];
+
 /**
- * The binaries scripts/install-k8s-tools.js built (npm test runs it through scripts/setup.js). A missing one
- * fails the e2e with the command that builds it: the test is never skipped.
+ * The binaries scripts/install-k8s-tools.js built (npm test builds them in the background and runs these suites
+ * once they are there). A missing one fails the e2e with the command that builds it: the test is never skipped.
+ * With `sets`, only those sets' binaries are looked for (and only their fields are set).
  */
-export function k8sTools(): K8sTools {
+export function k8sTools(sets?: string[]): K8sTools {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const installer = require(path.join(findProjectRoot(), 'scripts', 'install-k8s-tools.js')) as {
-    binaries(): Record<string, string>;
+    binaries(sets?: string[]): Record<string, string>;
   };
-  const binaries = installer.binaries();
+  const binaries = installer.binaries(sets);
   const missing = Object.entries(binaries).filter(([, file]) => !fs.existsSync(file));
   if (missing.length > 0)
     throw new Error(
