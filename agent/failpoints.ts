@@ -2,11 +2,12 @@ import type { CreateSnapshotSpec, CreateVolumeSpec, StorageBackend } from '../st
 
 /**
  * Failpoints for the crash tests and the chaos harness: the hidden flag `--failpoints name[,name]` makes the node
- * agent kill itself (SIGKILL, no cleanup) at that step, exactly as a power cut would. Off unless the flag is
+ * agent kill itself (SIGKILL, no cleanup) at that step, exactly as a power cut would, or (snapshot.slow-copy) take
+ * SLOW_COPY_MS longer over every snapshot copy, as a large one would. Off unless the flag is
  * given; the agent logs a warning when any is armed. Only a flag: no environment variable (a ConfigMap's, say)
  * can arm them in a deployed Pod (docs/security.md). Names:
  *   create.before-allocate  create.after-allocate  delete.before  delete.after
- *   snapshot.after-copy (the copy and its record are made, the activity never answers)
+ *   snapshot.after-copy (the copy and its record are made, the activity never answers)  snapshot.slow-copy
  */
 export const FAILPOINT_NAMES = [
   'create.before-allocate',
@@ -14,8 +15,11 @@ export const FAILPOINT_NAMES = [
   'delete.before',
   'delete.after',
   'snapshot.after-copy',
+  'snapshot.slow-copy',
 ] as const;
 export type Failpoint = (typeof FAILPOINT_NAMES)[number];
+
+export const SLOW_COPY_MS = 10_000;
 
 export function armedFailpoints(spec = ''): Set<Failpoint> {
   const names = spec.split(',').filter(Boolean);
@@ -39,6 +43,7 @@ export function withFailpoints(backend: StorageBackend, armed: Set<Failpoint>): 
       return record;
     },
     async createSnapshot(spec: CreateSnapshotSpec) {
+      if (armed.has('snapshot.slow-copy')) await new Promise((resolve) => setTimeout(resolve, SLOW_COPY_MS));
       const record = await backend.createSnapshot(spec);
       hit('snapshot.after-copy');
       return record;

@@ -89,7 +89,8 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
   };
 }
 
-function toCsiSnapshot(snapshot: Omit<ListedSnapshot, 'nodeId'> & { nodeId?: string }): Snapshot {
+/** A listed snapshot is on its pool, so ready; a created one says (its copy may still run). */
+function toCsiSnapshot(snapshot: Omit<ListedSnapshot, 'nodeId'> & { nodeId?: string; readyToUse?: boolean }): Snapshot {
   const millis = Date.parse(snapshot.createdAt);
   const at = Number.isNaN(millis) ? 0 : millis;
   return {
@@ -97,7 +98,7 @@ function toCsiSnapshot(snapshot: Omit<ListedSnapshot, 'nodeId'> & { nodeId?: str
     source_volume_id: snapshot.sourceVolumeId,
     size_bytes: String(snapshot.sizeBytes),
     creation_time: { seconds: String(Math.floor(at / 1000)), nanos: (at % 1000) * 1_000_000 },
-    ready_to_use: true,
+    ready_to_use: snapshot.readyToUse ?? true,
   };
 }
 
