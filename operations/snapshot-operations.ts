@@ -178,3 +178,11 @@ export class SnapshotOperations {
     }
   }
 }
+
+/** A lookup naming one node must not read its silence as "no such snapshot": only that node's pool knows. */
+export function silentNode(nodeId: string): DriverError {
+  return new DriverError(
+    FailureType.Unavailable,
+    `node ${nodeId} holds the snapshots asked for and did not answer; list again once it is back`,
+  );
+}
