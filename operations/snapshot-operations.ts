@@ -95,7 +95,7 @@ export class SnapshotOperations {
         },
       ],
       searchAttributes: [
-        { key: OperationKey, value: 'delete-snapshot' },
+        { key: OperationKey, value: 'snapshot-delete' },
         { key: VolumeIdKey, value: snapshotId },
         { key: NodeIdKey, value: parts.nodeId },
         ...phaseAttributes(record),
@@ -150,7 +150,7 @@ export class SnapshotOperations {
       ],
       memo: { sourceVolumeId },
       searchAttributes: [
-        { key: OperationKey, value: 'snapshot' },
+        { key: OperationKey, value: 'snapshot-create' },
         { key: VolumeIdKey, value: sourceVolumeId },
         { key: NodeIdKey, value: parts.nodeId },
         ...phaseAttributes(record),
