@@ -1,3 +1,4 @@
+import { parseSnapshotId } from '../common/snapshot-id';
 import { parseVolumeId } from '../common/volume-id';
 
 /**
@@ -9,20 +10,43 @@ export function describeDeleteOutcome(volumeId: string, outcome?: string, reason
   if (!parts) {
     return `nothing to delete: "${volumeId}" is not a volume ID this driver issues (v1_<node>_<pool>_<key>)`;
   }
-  const node = parts.nodeId;
+  if (outcome === 'node-never-registered') {
+    // Only deletions answered by release 0.1, which trusted a missing registry entry.
+    return `nothing deleted: release 0.1 found node ${parts.nodeId} missing from its registry and did not ask the node`;
+  }
+  return (
+    describeOutcome('volume', volumeId, parts.nodeId, outcome, reason) ??
+    `DeleteVolume succeeded for ${volumeId} (the controller did not say what it found)`
+  );
+}
+
+/** What `snapshots delete` prints once the deletion workflow has answered (the ID was checked before). */
+export function describeSnapshotDeleteOutcome(snapshotId: string, outcome: string, reason?: string): string {
+  const node = parseSnapshotId(snapshotId)?.nodeId ?? '?';
+  return (
+    describeOutcome('snapshot', snapshotId, node, outcome, reason) ??
+    `the deletion of ${snapshotId} ended with ${outcome}`
+  );
+}
+
+/** The outcomes a volume's and a snapshot's deletion share (docs/snapshots.md, DeleteSnapshot). */
+function describeOutcome(
+  what: 'volume' | 'snapshot',
+  id: string,
+  node: string,
+  outcome: string | undefined,
+  reason: string | undefined,
+): string | undefined {
   switch (outcome) {
     case 'deleted':
-      return `deleted ${volumeId}`;
+      return `deleted ${id}`;
     case 'absent':
-      return `nothing to delete: node ${node} has no volume ${volumeId} (deleted earlier, or never created)`;
+      return `nothing to delete: node ${node} has no ${what} ${id} (deleted earlier, or never created)`;
     case 'pool-replaced':
-      return `nothing to delete: ${volumeId} was issued on an earlier pool of node ${node}; its current pool never held it`;
-    case 'node-never-registered':
-      // Only deletions answered by release 0.1, which trusted a missing registry entry.
-      return `nothing deleted: release 0.1 found node ${node} missing from its registry and did not ask the node`;
+      return `nothing to delete: ${id} was issued on an earlier pool of node ${node}; its current pool never held it`;
     case 'node-forgotten':
-      return `${volumeId} written off: node ${node} was forgotten (${reason ?? 'no reason given'}); nothing was deleted on its disk`;
+      return `${id} written off: node ${node} was forgotten (${reason ?? 'no reason given'}); nothing was deleted on its disk`;
     default:
-      return `DeleteVolume succeeded for ${volumeId} (the controller did not say what it found)`;
+      return undefined;
   }
 }

@@ -37,8 +37,8 @@ export async function listAllVolumes(clients: CsiClients, timeoutMs: number): Pr
 }
 
 /** The stderr line under the table: the list is true only for the nodes that answered. */
-export function describeUnanswered(nodeIds: string[]): string | undefined {
+export function describeUnanswered(nodeIds: string[], what: 'volumes' | 'snapshots' = 'volumes'): string | undefined {
   if (nodeIds.length === 0) return undefined;
   const [nodes, their] = nodeIds.length === 1 ? ['node', 'its'] : ['nodes', 'their'];
-  return `${nodes} ${nodeIds.join(', ')} did not answer: ${their} volumes are missing from this list`;
+  return `${nodes} ${nodeIds.join(', ')} did not answer: ${their} ${what} are missing from this list`;
 }

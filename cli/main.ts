@@ -16,6 +16,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   dev: async () => (await import('./dev-command')).devCommand(),
   volumes: async () => (await import('./volumes-command')).volumesCommand(),
   nodes: async () => (await import('./nodes-command')).nodesCommand(),
+  snapshots: async () => (await import('./snapshots-command')).snapshotsCommand(),
 };
 
 /** durable-csi: thin entry; each subcommand parses its flags once and calls a run() function. */

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { Option } from 'commander';
 import type { Command } from 'commander';
+import { DriverError } from '../common/failures';
 import { DEFAULT_DRIVER_NAME } from '../common/names';
 import { connectionOptions } from '../temporal/config';
 import { formatDuration } from '../operations/describe-wait';
@@ -33,8 +34,9 @@ export async function withTemporalClient<T>(flags: OperatorFlags, body: (client:
   try {
     return await body(new Client({ connection, namespace: flags.temporalNamespace }));
   } catch (error) {
-    // The lazy connection fails on the first call: say why, as the controller does at start.
-    if (isConnectFailure(error)) {
+    // The lazy connection fails on the first call: say why, as the controller does at start. A DriverError is
+    // the driver's own answer (a node that did not answer, say), whatever words it uses.
+    if (!(error instanceof DriverError) && isConnectFailure(error)) {
       const { explainConnectionFailure } = await import('../temporal/connection');
       throw await explainConnectionFailure(config, error);
     }

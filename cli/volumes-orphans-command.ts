@@ -9,16 +9,17 @@ import { printTable } from './table';
 export function orphansCommand(): Command {
   const command = new Command('orphans')
     .description(
-      'volumes on a pool with no PV (unclaimed), PVs whose volume no pool reports (lost), and pending deletions ' +
-        'whose PV is gone; read-only, deletes nothing',
+      'volumes on a pool with no PV (unclaimed), PVs whose volume no pool reports (lost), pending deletions ' +
+        'whose PV is gone, and the same for snapshots and VolumeSnapshotContents; read-only, deletes nothing',
     )
     .option('--kubeconfig <file>', 'Kubernetes configuration (default: $KUBECONFIG, ~/.kube/config, in-cluster)');
   return addOperatorOptions(command).action(async (flags: OperatorFlags & { kubeconfig?: string }) => {
     // Loaded here, not at CLI start: @kubernetes/client-node is large.
-    const { coreApi, loadKubeConfig } = await import('../kubernetes/kube-config');
+    const { coreApi, customObjectsApi, loadKubeConfig } = await import('../kubernetes/kube-config');
     const { buildOrphanReport } = await import('../kubernetes/orphan-report');
-    const core = coreApi(loadKubeConfig(flags.kubeconfig));
-    const report = await withTemporalClient(flags, (client) => buildOrphanReport(client, core, flags.driverName));
+    const config = loadKubeConfig(flags.kubeconfig);
+    const kubernetes = { core: coreApi(config), custom: customObjectsApi(config) };
+    const report = await withTemporalClient(flags, (client) => buildOrphanReport(client, kubernetes, flags.driverName));
     if (flags.output === 'json') printJson(report);
     else printReport(report);
   });
@@ -26,7 +27,12 @@ export function orphansCommand(): Command {
 
 function printReport(report: OrphanReport): void {
   const now = report.generatedAt.getTime();
-  const found = report.unclaimedVolumes.length + report.lostVolumes.length + report.deletionsWithoutPv.length;
+  const found =
+    report.unclaimedVolumes.length +
+    report.lostVolumes.length +
+    report.deletionsWithoutPv.length +
+    report.unclaimedSnapshots.length +
+    report.lostSnapshots.length;
   if (found === 0) process.stdout.write('no orphans\n');
   if (report.unclaimedVolumes.length > 0) {
     process.stdout.write('Unclaimed: on a pool, with no PV and no pending operation\n');
@@ -49,6 +55,30 @@ function printReport(report: OrphanReport): void {
       report.deletionsWithoutPv.map((d) => [d.volumeId, d.nodeId ?? '', ageOf(d.startTime, now), d.workflowId]),
     );
   }
+  printSnapshotOrphans(report);
   if (report.uncheckedNodes.length > 0)
     process.stdout.write(`\nNot checked (node did not answer): ${report.uncheckedNodes.join(', ')}\n`);
+}
+
+function printSnapshotOrphans(report: OrphanReport): void {
+  if (!report.snapshotCrdsInstalled) {
+    process.stdout.write(
+      '\nSnapshots not checked: the cluster serves no VolumeSnapshotContents (snapshot.storage.k8s.io/v1 CRDs not installed)\n',
+    );
+    return;
+  }
+  if (report.unclaimedSnapshots.length > 0) {
+    process.stdout.write('\nUnclaimed snapshots: on a pool, named by no VolumeSnapshotContent, no pending operation\n');
+    printTable(
+      ['SNAPSHOT ID', 'NAME', 'NODE', 'SIZE'],
+      report.unclaimedSnapshots.map((s) => [s.snapshotId, s.name, s.nodeId, formatBytes(s.sizeBytes)]),
+    );
+  }
+  if (report.lostSnapshots.length > 0) {
+    process.stdout.write('\nLost snapshots: a VolumeSnapshotContent whose snapshot no pool reports\n');
+    printTable(
+      ['CONTENT', 'NODE', 'SNAPSHOT HANDLE'],
+      report.lostSnapshots.map((s) => [s.content, s.nodeId ?? '', s.snapshotHandle]),
+    );
+  }
 }

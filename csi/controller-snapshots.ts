@@ -7,6 +7,7 @@ import type { ServerUnaryCall } from '@grpc/grpc-js';
 import { DriverError, FailureType } from '../common/failures';
 import { parseSnapshotId } from '../common/snapshot-id';
 import { parseVolumeId } from '../common/volume-id';
+import { silentNode } from '../operations/snapshot-operations';
 import type { SnapshotOperations } from '../operations/snapshot-operations';
 import type { ListedSnapshot } from '../workflows/list-snapshots';
 import { callWaitMs } from './call-wait';
@@ -65,12 +66,7 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
       if (new Set(nodes).size > 1) return { entries: [] };
       const listed = await snapshots.list(nodes.length > 0 ? [nodes[0]!] : undefined);
       // A lookup that names one node must not read its silence as "no such snapshot": only its pool knows.
-      if (nodes.length > 0 && listed.unreachableNodes.includes(nodes[0]!)) {
-        throw new DriverError(
-          FailureType.Unavailable,
-          `node ${nodes[0]} holds the snapshots asked for and did not answer; list again once it is back`,
-        );
-      }
+      if (nodes.length > 0 && listed.unreachableNodes.includes(nodes[0]!)) throw silentNode(nodes[0]!);
       call.sendMetadata(listCoverageHeaders(listed.unreachableNodes));
       const matching = listed.snapshots.filter(
         (snapshot) =>
@@ -90,7 +86,7 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
 }
 
 /** A listed snapshot is on its pool, so ready; a created one says (its copy may still run). */
-function toCsiSnapshot(snapshot: Omit<ListedSnapshot, 'nodeId'> & { nodeId?: string; readyToUse?: boolean }): Snapshot {
+function toCsiSnapshot(snapshot: Omit<ListedSnapshot, 'nodeId' | 'name'> & { readyToUse?: boolean }): Snapshot {
   const millis = Date.parse(snapshot.createdAt);
   const at = Number.isNaN(millis) ? 0 : millis;
   return {

@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../common/logger';
-import { coreApi, loadKubeConfig } from './kube-config';
+import { coreApi, customObjectsApi, loadKubeConfig } from './kube-config';
 import type { NodeDeletedPolicy } from './node-deleted-policy';
 import { startNodeDeletedWatch } from './node-deleted-watch';
 import { registerOrphanMetrics } from './orphan-metrics';
@@ -23,7 +23,7 @@ export async function startControllerKubernetes(deps: {
   const kubeConfig = loadKubeConfig();
   const logger = deps.logger.child({ part: 'kubernetes' });
   const core = coreApi(kubeConfig);
-  registerOrphanMetrics(deps.registry, { ...deps, core, logger });
+  registerOrphanMetrics(deps.registry, { ...deps, kubernetes: { core, custom: customObjectsApi(kubeConfig) }, logger });
   const watch = await startNodeDeletedWatch({ ...deps, kubeConfig, policy: deps.nodeDeleted, logger });
   return { stop: () => watch.stop(), reportWrittenOff: writtenOffEvents(core, deps.driverName, logger) };
 }

@@ -6,7 +6,7 @@ import { formatDuration } from '../operations/describe-wait';
 import { forgetNode } from '../operations/forget-node';
 import { listPendingOperations } from '../operations/pending-operations';
 import { listDriverPvs } from './driver-pvs';
-import { statusOf } from './kube-config';
+import { statusOf } from './api-status';
 import type { NodeDeletedPolicy } from './node-deleted-policy';
 import { formatNodeDeletedPolicy } from './node-deleted-policy';
 import { recordPvEvents, type PvEvent } from './pv-events';

@@ -1,4 +1,4 @@
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -25,8 +25,7 @@ export function coreApi(config: KubeConfig): CoreV1Api {
   return config.makeApiClient(CoreV1Api);
 }
 
-/** The HTTP status of a failed client-node call (ApiException.code), if any. */
-export function statusOf(error: unknown): number | undefined {
-  const code = (error as { code?: unknown }).code;
-  return typeof code === 'number' ? code : undefined;
+/** For the CRDs client-node has no typed API for (VolumeSnapshotContents). */
+export function customObjectsApi(config: KubeConfig): CustomObjectsApi {
+  return config.makeApiClient(CustomObjectsApi);
 }

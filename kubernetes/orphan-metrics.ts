@@ -1,25 +1,24 @@
-import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import { Gauge } from 'prom-client';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../common/logger';
-import { buildOrphanReport, type OrphanReport } from './orphan-report';
+import { buildOrphanReport, type OrphanKubernetes, type OrphanReport } from './orphan-report';
 
 /** A report asks every live node for its volumes: at most one per this interval, whatever the scrape rate. */
 const REPORT_MAX_AGE_MS = 60_000;
 
 /**
- * durable_csi_orphans{kind}: the orphan report's counts (unclaimed, lost, deletion-without-pv), from a report at
- * most a minute old, built on the first scrape that needs it.
+ * durable_csi_orphans{kind}: the orphan report's counts (unclaimed, lost, deletion-without-pv, unclaimed-snapshot,
+ * lost-snapshot), from a report at most a minute old, built on the first scrape that needs it.
  */
 export function registerOrphanMetrics(
   registry: Registry,
-  deps: { client: Client; core: CoreV1Api; driverName: string; logger: Logger },
+  deps: { client: Client; kubernetes: OrphanKubernetes; driverName: string; logger: Logger },
 ): void {
   let latest: { at: number; report: Promise<OrphanReport> } | undefined;
   const report = () => {
     if (!latest || Date.now() - latest.at > REPORT_MAX_AGE_MS) {
-      const building = buildOrphanReport(deps.client, deps.core, deps.driverName);
+      const building = buildOrphanReport(deps.client, deps.kubernetes, deps.driverName);
       latest = { at: Date.now(), report: building };
       building.catch(() => (latest = undefined)); // a failed report is tried again at the next scrape
     }
@@ -27,7 +26,7 @@ export function registerOrphanMetrics(
   };
   new Gauge({
     name: 'durable_csi_orphans',
-    help: 'Volumes on a pool with no PV (unclaimed), PVs whose volume no pool reports (lost), pending deletions whose PV is gone (deletion-without-pv)',
+    help: 'Volumes on a pool with no PV (unclaimed), PVs whose volume no pool reports (lost), pending deletions whose PV is gone (deletion-without-pv), snapshots no VolumeSnapshotContent names (unclaimed-snapshot), VolumeSnapshotContents whose snapshot no pool reports (lost-snapshot)',
     labelNames: ['kind'],
     registers: [registry],
     async collect() {
@@ -37,6 +36,8 @@ export function registerOrphanMetrics(
         this.set({ kind: 'unclaimed' }, current.unclaimedVolumes.length);
         this.set({ kind: 'lost' }, current.lostVolumes.length);
         this.set({ kind: 'deletion-without-pv' }, current.deletionsWithoutPv.length);
+        this.set({ kind: 'unclaimed-snapshot' }, current.unclaimedSnapshots.length);
+        this.set({ kind: 'lost-snapshot' }, current.lostSnapshots.length);
       } catch (error) {
         deps.logger.warn({ err: error }, 'could not build the orphan report for metrics');
       }

@@ -1,13 +1,17 @@
 import { parseVolumeId } from '../common/volume-id';
-import type { CoreV1Api } from '@kubernetes/client-node';
+import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { deleteWorkflowId } from '../common/names';
+import { createSnapshotWorkflowId, deleteWorkflowId } from '../common/names';
 import { listPendingOperations } from '../operations/pending-operations';
 import type { OperationSummary } from '../operations/pending-operations';
+import { SnapshotOperations } from '../operations/snapshot-operations';
 import { VolumeOperations } from '../operations/volume-operations';
 import type { ListedVolume } from '../workflows/list-volumes';
+import type { ListedSnapshot } from '../workflows/list-snapshots';
 import { listDriverPvs, type DriverPv } from './driver-pvs';
+import { listDriverSnapshotContents, type DriverSnapshotContent } from './snapshot-contents';
+import { judgeSnapshots, type LostSnapshot } from './snapshot-orphans';
 
 /**
  * Where the pools and Kubernetes disagree. Read-only: nothing here deletes anything; an operator decides.
@@ -15,12 +19,18 @@ import { listDriverPvs, type DriverPv } from './driver-pvs';
  * - lostVolumes: PVs of this driver whose node's pool answered without the volume (nodes that did not answer, or
  *   have no record, are not judged: they are listed as unchecked).
  * - deletionsWithoutPv: deletions still pending whose PV is gone (someone removed the PV by hand).
+ * - unclaimedSnapshots and lostSnapshots: the same two for snapshots and VolumeSnapshotContents
+ *   (kubernetes/snapshot-orphans.ts); not judged when the cluster has no snapshot CRDs.
  */
 export interface OrphanReport {
   generatedAt: Date;
   unclaimedVolumes: ListedVolume[];
   lostVolumes: LostVolume[];
   deletionsWithoutPv: PendingDeletion[];
+  unclaimedSnapshots: ListedSnapshot[];
+  lostSnapshots: LostSnapshot[];
+  /** False: the cluster serves no VolumeSnapshotContents (the CRDs are not installed); snapshots were not judged. */
+  snapshotCrdsInstalled: boolean;
   /** Registered nodes that did not answer: their volumes and PVs were not judged. */
   uncheckedNodes: string[];
 }
@@ -40,13 +50,24 @@ export interface PendingDeletion {
   startTime: Date;
 }
 
+/** The Kubernetes APIs the report reads: PVs and claims (core), VolumeSnapshotContents (custom). */
+export interface OrphanKubernetes {
+  core: CoreV1Api;
+  custom: CustomObjectsApi;
+}
+
 /** Visibility (pending operations) lags by a second or so: an operation that just started may be missed once. */
-export async function buildOrphanReport(client: Client, core: CoreV1Api, driverName: string): Promise<OrphanReport> {
-  const [listing, pending, pvs, provisioning] = await Promise.all([
+export async function buildOrphanReport(
+  client: Client,
+  { core, custom }: OrphanKubernetes,
+  driverName: string,
+): Promise<OrphanReport> {
+  const [listing, pending, pvs, provisioning, contents] = await Promise.all([
     new VolumeOperations(client, driverName).list(),
     listPendingOperations(client, driverName),
     listDriverPvs(core, driverName),
     claimsBeingProvisioned(core),
+    listDriverSnapshotContents(custom, driverName),
   ]);
   const handles = new Set(pvs.map((pv) => pv.volumeHandle));
   const pendingNames = new Set(pending.map((operation) => operation.volumeName).filter(isString));
@@ -89,7 +110,45 @@ export async function buildOrphanReport(client: Client, core: CoreV1Api, driverN
       nodeId: operation.nodeId,
       startTime: operation.startTime,
     }));
-  return { generatedAt: new Date(), unclaimedVolumes, lostVolumes, deletionsWithoutPv, uncheckedNodes: [...unchecked] };
+  const snapshots =
+    contents === 'not-installed' ? undefined : await snapshotOrphans(client, driverName, pending, contents);
+  for (const node of snapshots?.uncheckedNodes ?? []) unchecked.add(node);
+  return {
+    generatedAt: new Date(),
+    unclaimedVolumes,
+    lostVolumes,
+    deletionsWithoutPv,
+    unclaimedSnapshots: snapshots?.unclaimedSnapshots ?? [],
+    lostSnapshots: snapshots?.lostSnapshots ?? [],
+    snapshotCrdsInstalled: snapshots !== undefined,
+    uncheckedNodes: [...unchecked],
+  };
+}
+
+/** The pools' snapshots against the contents; the nodes whose snapshots were not listed are unchecked. */
+async function snapshotOrphans(
+  client: Client,
+  driverName: string,
+  pending: OperationSummary[],
+  contents: DriverSnapshotContent[],
+) {
+  const listing = await new SnapshotOperations(client, driverName).list();
+  const createPrefix = createSnapshotWorkflowId(driverName, '');
+  const judged = judgeSnapshots({
+    onPools: listing.snapshots,
+    answeredNodes: listing.answeredNodes ?? [],
+    contents,
+    pendingCreateNames: new Set(
+      pending.filter((op) => op.type === 'createSnapshot').map((op) => op.workflowId.slice(createPrefix.length)),
+    ),
+    pendingDeletionIds: new Set(
+      pending
+        .filter((op) => op.type === 'deleteSnapshot')
+        .map((op) => op.volumeId)
+        .filter(isString),
+    ),
+  });
+  return { ...judged, uncheckedNodes: [...judged.uncheckedNodes, ...listing.unreachableNodes] };
 }
 
 /**

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Logger } from '../common/logger';
 import type { DriverPv } from './driver-pvs';
-import { statusOf } from './kube-config';
+import { statusOf } from './api-status';
 
 export interface PvEvent {
   type: 'Normal' | 'Warning';

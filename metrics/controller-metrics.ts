@@ -4,6 +4,7 @@ import type { Registry } from 'prom-client';
 import { listNodeViews, nodeRecordsQuery } from '../node-records/reads';
 import type { Logger } from '../common/logger';
 import { operationTypesClause } from '../common/names';
+import { operationName } from '../operations/pending-operations';
 import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
 import { registerPoolGauges } from './pool-gauges';
 
@@ -44,7 +45,7 @@ export function registerControllerMetrics(registry: Registry, client: Client, dr
   };
   new Gauge({
     name: 'durable_csi_pending_operations',
-    help: 'Operations (create, delete, expand) still running, by node, operation and phase',
+    help: 'Operations (create, delete, expand, snapshot-create, snapshot-delete) still running, by node, operation and phase',
     labelNames: ['node', 'operation', 'phase'],
     registers: [registry],
     async collect() {
@@ -91,7 +92,7 @@ async function listPending(client: Client, driverName: string): Promise<PendingS
     if (++listed > MAX_LISTED) break;
     const attributes = workflow.typedSearchAttributes;
     const node = String(attributes.get(NodeIdKey) ?? 'unplaced');
-    const operation = String(attributes.get(OperationKey) ?? workflow.type);
+    const operation = operationName(workflow.type, attributes.get(OperationKey));
     const key = JSON.stringify([node, operation, String(attributes.get(PhaseKey) ?? 'unknown')]);
     snapshot.counts.set(key, (snapshot.counts.get(key) ?? 0) + 1);
     const age = (now - workflow.startTime.getTime()) / 1000;

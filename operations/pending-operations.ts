@@ -16,9 +16,19 @@ const OPERATION_OF_TYPE: Record<string, string> = {
   createVolume: 'create',
   deleteVolume: 'delete',
   expandVolume: 'expand',
+  createSnapshot: 'snapshot-create',
+  deleteSnapshot: 'snapshot-delete',
 };
 
-/** A volume operation as the visibility store sees it (eventually consistent: seconds behind the workflow). */
+/**
+ * The operation an operator reads (`volumes stuck`, the pending-operations metric): by workflow type, so that the
+ * snapshot runs of earlier builds, whose operation attribute said `snapshot` and `delete-snapshot`, read the same.
+ */
+export function operationName(type: string, attribute: string | undefined): string {
+  return OPERATION_OF_TYPE[type] ?? attribute ?? type;
+}
+
+/** A volume or snapshot operation as the visibility store sees it (eventually consistent: seconds behind the workflow). */
 export interface OperationSummary {
   workflowId: string;
   runId: string;
@@ -63,7 +73,7 @@ export function pendingOperationsQuery(driverName: string, filter: PendingFilter
   return clauses.join(' AND ');
 }
 
-/** Running volume operations, oldest first. */
+/** Running volume and snapshot operations, oldest first. */
 export async function listPendingOperations(
   client: Client,
   driverName: string,
@@ -111,7 +121,7 @@ export function summarize(workflow: Omit<WorkflowExecutionInfo, 'raw'>): Operati
     workflowId: workflow.workflowId,
     runId: workflow.runId,
     type: workflow.type,
-    operation: attributes.get(OperationKey) ?? OPERATION_OF_TYPE[workflow.type] ?? workflow.type,
+    operation: operationName(workflow.type, attributes.get(OperationKey)),
     status: workflow.status.name,
     volumeId: attributes.get(VolumeIdKey) ?? null,
     volumeName: attributes.get(VolumeNameKey) ?? null,

@@ -110,7 +110,7 @@ export class SnapshotOperations {
         },
       ],
       searchAttributes: [
-        { key: OperationKey, value: 'delete-snapshot' },
+        { key: OperationKey, value: 'snapshot-delete' },
         { key: VolumeIdKey, value: snapshotId },
         { key: NodeIdKey, value: parts.nodeId },
         ...phaseAttributes(record),
@@ -165,7 +165,7 @@ export class SnapshotOperations {
       ],
       memo: { sourceVolumeId },
       searchAttributes: [
-        { key: OperationKey, value: 'snapshot' },
+        { key: OperationKey, value: 'snapshot-create' },
         { key: VolumeIdKey, value: sourceVolumeId },
         { key: NodeIdKey, value: parts.nodeId },
         ...phaseAttributes(record),
@@ -192,4 +192,12 @@ export class SnapshotOperations {
       throw error;
     }
   }
+}
+
+/** A lookup naming one node must not read its silence as "no such snapshot": only that node's pool knows. */
+export function silentNode(nodeId: string): DriverError {
+  return new DriverError(
+    FailureType.Unavailable,
+    `node ${nodeId} holds the snapshots asked for and did not answer; list again once it is back`,
+  );
 }

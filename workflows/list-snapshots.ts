@@ -14,6 +14,8 @@ export interface ListSnapshotsInput {
 
 export interface ListedSnapshot {
   snapshotId: string;
+  /** The CSI name it was created under (CreateSnapshotRequest.name), as its node recorded it. */
+  name: string;
   sourceVolumeId: string;
   nodeId: string;
   sizeBytes: number;
@@ -25,6 +27,8 @@ export interface ListSnapshotsResult {
   snapshots: ListedSnapshot[];
   /** Nodes asked that did not answer (offline, or no answer in time): their snapshots are missing. */
   unreachableNodes: string[];
+  /** Nodes whose pools answered (absent in results of earlier releases): the orphan report judges only these. */
+  answeredNodes?: string[];
 }
 
 /** Node records read per control activity, and nodes asked at once. */
@@ -54,6 +58,7 @@ export async function listSnapshots(input: ListSnapshotsInput): Promise<ListSnap
   }
   const snapshots: ListedSnapshot[] = [];
   const unreachableNodes: string[] = [];
+  const answeredNodes: string[] = [];
   for (let start = 0; start < nodes.length; start += NODES_AT_ONCE) {
     const batch = nodes.slice(start, start + NODES_AT_ONCE);
     const answers = await Promise.all(batch.map((node) => askNode(input.driverName, node.nodeId, node.live)));
@@ -62,10 +67,12 @@ export async function listSnapshots(input: ListSnapshotsInput): Promise<ListSnap
         unreachableNodes.push(batch[index]!.nodeId);
         continue;
       }
+      answeredNodes.push(answer.nodeId);
       const prefix = poolIdPrefix(answer.poolId);
       for (const snapshot of answer.snapshots) {
         snapshots.push({
           snapshotId: formatSnapshotId({ nodeId: answer.nodeId, poolIdPrefix: prefix, key: snapshot.key }),
+          name: snapshot.name,
           sourceVolumeId: formatVolumeId({ nodeId: answer.nodeId, poolIdPrefix: prefix, key: snapshot.sourceKey }),
           nodeId: answer.nodeId,
           sizeBytes: snapshot.sizeBytes,
@@ -76,7 +83,7 @@ export async function listSnapshots(input: ListSnapshotsInput): Promise<ListSnap
     if (snapshots.length >= MAX_SNAPSHOTS) break;
   }
   snapshots.sort((a, b) => (a.snapshotId < b.snapshotId ? -1 : a.snapshotId > b.snapshotId ? 1 : 0));
-  return { snapshots: snapshots.slice(0, MAX_SNAPSHOTS), unreachableNodes };
+  return { snapshots: snapshots.slice(0, MAX_SNAPSHOTS), unreachableNodes, answeredNodes };
 }
 
 /** Undefined when the node is offline, did not pick the work up in 5 s, or failed. */

@@ -1,4 +1,4 @@
-import type { CoreV1Api } from '@kubernetes/client-node';
+import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { Client, WorkflowUpdateFailedError } from '@temporalio/client';
 import { buildOrphanReport } from '../../kubernetes/orphan-report';
 import { readNodeRecord } from '../../node-records/reads';
@@ -196,12 +196,15 @@ describe('a forgotten node that comes back, and forgets that race', () => {
 
 /**
  * The Kubernetes API as the orphan report reads it, after the CO removed the PVs of the written-off volumes: no
- * PV and no claim being provisioned. (Temporal, the agents and the pools are real.)
+ * PV, no claim being provisioned, no VolumeSnapshotContent. (Temporal, the agents and the pools are real.)
  */
 const kubernetesWithoutPvs = {
-  listPersistentVolume: async () => ({ items: [] }),
-  listPersistentVolumeClaimForAllNamespaces: async () => ({ items: [] }),
-} as unknown as CoreV1Api;
+  core: {
+    listPersistentVolume: async () => ({ items: [] }),
+    listPersistentVolumeClaimForAllNamespaces: async () => ({ items: [] }),
+  } as unknown as CoreV1Api,
+  custom: { listClusterCustomObject: async () => ({ items: [] }) } as unknown as CustomObjectsApi,
+};
 
 async function eventually(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const until = Date.now() + timeoutMs;

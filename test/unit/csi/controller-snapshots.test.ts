@@ -12,6 +12,7 @@ const key = (n: number) => n.toString(16).padStart(32, '0');
 function listed(nodeId: string, n: number, source = 1): ListedSnapshot {
   return {
     snapshotId: formatSnapshotId({ nodeId, poolIdPrefix: PREFIX, key: key(n) }),
+    name: `snap-${n}`,
     sourceVolumeId: formatVolumeId({ nodeId, poolIdPrefix: PREFIX, key: key(source) }),
     nodeId,
     sizeBytes: 1024,

@@ -8,6 +8,7 @@ import { loadAll as loadAllYaml } from 'js-yaml';
 import fs from 'node:fs';
 import path from 'node:path';
 import { findProjectRoot } from '../../../common/project-root';
+import { SNAPSHOT_CONTENTS } from '../../../kubernetes/snapshot-contents';
 
 const ROOT = findProjectRoot();
 const KUBERNETES_CODE = path.join(ROOT, 'kubernetes');
@@ -31,12 +32,23 @@ const METHOD_NEEDS: Record<string, { resource: string; verb: string; namespaced:
   createNamespacedEvent: { resource: 'events', verb: 'create', namespaced: true },
 };
 const INFORMER_RESOURCES: Record<string, string> = { '/api/v1/nodes': 'nodes' };
+/** client-node's CustomObjectsApi method -> the verb it needs of the resource its request names. */
+const CUSTOM_METHOD_VERBS: Record<string, string> = { listClusterCustomObject: 'list' };
+/** The custom resources the code names (`{ group, version, plural }` constants), by the constant's name. */
+const CUSTOM_RESOURCES: Record<string, { group: string; plural: string }> = { SNAPSHOT_CONTENTS };
 
+/** `<resource> <verb>`, the resource qualified by its API group outside the core group. */
 function grants(rules: V1PolicyRule[]): Set<string> {
   const granted = new Set<string>();
   for (const rule of rules)
-    for (const resource of rule.resources ?? []) for (const verb of rule.verbs) granted.add(`${resource} ${verb}`);
+    for (const group of rule.apiGroups ?? [''])
+      for (const resource of rule.resources ?? [])
+        for (const verb of rule.verbs) granted.add(`${qualified(group, resource)} ${verb}`);
   return granted;
+}
+
+function qualified(group: string, resource: string): string {
+  return group === '' ? resource : `${resource}.${group}`;
 }
 
 function needs(): { cluster: Set<string>; namespaced: Set<string> } {
@@ -53,6 +65,15 @@ function needs(): { cluster: Set<string>; namespaced: Set<string> } {
       const resource = apiPath && INFORMER_RESOURCES[apiPath];
       if (!resource) throw new Error(`kubernetes/${file} watches ${apiPath}: add it to INFORMER_RESOURCES`);
       cluster.add(`${resource} list`).add(`${resource} watch`);
+    }
+    for (const [, method, constant] of source.matchAll(/\bcustom\.(\w+)\(\{ \.\.\.(\w+) \}\)/g)) {
+      const verb = method && CUSTOM_METHOD_VERBS[method];
+      const resource = constant && CUSTOM_RESOURCES[constant];
+      if (!verb || !resource) throw new Error(`kubernetes/${file} calls custom.${method} on ${constant}: add it here`);
+      cluster.add(`${qualified(resource.group, resource.plural)} ${verb}`);
+    }
+    if (/\bcustom\.\w+\((?!\{ \.\.\.\w+ \}\))/.test(source)) {
+      throw new Error(`kubernetes/${file} calls the CustomObjectsApi in a form this test does not read`);
     }
   }
   return { cluster, namespaced };

@@ -1,0 +1,134 @@
+import { status } from '@grpc/grpc-js';
+import { WorkflowFailedError } from '@temporalio/client';
+import { Command } from 'commander';
+import { DriverError, FailureType } from '../common/failures';
+import { formatBytes } from '../common/quantity';
+import { toGrpcStatus } from '../csi/errors';
+import { SnapshotOperations, silentNode } from '../operations/snapshot-operations';
+import type { ListedSnapshot } from '../workflows/list-snapshots';
+import { describeSnapshotDeleteOutcome } from './delete-outcome-text';
+import { describeUnanswered } from './list-all-volumes';
+import { addOperatorOptions, printJson, withTemporalClient } from './operator-options';
+import type { OperatorFlags } from './operator-options';
+import { checkSnapshotId, checkSnapshotName, checkSourceVolumeId } from './snapshot-input';
+import { printTable } from './table';
+
+type SnapshotFlags = OperatorFlags & { timeout: string };
+
+/**
+ * `snapshots create|delete|list`: the controller's own snapshot operations (operations/snapshot-operations.ts),
+ * started from here against Temporal, so a CLI create and a CSI CreateSnapshot of one name are one workflow. A
+ * controller must be running: its worker runs the workflows.
+ */
+export function snapshotsCommand(): Command {
+  const snapshots = new Command('snapshots').description(
+    "create, delete and list snapshots through the controller's workflows (docs/snapshots.md); reads Temporal directly",
+  );
+  snapshots.addCommand(createCommand());
+  snapshots.addCommand(deleteCommand());
+  snapshots.addCommand(listCommand());
+  return snapshots;
+}
+
+function createCommand(): Command {
+  const command = new Command('create')
+    .description('CreateSnapshot of a volume on its node; waits while the copy is not done, as the CO retries')
+    .requiredOption('--source <volume-id>', 'the volume to copy')
+    .requiredOption('--name <name>', 'the snapshot name (the CSI name: one name, one snapshot)');
+  return addSnapshotOptions(command).action(async (flags: SnapshotFlags & { source: string; name: string }) => {
+    checkSourceVolumeId(flags.source);
+    const name = checkSnapshotName(flags.name);
+    const wait = waitMs(flags);
+    const made = await withSnapshots(flags, async (operations) => {
+      for (;;) {
+        try {
+          return await operations.create(name, flags.source, wait);
+        } catch (error) {
+          if (!(error instanceof DriverError) || error.type !== FailureType.Aborted) throw error;
+          process.stderr.write(`${error.message}\n`);
+          await new Promise((resolve) => setTimeout(resolve, 1000));
+        }
+      }
+    });
+    if (flags.output === 'json') return printJson(made);
+    process.stdout.write(`${made.snapshotId}\t${formatBytes(made.sizeBytes)}\t${made.nodeId}\n`);
+  });
+}
+
+function deleteCommand(): Command {
+  const command = new Command('delete')
+    .description('DeleteSnapshot once; a deletion waiting for its node is reported, and keeps going durably')
+    .argument('<snapshot-id>');
+  return addSnapshotOptions(command).action(async (snapshotId: string, flags: SnapshotFlags) => {
+    checkSnapshotId(snapshotId);
+    const wait = waitMs(flags);
+    const result = await withSnapshots(flags, (operations) => operations.delete(snapshotId, wait));
+    if (result === 'never-issued') throw new Error(`"${snapshotId}" is not a snapshot ID this driver issues`);
+    if (flags.output === 'json') return printJson({ snapshotId, ...result });
+    process.stdout.write(`${describeSnapshotDeleteOutcome(snapshotId, result.outcome, result.reason)}\n`);
+  });
+}
+
+function listCommand(): Command {
+  const command = new Command('list')
+    .description('every snapshot the pools hold, from the pools; names the nodes that did not answer')
+    .option('--source <volume-id>', "only this volume's snapshots (asks its node only)")
+    .option('--json', 'the same as --output json');
+  return addOperatorOptions(command).action(async (flags: OperatorFlags & { source?: string; json?: boolean }) => {
+    const source = flags.source === undefined ? undefined : checkSourceVolumeId(flags.source);
+    const listed = await withSnapshots(flags, async (operations) => {
+      const found = await operations.list(source ? [source.nodeId] : undefined);
+      if (source && found.unreachableNodes.includes(source.nodeId)) throw silentNode(source.nodeId);
+      const snapshots = found.snapshots.filter((s) => !flags.source || s.sourceVolumeId === flags.source);
+      return { snapshots, unansweredNodes: found.unreachableNodes };
+    });
+    if (flags.json || flags.output === 'json') return printJson(listed);
+    if (listed.snapshots.length === 0) process.stdout.write('no snapshots\n');
+    else printTable(SNAPSHOT_COLUMNS, snapshotRows(listed.snapshots));
+    const unanswered = describeUnanswered(listed.unansweredNodes, 'snapshots');
+    if (unanswered) process.stderr.write(`${unanswered}\n`);
+  });
+}
+
+export const SNAPSHOT_COLUMNS = ['SNAPSHOT ID', 'NAME', 'SOURCE VOLUME', 'SIZE', 'NODE', 'CREATED'];
+
+export function snapshotRows(snapshots: ListedSnapshot[]): string[][] {
+  return snapshots.map((s) => [
+    s.snapshotId,
+    s.name ?? '',
+    s.sourceVolumeId,
+    formatBytes(s.sizeBytes),
+    s.nodeId,
+    s.createdAt,
+  ]);
+}
+
+function addSnapshotOptions(command: Command): Command {
+  command.option(
+    '--timeout <seconds>',
+    'how long one attempt waits for the workflow before saying it still runs',
+    '30',
+  );
+  return addOperatorOptions(command);
+}
+
+function waitMs(flags: { timeout: string }): number {
+  const seconds = Number(flags.timeout);
+  if (!Number.isFinite(seconds) || seconds <= 0)
+    throw new Error(`--timeout: "${flags.timeout}" is not a number of seconds`);
+  return seconds * 1000;
+}
+
+/** The driver's answers read as the volume commands print them: `<gRPC code>: <message>` (csi/errors.ts maps). */
+async function withSnapshots<T>(
+  flags: OperatorFlags,
+  body: (operations: SnapshotOperations) => Promise<T>,
+): Promise<T> {
+  try {
+    return await withTemporalClient(flags, (client) => body(new SnapshotOperations(client, flags.driverName)));
+  } catch (error) {
+    if (!(error instanceof DriverError) && !(error instanceof WorkflowFailedError)) throw error;
+    const answer = toGrpcStatus(error);
+    throw new Error(`${status[answer.code]}: ${answer.message}`);
+  }
+}

@@ -1,0 +1,66 @@
+import type { CustomObjectsApi } from '@kubernetes/client-node';
+import { parseSnapshotId } from '../common/snapshot-id';
+import { statusOf } from './api-status';
+
+/** A VolumeSnapshotContent of this driver, reduced to what the orphan report reasons about. */
+export interface DriverSnapshotContent {
+  name: string;
+  /** status.snapshotHandle (made by CreateSnapshot) or spec.source.snapshotHandle (pre-provisioned); none yet. */
+  snapshotHandle: string | undefined;
+  /** The home node named by the handle; undefined for none, or a handle this driver could not have issued. */
+  nodeId: string | undefined;
+  /**
+   * The CSI name external-snapshotter gives the snapshot it is creating for this content: `snapshot-<UID of the
+   * VolumeSnapshot>` (its default --snapshot-name-prefix). The copy may exist a moment before the handle does.
+   */
+  requestedName: string | undefined;
+  /** Being deleted: it goes, with its copy or without; never "lost". */
+  deleting: boolean;
+}
+
+/** The API the snapshot CRDs serve (external-snapshotter's client/config/crd). */
+export const SNAPSHOT_CONTENTS = {
+  group: 'snapshot.storage.k8s.io',
+  version: 'v1',
+  plural: 'volumesnapshotcontents',
+} as const;
+
+interface VolumeSnapshotContent {
+  metadata?: { name?: string; deletionTimestamp?: string };
+  spec?: {
+    driver?: string;
+    source?: { snapshotHandle?: string };
+    volumeSnapshotRef?: { uid?: string };
+  };
+  status?: { snapshotHandle?: string };
+}
+
+/**
+ * Every VolumeSnapshotContent whose driver is ours (one list call; they are cluster-scoped), or 'not-installed'
+ * when the cluster serves no such resource (the snapshot CRDs are an add-on: a 404 is an answer, not a failure).
+ */
+export async function listDriverSnapshotContents(
+  custom: CustomObjectsApi,
+  driverName: string,
+): Promise<DriverSnapshotContent[] | 'not-installed'> {
+  let list: { items?: VolumeSnapshotContent[] };
+  try {
+    list = (await custom.listClusterCustomObject({ ...SNAPSHOT_CONTENTS })) as { items?: VolumeSnapshotContent[] };
+  } catch (error) {
+    if (statusOf(error) === 404) return 'not-installed';
+    throw error;
+  }
+  return (list.items ?? []).filter((content) => content.spec?.driver === driverName).map(toDriverContent);
+}
+
+function toDriverContent(content: VolumeSnapshotContent): DriverSnapshotContent {
+  const snapshotHandle = content.status?.snapshotHandle || content.spec?.source?.snapshotHandle || undefined;
+  const uid = content.spec?.volumeSnapshotRef?.uid;
+  return {
+    name: content.metadata?.name ?? '',
+    snapshotHandle,
+    nodeId: snapshotHandle ? parseSnapshotId(snapshotHandle)?.nodeId : undefined,
+    requestedName: !snapshotHandle && uid ? `snapshot-${uid}` : undefined,
+    deleting: content.metadata?.deletionTimestamp !== undefined,
+  };
+}
