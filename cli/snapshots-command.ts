@@ -42,12 +42,14 @@ function createCommand(): Command {
     const made = await withSnapshots(flags, async (operations) => {
       for (;;) {
         try {
-          return await operations.create(name, flags.source, wait);
+          const answer = await operations.create(name, flags.source, wait);
+          if (answer.readyToUse) return answer;
+          process.stderr.write(`${answer.snapshotId}: the copy is running on node ${answer.nodeId}\n`);
         } catch (error) {
           if (!(error instanceof DriverError) || error.type !== FailureType.Aborted) throw error;
           process.stderr.write(`${error.message}\n`);
-          await new Promise((resolve) => setTimeout(resolve, 1000));
         }
+        await new Promise((resolve) => setTimeout(resolve, 1000));
       }
     });
     if (flags.output === 'json') return printJson(made);
