@@ -13,7 +13,6 @@ import type { DirQuotaMode } from './dir-quota';
 import { readIntent } from '../pool/journal';
 import { isMountOf } from '../host/mounts';
 import { PoolBackend } from '../pool/pool-backend';
-import type { CopyOrigin } from '../pool/pool-backend';
 import { copyTree } from '../host/copy';
 import type { NewIdentity } from '../pool/pool-identity';
 import type { PoolBackendOptions } from '../pool/pool-backend';
@@ -22,6 +21,7 @@ import { XfsProjectQuotas, chooseProjectId } from './project-quotas';
 import type { ProjectQuotas } from './project-quotas';
 import type { VolumeShape } from '../pool/volume-compat';
 import { removeVolumeDir } from '../pool/volume-dirs';
+import type { CopyOrigin } from '../pool/volume-origin';
 import { listRecords, readRecord, writeRecord } from '../pool/volume-records';
 import type { StoredRecord } from '../pool/volume-records';
 

@@ -15,12 +15,13 @@ import { LoopAccess } from './loop-access';
 import { attachedDevices, detachDevices, loopAttachments, refreshDevice } from './loop-devices';
 import { isMountOf, realPathIfExists } from '../host/mounts';
 import { PoolBackend } from '../pool/pool-backend';
-import type { CopyOrigin, PoolBackendOptions } from '../pool/pool-backend';
+import type { PoolBackendOptions } from '../pool/pool-backend';
 import { isVolumeKey } from '../pool/pool-layout';
 import { nodeVolumes } from '../node/node-volumes';
 import { readStaging } from '../node/staging-records';
 import type { VolumeShape } from '../pool/volume-compat';
 import { removeVolumeDir } from '../pool/volume-dirs';
+import type { CopyOrigin } from '../pool/volume-origin';
 import type { StoredRecord } from '../pool/volume-records';
 
 export type LoopBackendOptions = PoolBackendOptions;

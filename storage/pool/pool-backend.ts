@@ -2,6 +2,7 @@
  * What every backend shares: the pool (identity, lock, records, intent journal, reconciliation) and capacity by
  * reservation. A backend supplies how a volume is allocated, released and grown, and the node side of its volumes
  * (stage, publish, stats, whether one is in use: storage/pool/node-side.ts), which the pool calls but never imports.
+ * Every call runs alone; the journaled work it does is in pool-volumes.ts and pool-snapshots.ts.
  */
 import { promises as fs } from 'node:fs';
 import { DriverError, FailureType } from '../../common/failures';
@@ -23,36 +24,26 @@ import type {
 } from './backend';
 import { AsyncMutex } from './async-mutex';
 import { fsyncDir } from '../host/atomic-file';
-import { removeIntent, writeIntent } from './journal';
-import type { Intent } from './journal';
 import { ensurePoolIdentity, readIdentity } from './pool-identity';
 import type { NewIdentity, PoolIdentity } from './pool-identity';
+import { PoolIndexes } from './pool-indexes';
 import { PoolLayout, assertSnapshotKey, assertVolumeKey } from './pool-layout';
 import type { NodeSide } from './node-side';
 import { acquirePoolLock } from './pool-lock';
 import type { PoolLock } from './pool-lock';
-import { RecordIndex } from './record-index';
-import { reconcilePool, settleIntent, settleJournal } from './reconcile';
-import type { Reconciled, Release } from './reconcile';
-import {
-  SnapshotIndex,
-  assertCreateSnapshotSpec,
-  makeSnapshotDir,
-  readSnapshot,
-  settleSnapshotIntent,
-  settleSnapshotJournal,
-  shapeOf,
-  snapshotDirExists,
-  writeSnapshot,
-  writeSnapshotIntent,
-} from './snapshots';
-import type { SnapshotIntent, StoredSnapshot } from './snapshots';
-import { assertCompatible, describeSize } from './volume-compat';
+import { createSnapshot, deleteSnapshot } from './pool-snapshots';
+import type { SnapshotPool } from './pool-snapshots';
+import { createVolume, deleteVolume, expandVolume, mustReadVolume } from './pool-volumes';
+import type { VolumePool } from './pool-volumes';
+import { reconcilePool } from './reconcile';
+import type { Release } from './reconcile';
+import { assertCreateSnapshotSpec, readSnapshot } from './snapshots';
+import type { StoredSnapshot } from './snapshots';
 import type { VolumeShape } from './volume-compat';
-import { makeVolumeDir, volumeDirExists } from './volume-dirs';
-import { readRecord, writeRecord } from './volume-records';
+import type { CopyOrigin } from './volume-origin';
+import { readRecord } from './volume-records';
 import type { StoredRecord } from './volume-records';
-import { assertCreateVolumeSpec, describeSource, isSize } from './volume-spec';
+import { assertCreateVolumeSpec, isSize } from './volume-spec';
 
 export interface PoolBackendOptions {
   /** Absolute path of the pool directory; created if missing. */
@@ -67,18 +58,6 @@ interface OpenPool {
 
 type Repaired = OpenReport['repaired'];
 
-/**
- * Where a restored or cloned volume's data comes from: `path` is the snapshot's copy or the source volume's data;
- * `volume` is set for a clone (a volume the node may have staged: loop freezes its filesystem while copying).
- */
-export interface CopyOrigin {
-  path: string;
-  volume?: StoredRecord;
-}
-
-/** The shape a restore or clone must match: the source's access type and filesystem. */
-type SourceShape = Pick<StoredRecord, 'accessType' | 'fsType'>;
-
 export abstract class PoolBackend implements StorageBackend {
   abstract readonly kind: string;
   abstract readonly capabilities: BackendCapabilities;
@@ -87,10 +66,8 @@ export abstract class PoolBackend implements StorageBackend {
   /** Every call, reads included, runs alone: each sees a settled journal and a consistent pool. */
   private readonly mutex = new AsyncMutex();
   private opened: OpenPool | undefined;
-  /** Read from disk on first use after open(); dropped whenever a change to the pool fails part way. */
-  private index: RecordIndex | undefined;
-  /** Like `index`, for snapshots. */
-  private snapshotIndex: SnapshotIndex | undefined;
+  /** The volumes and snapshots in memory, read from disk on first use after open(). */
+  private readonly indexes: PoolIndexes;
   /** The last figures status() read, answered while another call holds the pool. */
   private lastStatus: PoolStatus | undefined;
   private readonly releaser: Release = (_layout, key) => this.release(key);
@@ -104,6 +81,7 @@ export abstract class PoolBackend implements StorageBackend {
       );
     }
     this.capacityBytes = options.capacityBytes;
+    this.indexes = new PoolIndexes(this.layout, (size) => this.allocatedBytes(size), this.releaser);
   }
 
   /** The node side of the backend's volumes (storage/node/node-volumes.ts over its volume access). */
@@ -165,7 +143,7 @@ export abstract class PoolBackend implements StorageBackend {
     return this.mutex.run(async () => {
       const opened = this.opened;
       this.opened = undefined;
-      this.index = undefined;
+      this.indexes.drop();
       this.lastStatus = undefined;
       await opened?.lock.release();
     });
@@ -184,9 +162,9 @@ export abstract class PoolBackend implements StorageBackend {
 
   private freshStatus(): Promise<PoolStatus> {
     return this.whenOpen(async ({ poolId }) => {
-      const { size } = await this.records();
-      const snapshots = await this.snapshots();
-      const reservedBytes = await this.reservedBytes();
+      const { size } = await this.indexes.records();
+      const snapshots = await this.indexes.snapshots();
+      const reservedBytes = await this.indexes.reservedBytes();
       return {
         poolId,
         capacityBytes: this.capacityBytes,
@@ -201,12 +179,12 @@ export abstract class PoolBackend implements StorageBackend {
   async createVolume(spec: CreateVolumeSpec): Promise<VolumeRecord> {
     assertCreateVolumeSpec(spec);
     const shape = this.shapeOf(spec);
-    return this.whenOpen(() => this.create(spec, shape));
+    return this.whenOpen(async () => this.toVolume(await createVolume(this.work(), spec, shape)));
   }
 
   async deleteVolume(key: string): Promise<{ existed: boolean }> {
     assertVolumeKey(key);
-    return this.whenOpen(() => this.delete(key));
+    return this.whenOpen(() => deleteVolume(this.work(), key));
   }
 
   async getVolume(key: string): Promise<VolumeRecord | undefined> {
@@ -218,7 +196,7 @@ export abstract class PoolBackend implements StorageBackend {
   }
 
   listVolumes(): Promise<VolumeRecord[]> {
-    return this.whenOpen(async () => (await this.records()).all().map((record) => this.toVolume(record)));
+    return this.whenOpen(async () => (await this.indexes.records()).all().map((record) => this.toVolume(record)));
   }
 
   async listVolumePage(afterKey: string | undefined, limit: number): Promise<VolumePage> {
@@ -226,7 +204,7 @@ export abstract class PoolBackend implements StorageBackend {
       throw new DriverError(FailureType.InvalidArgument, `page limit ${limit} is not a positive whole number`);
     }
     return this.whenOpen(async () => {
-      const { records, more } = (await this.records()).page(afterKey, limit);
+      const { records, more } = (await this.indexes.records()).page(afterKey, limit);
       return { volumes: records.map((record) => this.toVolume(record)), more };
     });
   }
@@ -236,17 +214,17 @@ export abstract class PoolBackend implements StorageBackend {
     if (!isSize(capacityBytes)) {
       throw new DriverError(FailureType.InvalidArgument, `capacity ${capacityBytes} is not a whole number of bytes`);
     }
-    return this.whenOpen(() => this.expand(key, capacityBytes));
+    return this.whenOpen(() => expandVolume(this.work(), key, capacityBytes));
   }
 
   async createSnapshot(spec: CreateSnapshotSpec): Promise<SnapshotRecord> {
     assertCreateSnapshotSpec(spec);
-    return this.whenOpen(() => this.snapshot(spec));
+    return this.whenOpen(async () => this.toSnapshot(await createSnapshot(this.work(), spec)));
   }
 
   async deleteSnapshot(key: string): Promise<'deleted' | 'absent'> {
     assertSnapshotKey(key);
-    return this.whenOpen(() => this.removeSnapshot(key));
+    return this.whenOpen(() => deleteSnapshot(this.work(), key));
   }
 
   async getSnapshot(key: string): Promise<SnapshotRecord | undefined> {
@@ -258,7 +236,7 @@ export abstract class PoolBackend implements StorageBackend {
   }
 
   listSnapshots(): Promise<SnapshotRecord[]> {
-    return this.whenOpen(async () => (await this.snapshots()).all().map((record) => this.toSnapshot(record)));
+    return this.whenOpen(async () => (await this.indexes.snapshots()).all().map((record) => this.toSnapshot(record)));
   }
 
   stageVolume(key: string, stagingPath: string, options: StageOptions): Promise<void> {
@@ -285,42 +263,10 @@ export abstract class PoolBackend implements StorageBackend {
     return this.withVolume(key, async (record) => ({ capacityBytes: await this.growFilesystem(record, volumePath) }));
   }
 
-  private async records(): Promise<RecordIndex> {
-    this.index ??= await RecordIndex.load(this.layout, (capacity) => this.allocatedBytes(capacity));
-    return this.index;
-  }
-
-  private async snapshots(): Promise<SnapshotIndex> {
-    this.snapshotIndex ??= await SnapshotIndex.load(this.layout, (size) => this.allocatedBytes(size));
-    return this.snapshotIndex;
-  }
-
-  /** Volumes, snapshots and the creates of either still in the journals. */
-  private async reservedBytes(): Promise<number> {
-    return (await this.records()).reservedBytes + (await this.snapshots()).reservedBytes;
-  }
-
-  /** Runs a step that changes the pool on disk: should it fail part way, the indexes are read again next time. */
-  private async changing<T>(step: () => Promise<T>): Promise<T> {
-    try {
-      return await step();
-    } catch (error) {
-      this.index = undefined;
-      this.snapshotIndex = undefined;
-      throw error;
-    }
-  }
-
-  /** Settles what earlier calls left in the journals; anything settled changed records, so the indexes are reread. */
-  private async settle(): Promise<{ reconciled: Reconciled[]; strays: string[] }> {
-    const volumes = await this.changing(() => settleJournal(this.layout, this.releaser));
-    const snapshots = await this.changing(() => settleSnapshotJournal(this.layout));
-    if (volumes.reconciled.length > 0) this.index = undefined;
-    if (snapshots.reconciled.length > 0) this.snapshotIndex = undefined;
-    return {
-      reconciled: [...volumes.reconciled, ...snapshots.reconciled],
-      strays: [...volumes.strays, ...snapshots.strays],
-    };
+  /** Runs a node call on an existing volume; NotFound when the pool does not hold it. */
+  private withVolume<T>(key: string, task: (record: StoredRecord) => Promise<T>): Promise<T> {
+    assertVolumeKey(key);
+    return this.whenOpen(async () => task(await mustReadVolume(this.layout, key)));
   }
 
   /** A copy: the caller gets nothing it could change the index through. */
@@ -345,19 +291,6 @@ export abstract class PoolBackend implements StorageBackend {
     });
   }
 
-  /** Runs a node call on an existing volume; NotFound when the pool does not hold it. */
-  private withVolume<T>(key: string, task: (record: StoredRecord) => Promise<T>): Promise<T> {
-    assertVolumeKey(key);
-    return this.whenOpen(async () => task(await this.mustRead(key)));
-  }
-
-  private async mustRead(key: string): Promise<StoredRecord> {
-    const record = await readRecord(this.layout, key);
-    if (!record)
-      throw new DriverError(FailureType.NotFound, `volume ${key} does not exist in pool ${this.layout.root}`);
-    return record;
-  }
-
   private async openPool(fresh?: NewIdentity): Promise<OpenReport> {
     await fs.mkdir(this.layout.root, { recursive: true });
     const lock = this.opened?.lock ?? (await acquirePoolLock(this.layout));
@@ -371,8 +304,7 @@ export abstract class PoolBackend implements StorageBackend {
       }
       await fsyncDir(snapshotsDir);
       await fsyncDir(this.layout.root);
-      this.index = undefined;
-      this.snapshotIndex = undefined;
+      this.indexes.drop();
       const { reconciled, strays } = await reconcilePool(this.layout, this.releaser);
       // After a reboot nothing staged is attached or mounted any more; kubelet expects it to be.
       const restaged = await this.node.restageAll();
@@ -385,207 +317,9 @@ export abstract class PoolBackend implements StorageBackend {
     }
   }
 
-  private async create(spec: CreateVolumeSpec, requestedShape: VolumeShape): Promise<VolumeRecord> {
-    // Leftovers of a call that failed part way; from here on the journal is empty.
-    await this.settle();
-    const records = await this.records();
-    const existing = records.get(spec.key) ?? records.byName(spec.name);
-    if (existing) return this.toVolume(assertCompatible(existing, spec, adoptFsType(requestedShape, spec, existing)));
-    const origin = spec.contentSource && (await this.originOf(spec, requestedShape));
-    const shape = origin?.shape ?? requestedShape;
-    if (await volumeDirExists(this.layout, spec.key)) {
-      // A stray: its content is unknown, so it is neither adopted nor removed.
-      throw new DriverError(
-        FailureType.FailedPrecondition,
-        `${this.layout.volumeDir(spec.key)} exists without a record; remove it by hand to reuse key ${spec.key}`,
-      );
-    }
-    await this.assertRoom(this.allocatedBytes(spec.capacityBytes), `volume "${spec.name}"`);
-    const { key, name, capacityBytes } = spec;
-    const parameters = { ...spec.parameters };
-    const ids = await this.volumeIds(key, records.all());
-    const intent: Intent = { op: 'create', key, name, capacityBytes, parameters, at: new Date().toISOString(), ...ids };
-    const source = spec.contentSource === undefined ? {} : { contentSource: { ...spec.contentSource } };
-    const createdAt = intent.at;
-    const record: StoredRecord = { key, name, capacityBytes, parameters, createdAt, ...shape, ...ids, ...source };
-    await this.changing(async () => {
-      await writeIntent(this.layout, intent);
-      try {
-        await makeVolumeDir(this.layout, key);
-        await this.allocate(record, origin?.copy);
-        await writeRecord(this.layout, record);
-        await removeIntent(this.layout, key);
-      } catch (error) {
-        // Leave nothing half made; should that fail too, the intent stays for the next call or open().
-        await settleIntent(this.layout, intent, this.releaser).catch(() => undefined);
-        throw error;
-      }
-    });
-    records.put(record);
-    return this.toVolume(record);
-  }
-
-  /**
-   * The source of a restore or clone: NotFound when the pool does not hold it, OutOfRange when the requested
-   * capacity is below its size, InvalidArgument when the request's access type or filesystem differ from its own
-   * (an fsType left empty takes the source's).
-   */
-  private async originOf(
-    spec: CreateVolumeSpec,
-    requested: VolumeShape,
-  ): Promise<{ copy: CopyOrigin; shape: VolumeShape }> {
-    const source = spec.contentSource!;
-    let copy: CopyOrigin;
-    let sizeBytes: number;
-    let own: SourceShape;
-    if ('snapshotKey' in source) {
-      const snapshot = await readSnapshot(this.layout, source.snapshotKey);
-      if (!snapshot) {
-        throw new DriverError(
-          FailureType.NotFound,
-          `snapshot ${source.snapshotKey} does not exist in pool ${this.layout.root}`,
-        );
-      }
-      copy = { path: this.snapshotDataPath(snapshot.key) };
-      ({ sizeBytes } = snapshot);
-      own = snapshot;
-    } else {
-      const volume = await readRecord(this.layout, source.volumeKey);
-      if (!volume) {
-        throw new DriverError(
-          FailureType.NotFound,
-          `volume ${source.volumeKey} (the source to clone) does not exist in pool ${this.layout.root}`,
-        );
-      }
-      copy = { path: this.dataPath(volume.key), volume };
-      sizeBytes = volume.capacityBytes;
-      own = volume;
-    }
-    if (spec.capacityBytes < sizeBytes) {
-      throw new DriverError(
-        FailureType.OutOfRange,
-        `volume "${spec.name}" asks for ${describeSize(spec.capacityBytes)}, less than the ` +
-          `${describeSize(sizeBytes)} of its source (${describeSource(source)}); ask for at least that much`,
-      );
-    }
-    const shape = adoptFsType(requested, spec, own);
-    for (const field of ['accessType', 'fsType'] as const) {
-      if ((shape[field] ?? 'none') !== (own[field] ?? 'none')) {
-        throw new DriverError(
-          FailureType.InvalidArgument,
-          `${describeSource(source)} holds ${field} ${own[field] ?? 'none'}; volume "${spec.name}" asks for ` +
-            `${shape[field] ?? 'none'}, and a restore or clone keeps its source's`,
-        );
-      }
-    }
-    return { copy, shape };
-  }
-
-  private async snapshot(spec: CreateSnapshotSpec): Promise<SnapshotRecord> {
-    await this.settle();
-    const snapshots = await this.snapshots();
-    const { snapshotKey: key, sourceKey, name } = spec;
-    const existing = snapshots.get(key) ?? snapshots.byName(name);
-    if (existing) {
-      if (existing.key === key && existing.sourceKey === sourceKey && existing.name === name) {
-        return this.toSnapshot(existing);
-      }
-      throw new DriverError(
-        FailureType.AlreadyExists,
-        `snapshot "${existing.name}" (key ${existing.key}) already exists, of volume ${existing.sourceKey}; ` +
-          `requested "${name}" (key ${key}) of volume ${sourceKey}`,
-      );
-    }
-    const source = await readRecord(this.layout, sourceKey);
-    if (!source) {
-      throw new DriverError(FailureType.NotFound, `volume ${sourceKey} does not exist in pool ${this.layout.root}`);
-    }
-    if (await snapshotDirExists(this.layout, key)) {
-      throw new DriverError(
-        FailureType.FailedPrecondition,
-        `${this.layout.snapshotDir(key)} exists without a record; remove it by hand to reuse snapshot key ${key}`,
-      );
-    }
-    await this.assertRoom(this.allocatedBytes(source.capacityBytes), `snapshot "${name}" of volume "${source.name}"`);
-    const at = new Date().toISOString();
-    const intent: SnapshotIntent = { op: 'create', key, name, sourceKey, sizeBytes: source.capacityBytes, at };
-    const record: StoredSnapshot = {
-      key,
-      name,
-      sourceKey,
-      sizeBytes: source.capacityBytes,
-      createdAt: at,
-      ...shapeOf(source),
-    };
-    await this.changing(async () => {
-      await writeSnapshotIntent(this.layout, intent);
-      try {
-        await makeSnapshotDir(this.layout, key);
-        await this.copyToSnapshot(source, this.snapshotDataPath(key));
-        await writeSnapshot(this.layout, record);
-        await settleSnapshotIntent(this.layout, intent);
-      } catch (error) {
-        // Leave no partial copy; should that fail too, the intent stays for the next call or open().
-        await settleSnapshotIntent(this.layout, intent).catch(() => undefined);
-        throw error;
-      }
-    });
-    snapshots.put(record);
-    return this.toSnapshot(record);
-  }
-
-  private async removeSnapshot(key: string): Promise<'deleted' | 'absent'> {
-    const { reconciled } = await this.settle();
-    const finishedNow = reconciled.some(
-      (entry) => entry.key === key && entry.op === 'snapshot-delete' && entry.outcome === 'completed',
-    );
-    const record = await readSnapshot(this.layout, key);
-    if (!record && !(await snapshotDirExists(this.layout, key))) return finishedNow ? 'deleted' : 'absent';
-    const intent: SnapshotIntent = {
-      op: 'delete',
-      key,
-      name: record?.name ?? '',
-      sourceKey: record?.sourceKey ?? '',
-      sizeBytes: record?.sizeBytes ?? 0,
-      at: new Date().toISOString(),
-    };
-    await this.changing(async () => {
-      await writeSnapshotIntent(this.layout, intent);
-      await settleSnapshotIntent(this.layout, intent);
-    });
-    this.snapshotIndex?.remove(key);
-    return 'deleted';
-  }
-
-  private async delete(key: string): Promise<{ existed: boolean }> {
-    const { reconciled } = await this.settle();
-    // An earlier call that failed part way may just have been finished for us.
-    const finishedNow = reconciled.some(
-      (entry) => entry.key === key && entry.op === 'delete' && entry.outcome === 'completed',
-    );
-    const record = await readRecord(this.layout, key);
-    if (!record && !(await volumeDirExists(this.layout, key))) return { existed: finishedNow };
-    await this.node.assertNotInUse(record ?? { key });
-    const intent: Intent = {
-      op: 'delete',
-      key,
-      name: record?.name ?? '',
-      capacityBytes: record?.capacityBytes ?? 0,
-      parameters: record?.parameters ?? {},
-      at: new Date().toISOString(),
-      ...(record?.projectId === undefined ? {} : { projectId: record.projectId }),
-    };
-    await this.changing(async () => {
-      await writeIntent(this.layout, intent);
-      await settleIntent(this.layout, intent, this.releaser);
-    });
-    this.index?.remove(key);
-    return { existed: true };
-  }
-
   /** ResourceExhausted, nothing changed, unless both the pool's capacity and its storage have `bytes` to spare. */
   private async assertRoom(bytes: number, what: string): Promise<void> {
-    const availableBytes = Math.max(0, this.capacityBytes - (await this.reservedBytes()));
+    const availableBytes = Math.max(0, this.capacityBytes - (await this.indexes.reservedBytes()));
     if (bytes > availableBytes) {
       throw new DriverError(
         FailureType.ResourceExhausted,
@@ -596,41 +330,24 @@ export abstract class PoolBackend implements StorageBackend {
     await this.checkSpace(bytes, what);
   }
 
-  /** Grows the storage first and the record after: a crash in between leaves a retry to redo the growth. */
-  private async expand(key: string, capacityBytes: number): Promise<ExpandResult> {
-    await this.settle();
-    let record = await this.mustRead(key);
-    if (capacityBytes > record.capacityBytes) {
-      const records = await this.records();
-      const extraBytes = this.allocatedBytes(capacityBytes) - this.allocatedBytes(record.capacityBytes);
-      const availableBytes = Math.max(0, this.capacityBytes - (await this.reservedBytes()));
-      if (extraBytes > availableBytes) {
-        throw new DriverError(
-          FailureType.ResourceExhausted,
-          `cannot grow volume "${record.name}" to ${formatBytes(capacityBytes)}: it needs ${formatBytes(extraBytes)} ` +
-            `more and ${formatBytes(availableBytes)} of the pool's ${formatBytes(this.capacityBytes)} is available`,
-        );
-      }
-      await this.checkSpace(extraBytes, `volume "${record.name}"`);
-      const grown = { ...record, capacityBytes };
-      await this.changing(async () => {
-        await this.grow(record, capacityBytes);
-        await writeRecord(this.layout, grown);
-      });
-      records.put(grown);
-      record = grown;
-    }
-    return { capacityBytes: record.capacityBytes, nodeExpansionRequired: this.needsNodeExpansion(record) };
+  /** What the journaled work (pool-volumes.ts, pool-snapshots.ts) asks of this pool and its backend. */
+  private work(): VolumePool & SnapshotPool {
+    return {
+      layout: this.layout,
+      indexes: this.indexes,
+      capacityBytes: this.capacityBytes,
+      release: this.releaser,
+      dataPath: (key) => this.dataPath(key),
+      snapshotDataPath: (key) => this.snapshotDataPath(key),
+      allocatedBytes: (capacityBytes) => this.allocatedBytes(capacityBytes),
+      assertRoom: (bytes, what) => this.assertRoom(bytes, what),
+      checkSpace: (bytes, what) => this.checkSpace(bytes, what),
+      volumeIds: (key, existing) => this.volumeIds(key, existing),
+      allocate: (record, origin) => this.allocate(record, origin),
+      copyToSnapshot: (source, target) => this.copyToSnapshot(source, target),
+      grow: (record, capacityBytes) => this.grow(record, capacityBytes),
+      needsNodeExpansion: (record) => this.needsNodeExpansion(record),
+      assertNotInUse: (volume) => this.node.assertNotInUse(volume),
+    };
   }
-}
-
-/**
- * A restore or clone that names no fsType takes its source's filesystem (an existing volume's, on a retry) rather
- * than the backend's default; only on backends that format (the requested shape has an fsType).
- */
-function adoptFsType(requested: VolumeShape, spec: CreateVolumeSpec, source: SourceShape): VolumeShape {
-  if (!spec.contentSource || spec.fsType || requested.fsType === undefined || source.fsType === undefined) {
-    return requested;
-  }
-  return { ...requested, fsType: source.fsType };
 }
