@@ -11,6 +11,13 @@ export interface K8sTools {
   'kube-scheduler': string;
   'csi-provisioner': string;
   'csi-resizer': string;
+  'csi-snapshotter': string;
+  /** external-snapshotter's cluster-wide controller: a cluster prerequisite of deploy/components/snapshots. */
+  'snapshot-controller': string;
+  /** The snapshot CRDs (files of external-snapshotter's client module, copied by the installer). */
+  'volumesnapshotclasses-crd': string;
+  'volumesnapshotcontents-crd': string;
+  'volumesnapshots-crd': string;
   /** Kubernetes' external storage suite (test/e2e-node/storage-suite) and the binary of its agnhost image. */
   // Ginkgo's CLI runs a precompiled suite only by its .test name.
   'e2e-storage.test': string;
@@ -20,15 +27,16 @@ export interface K8sTools {
 }
 
 /**
- * The binaries scripts/install-k8s-tools.js built (npm test runs it through scripts/setup.js). A missing one
+ * The binaries (and files) scripts/install-k8s-tools.js built (npm test runs it through scripts/setup.js). A missing one
  * fails the e2e with the command that builds it: the test is never skipped.
  */
 export function k8sTools(): K8sTools {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const installer = require(path.join(findProjectRoot(), 'scripts', 'install-k8s-tools.js')) as {
     binaries(): Record<string, string>;
+    files(): Record<string, string>;
   };
-  const binaries = installer.binaries();
+  const binaries = { ...installer.binaries(), ...installer.files() };
   const missing = Object.entries(binaries).filter(([, file]) => !fs.existsSync(file));
   if (missing.length > 0)
     throw new Error(
