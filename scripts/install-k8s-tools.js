@@ -7,7 +7,7 @@
 // A binary that cannot be built is a failure, never a skip: the e2e is part of `npm test`.
 //
 //   node scripts/install-k8s-tools.js          build what is missing
-//   node scripts/install-k8s-tools.js --print  print where each binary is (JSON), without building
+//   node scripts/install-k8s-tools.js --print  print where each binary and file is (JSON), without building
 //   node scripts/install-k8s-tools.js kubernetes  build only the named sets (never two builds of one module at once)
 // DURABLE_CSI_K8S_TOOLS=<dir> caches elsewhere than ~/.cache/durable-csi/k8s-tools (or $XDG_CACHE_HOME).
 //
@@ -84,6 +84,18 @@ const BUILDS = [
       'csi-resizer': 'v2.3.0',
       'csi-snapshotter': 'v8.7.0',
       'snapshot-controller': 'v8.7.0',
+    },
+    // The snapshot CRDs the snapshot-controller and csi-snapshotter serve (test/e2e-k8s/snapshots.test.ts applies
+    // them; deploy/README.md has them as a cluster prerequisite): files of the published client module, copied
+    // from the module cache into `files/`. Stamped there on their own: copying them never invalidates a binary.
+    files: {
+      module: 'github.com/kubernetes-csi/external-snapshotter/client/v8',
+      version: 'v8.7.0',
+      copy: {
+        'volumesnapshotclasses-crd': 'config/crd/snapshot.storage.k8s.io_volumesnapshotclasses.yaml',
+        'volumesnapshotcontents-crd': 'config/crd/snapshot.storage.k8s.io_volumesnapshotcontents.yaml',
+        'volumesnapshots-crd': 'config/crd/snapshot.storage.k8s.io_volumesnapshots.yaml',
+      },
     },
   },
   {
@@ -173,8 +185,8 @@ function requireGo() {
   );
 }
 
-/** The module's own go.mod, from the module proxy (through the go command, so GOPROXY/GOFLAGS apply). */
-function upstreamGoMod(go, { module, version }, env) {
+/** `go mod download -json` of a module: where the module cache holds it (through the go command, so GOPROXY applies). */
+function downloadedModule(go, { module, version }, env) {
   const result = spawnSync(go, ['mod', 'download', '-json', `${module}@${version}`], {
     encoding: 'utf8',
     env,
@@ -188,8 +200,13 @@ function upstreamGoMod(go, { module, version }, env) {
     }
   })();
   if (result.status !== 0 || !info || !info.GoMod)
-    fail(`cannot download ${module}@${version}: ${(info && info.Error) || result.stderr.trim()}`);
-  return fs.readFileSync(info.GoMod, 'utf8');
+    fail(`cannot download ${module}@${version}: ${(info && info.Error) || (result.stderr || '').trim()}`);
+  return info;
+}
+
+/** The module's own go.mod, from the module proxy. */
+function upstreamGoMod(go, owner, env) {
+  return fs.readFileSync(downloadedModule(go, owner, env).GoMod, 'utf8');
 }
 
 /** The replace lines of a go.mod, single and block form, as [from, to]. */
@@ -240,6 +257,11 @@ function allReplaces(go, build, env) {
 }
 
 function install(build) {
+  installBinaries(build);
+  if (build.files) installFiles(build);
+}
+
+function installBinaries(build) {
   const dir = buildDir(build);
   const present = installedBinaries(build);
   const missing = binaryNames(build).filter((name) => !present.includes(name));
@@ -299,6 +321,59 @@ function install(build) {
   console.error(`install-k8s-tools: ${build.name} built in ${seconds} s (${outDir})`);
 }
 
+/** Where a build's files go, and their stamp: `<build dir>/files/`, apart from `bin/` and its stamp. */
+function filesDir(build) {
+  return path.join(buildDir(build), 'files');
+}
+
+/** The module a build's files come from, as its files' stamp records it. */
+function filesIdentity(build) {
+  return `${build.files.module}@${build.files.version}`;
+}
+
+/** The files of a build that exist and are the very files their stamp describes for this module version. */
+function installedFiles(build) {
+  const dir = filesDir(build);
+  const stamp = readJson(path.join(dir, 'stamp.json'));
+  if (!stamp || stamp.module !== filesIdentity(build) || !stamp.sha256) return [];
+  return Object.keys(build.files.copy).filter((name) => {
+    const file = path.join(dir, name + path.extname(build.files.copy[name]));
+    return fs.existsSync(file) && stamp.sha256[name] === sha256(file);
+  });
+}
+
+/**
+ * Copies a build's files from its module (`go mod download -json` names the module cache's directory: the proxy is
+ * asked only when the cache lacks it), unless the stamped copies are there. The binaries and their stamp are left
+ * alone: a set whose binaries are built gains its files without a rebuild.
+ */
+function installFiles(build) {
+  const dir = filesDir(build);
+  const present = installedFiles(build);
+  const names = Object.keys(build.files.copy);
+  if (present.length === names.length) {
+    console.error(`install-k8s-tools: ${build.name} files are cached (${dir})`);
+    return;
+  }
+  const { go } = requireGo();
+  const env = { ...process.env, GOFLAGS: '-mod=mod', GOWORK: 'off' };
+  const moduleDir = downloadedModule(go, build.files, env).Dir;
+  if (!moduleDir) fail(`\`go mod download -json ${filesIdentity(build)}\` named no directory`);
+  fs.mkdirSync(dir, { recursive: true });
+  const hashes = {};
+  for (const name of names) {
+    const source = path.join(moduleDir, build.files.copy[name]);
+    if (!fs.existsSync(source)) fail(`${filesIdentity(build)} has no ${build.files.copy[name]}`);
+    const target = path.join(dir, name + path.extname(source));
+    // The module cache's files are read-only; the copy is a plain file.
+    fs.writeFileSync(target, fs.readFileSync(source));
+    hashes[name] = sha256(target);
+  }
+  const stamp = { module: filesIdentity(build), sha256: hashes };
+  fs.writeFileSync(path.join(dir, 'stamp.json'), `${JSON.stringify(stamp, null, 2)}\n`);
+  console.error(`install-k8s-tools: ${build.name} files copied from ${filesIdentity(build)} (${dir})`);
+}
+
 /** name -> absolute path of every binary (of the named sets only, when given), for the e2e (which fails loudly if
  * one is missing). */
 function binaries(sets) {
@@ -308,10 +383,20 @@ function binaries(sets) {
   return out;
 }
 
-module.exports = { binaries, cacheRoot, BUILDS };
+/** name -> absolute path of every file a build copies (the snapshot CRDs), for the e2e likewise. */
+function files(sets) {
+  const out = {};
+  for (const build of BUILDS.filter((b) => !sets || sets.includes(b.name)))
+    for (const [name, source] of Object.entries(build.files ? build.files.copy : {}))
+      out[name] = path.join(filesDir(build), name + path.extname(source));
+  return out;
+}
+
+module.exports = { binaries, files, cacheRoot, installFiles, BUILDS };
 
 if (require.main === module) {
-  if (process.argv.includes('--print')) process.stdout.write(`${JSON.stringify(binaries(), null, 2)}\n`);
+  if (process.argv.includes('--print'))
+    process.stdout.write(`${JSON.stringify({ ...binaries(), ...files() }, null, 2)}\n`);
   else {
     const only = process.argv.slice(2).filter((arg) => !arg.startsWith('-'));
     const unknown = only.filter((name) => !BUILDS.some((build) => build.name === name));

@@ -31,11 +31,14 @@ const SUITE_SHELL_IMAGES = [
   { name: 'suite-glibc-dns-testing', ref: `${SUITE_REGISTRY}/glibc-dns-testing:2.0.0` },
 ];
 
-/** The sidecars built by scripts/install-k8s-tools.js, named as deploy/base/controller.yaml names them. */
-const SIDECARS = ['csi-provisioner', 'csi-resizer'].map((binary) => {
+/**
+ * The sidecars built by scripts/install-k8s-tools.js, named as deploy/base/controller.yaml (and
+ * deploy/components/snapshots, csi-snapshotter) names them. A set building several modules gives each binary its
+ * own module's version (`versions`).
+ */
+const SIDECARS = ['csi-provisioner', 'csi-resizer', 'csi-snapshotter'].map((binary) => {
   const build = BUILDS.find((b) => Object.hasOwn(b.packages, binary));
   if (!build) throw new Error(`scripts/install-k8s-tools.js builds no ${binary}`);
-  // A set of several modules (the sidecars) names each binary's own version.
   const version = (build.versions || {})[binary] || build.version;
   return { name: binary, binary, version, ref: `registry.k8s.io/sig-storage/${binary}:${version}` };
 });

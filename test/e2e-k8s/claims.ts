@@ -34,12 +34,24 @@ export class ClaimWatch {
     for (const watch of this.watches) watch.stop();
   }
 
-  async create(name: string, storageClassName: string, size = '64Mi', selectedNode?: string): Promise<number> {
+  /** A claim; `dataSource` makes it a restore (a VolumeSnapshot) or a clone (a PersistentVolumeClaim). */
+  async create(
+    name: string,
+    storageClassName: string,
+    size = '64Mi',
+    selectedNode?: string,
+    dataSource?: { apiGroup?: string; kind: string; name: string },
+  ): Promise<number> {
     const annotations = selectedNode ? { 'volume.kubernetes.io/selected-node': selectedNode } : undefined;
     const startedAt = Date.now();
     await this.api.create(CLAIMS, {
       metadata: { name, annotations },
-      spec: { accessModes: ['ReadWriteOnce'], storageClassName, resources: { requests: { storage: size } } },
+      spec: {
+        accessModes: ['ReadWriteOnce'],
+        storageClassName,
+        resources: { requests: { storage: size } },
+        ...(dataSource ? { dataSource } : {}),
+      },
     });
     return startedAt;
   }

@@ -27,6 +27,13 @@ const KUBE_CONTROLLERS = [
   'replicaset-controller',
 ];
 
+export interface ClusterOptions {
+  /** Components of deploy/ in the overlay, beyond dir-quota-none (which every development node needs). */
+  components?: string[];
+  /** What the cluster must have before deploy/ is applied (CRDs, the snapshot-controller); runs as the admin. */
+  prerequisites?: (cluster: K8sCluster) => Promise<void>;
+}
+
 export interface RunningPod {
   name: string;
   run: PodRun;
@@ -58,12 +65,16 @@ export class K8sCluster {
     return this.plane.logDir;
   }
 
-  async start(nodeNames: string[]): Promise<void> {
+  /** Processes of the cluster that are no Pod of deploy/ (the snapshot-controller): stopped before the plane. */
+  readonly clusterProcs: Proc[] = [];
+
+  async start(nodeNames: string[], options: ClusterOptions = {}): Promise<void> {
     await this.plane.start(KUBE_CONTROLLERS);
     this.api = this.plane.rest();
+    await options.prerequisites?.(this);
     // deploy/base as shipped, with the one component a development node needs: its pool is a directory without
-    // project quotas (the real node's overlay has it too).
-    const overlay = this.writeOverlay('deploy-overlay', ['dir-quota-none']);
+    // project quotas (the real node's overlay has it too), and the components the test asks for.
+    const overlay = this.writeOverlay('deploy-overlay', ['dir-quota-none', ...(options.components ?? [])]);
     this.kubectl(['apply', '--server-side', '--field-manager=e2e-admin', '-k', overlay]);
     const apps = `/apis/apps/v1/namespaces/${NAMESPACE}`;
     this.deployment = await this.api.get<V1Deployment>(`${apps}/deployments/durable-csi-controller`);
@@ -140,7 +151,9 @@ export class K8sCluster {
       const pod: RunningPod = { name: podName, run, procs: new Map() };
       this.controllers.push(pod);
       await this.startController(pod);
-      for (const sidecar of ['csi-provisioner', 'csi-resizer']) this.startContainer(pod, sidecar);
+      // Every other container is a sidecar: csi-provisioner, csi-resizer, and what a component adds.
+      for (const container of spec.containers)
+        if (container.name !== 'durable-csi') this.startContainer(pod, container.name);
     }
   }
 
@@ -220,13 +233,20 @@ export class K8sCluster {
 
   /** The node's pool volumes, read from disk (the driver's own answers are not trusted). */
   volumesOnDisk(nodeName: string): string[] {
+    const dir = path.join(this.poolDir(nodeName), 'volumes');
+    return fs.existsSync(dir) ? fs.readdirSync(dir).sort() : [];
+  }
+
+  /** The node's pool directory on the host (the DaemonSet's hostPath volume `pool`). */
+  poolDir(nodeName: string): string {
     const pool = this.node(nodeName).run.volumes.get('pool');
-    const dir = pool ? path.join(pool, 'volumes') : '';
-    return dir && fs.existsSync(dir) ? fs.readdirSync(dir).sort() : [];
+    if (!pool) throw new Error(`${nodeName}: the node Pod has no pool volume`);
+    return pool;
   }
 
   async stop(): Promise<void> {
     for (const pod of [...this.controllers, ...this.nodes.values()]) await this.stopPod(pod);
+    for (const proc of this.clusterProcs) await proc.stop(5000);
     this.api?.close();
     await this.plane.stop();
     if (!process.env.DURABLE_CSI_KEEP_TEST_DATA) fs.rmSync(this.root, { recursive: true, force: true });

@@ -11,6 +11,13 @@ export interface K8sTools {
   'kube-scheduler': string;
   'csi-provisioner': string;
   'csi-resizer': string;
+  'csi-snapshotter': string;
+  /** external-snapshotter's cluster-wide controller: a cluster prerequisite of deploy/components/snapshots. */
+  'snapshot-controller': string;
+  /** The snapshot CRDs (files of external-snapshotter's client module, copied by the installer). */
+  'volumesnapshotclasses-crd': string;
+  'volumesnapshotcontents-crd': string;
+  'volumesnapshots-crd': string;
   /** Kubernetes' external storage suite (test/e2e-node/storage-suite) and the binary of its agnhost image. */
   // Ginkgo's CLI runs a precompiled suite only by its .test name.
   'e2e-storage.test': string;
@@ -23,7 +30,7 @@ export interface K8sTools {
 export const CONTROL_PLANE_SETS = ['kubernetes', 'sidecars'];
 
 /**
- * The binaries scripts/install-k8s-tools.js built (npm test builds them in the background and runs these suites
+ * The binaries (and files: the snapshot CRDs) scripts/install-k8s-tools.js built (npm test builds them in the background and runs these suites
  * once they are there). A missing one fails the e2e with the command that builds it: the test is never skipped.
  * With `sets`, only those sets' binaries are looked for (and only their fields are set).
  */
@@ -31,8 +38,9 @@ export function k8sTools(sets?: string[]): K8sTools {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const installer = require(path.join(findProjectRoot(), 'scripts', 'install-k8s-tools.js')) as {
     binaries(sets?: string[]): Record<string, string>;
+    files(sets?: string[]): Record<string, string>;
   };
-  const binaries = installer.binaries(sets);
+  const binaries = { ...installer.binaries(sets), ...installer.files(sets) };
   const missing = Object.entries(binaries).filter(([, file]) => !fs.existsSync(file));
   if (missing.length > 0)
     throw new Error(

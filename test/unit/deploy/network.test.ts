@@ -15,9 +15,8 @@ import type {
 import { loadAll as loadAllYaml } from 'js-yaml';
 import fs from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot } from '../../../common/project-root';
+import { DEPLOY, withComponent } from './components';
 
-const DEPLOY = path.join(findProjectRoot(), 'deploy');
 const load = <T>(file: string) => loadAllYaml(fs.readFileSync(path.join(DEPLOY, file), 'utf8')) as T[];
 type Workload = V1Deployment | V1DaemonSet;
 const [controller] = load<V1Deployment>('base/controller.yaml');
@@ -28,13 +27,17 @@ const policy = (name: string) => {
   if (!found) throw new Error(`networkpolicy.yaml has no ${name}`);
   return found;
 };
+// deploy/components/snapshots adds a sidecar with a metrics port to the controller, and that port to the ingress.
+const snapshotsController = controller && withComponent(controller, 'snapshots');
+const snapshotsIngress = withComponent(policy('durable-csi-ingress'), 'snapshots');
 const containers = (workload: Workload | undefined): V1Container[] => workload?.spec?.template.spec?.containers ?? [];
 const LISTEN_FLAGS = /^--(metrics-address|health-address|http-endpoint)=(.*)$/;
 
 describe.each([
-  ['controller', controller],
-  ['node', node],
-])('%s listeners', (_name, workload) => {
+  ['controller', controller, policy('durable-csi-ingress')],
+  ['node', node, policy('durable-csi-ingress')],
+  ['controller with components/snapshots', snapshotsController, snapshotsIngress],
+])('%s listeners', (_name, workload, ingress) => {
   const listeners = containers(workload).flatMap((container) =>
     (container.args ?? []).flatMap((arg) => {
       const match = LISTEN_FLAGS.exec(arg);
@@ -53,11 +56,24 @@ describe.each([
   });
 
   it('ingress admits its metrics ports only, never a probe port (probes come from the node)', () => {
-    const ingress = policy('durable-csi-ingress');
     expect(ingress.spec?.podSelector?.matchLabels).toEqual({ 'app.kubernetes.io/name': 'durable-csi' });
     const admitted = new Set((ingress.spec?.ingress ?? []).flatMap((rule) => (rule.ports ?? []).map((p) => p.port)));
     for (const container of containers(workload))
       for (const port of container.ports ?? []) expect(admitted.has(port.containerPort)).toBe(port.name !== 'healthz');
+  });
+});
+
+describe('components/snapshots on the network', () => {
+  it('adds the sidecar and its port and nothing else: the base stays as it is for clusters without snapshots', () => {
+    expect(containers(snapshotsController).map((c) => c.name)).toEqual([
+      ...containers(controller).map((c) => c.name),
+      'csi-snapshotter',
+    ]);
+    const ports = (p: V1NetworkPolicy) =>
+      (p.spec?.ingress ?? []).flatMap((rule) => (rule.ports ?? []).map((x) => x.port));
+    expect(ports(snapshotsIngress)).toEqual([...ports(policy('durable-csi-ingress')), 8082]);
+    expect(containers(controller).map((c) => c.name)).not.toContain('csi-snapshotter');
+    expect(ports(policy('durable-csi-ingress'))).not.toContain(8082);
   });
 });
 

@@ -3,12 +3,13 @@
  * (every `core.<method>(` and informer path under kubernetes/), so a new API call without its rule, or a rule no
  * code uses, fails here; the e2e (test/e2e-k8s) runs the controller as this ServiceAccount against a real API server.
  */
-import type { V1ClusterRole, V1PolicyRule, V1Role } from '@kubernetes/client-node';
+import type { V1ClusterRole, V1Deployment, V1PolicyRule, V1Role } from '@kubernetes/client-node';
 import { loadAll as loadAllYaml } from 'js-yaml';
 import fs from 'node:fs';
 import path from 'node:path';
 import { findProjectRoot } from '../../../common/project-root';
 import { SNAPSHOT_CONTENTS } from '../../../kubernetes/snapshot-contents';
+import { componentResources, loadDeploy, withComponent } from './components';
 
 const ROOT = findProjectRoot();
 const KUBERNETES_CODE = path.join(ROOT, 'kubernetes');
@@ -109,5 +110,107 @@ describe("the sidecars' roles", () => {
     expect(
       [...grants(role('ClusterRole', 'durable-csi-external-resizer').rules ?? [])].filter((g) => g.startsWith('pods ')),
     ).toEqual([]);
+  });
+});
+
+describe('components/snapshots', () => {
+  type Bound = RbacObject & {
+    subjects?: { kind: string; name: string; namespace?: string }[];
+    roleRef?: { kind: string; name: string };
+  };
+  const objects = componentResources<Bound & { driver?: string; deletionPolicy?: string; parameters?: unknown }>(
+    'snapshots',
+  );
+  const clusterRole = (name: string) => {
+    const found = objects.find((object) => object.kind === 'ClusterRole' && object.metadata?.name === name);
+    if (!found) throw new Error(`components/snapshots has no ClusterRole ${name}`);
+    return found;
+  };
+  const snapshotGrants = (rules: V1PolicyRule[]) => {
+    for (const rule of rules)
+      for (const resource of rule.resources ?? [])
+        expect(rule.apiGroups).toEqual([resource === 'events' ? '' : 'snapshot.storage.k8s.io']);
+    return [...grants(rules)].sort();
+  };
+  const [controller] = loadDeploy<V1Deployment>('base/controller.yaml');
+  const rendered = controller && withComponent(controller, 'snapshots');
+  const sidecar = (name: string) => rendered?.spec?.template.spec?.containers.find((c) => c.name === name);
+
+  it("csi-snapshotter v8.7.0 gets exactly upstream's rules for its watches, status updates and Events", () => {
+    // external-snapshotter v8.7.0 deploy/kubernetes/csi-snapshotter/rbac-csi-snapshotter.yaml, less the optional
+    // Secrets (no class names any) and the groupsnapshot.storage.k8s.io rules (group snapshots are switched off).
+    expect(snapshotGrants(clusterRole('durable-csi-external-snapshotter').rules ?? [])).toEqual(
+      [
+        'volumesnapshotclasses get',
+        'volumesnapshotclasses list',
+        'volumesnapshotclasses watch',
+        ...['get', 'list', 'watch', 'update', 'patch'].map((verb) => `volumesnapshotcontents ${verb}`),
+        'volumesnapshotcontents/status update',
+        'volumesnapshotcontents/status patch',
+        ...['list', 'watch', 'create', 'update', 'patch'].map((verb) => `events ${verb}`),
+      ].sort(),
+    );
+    expect(sidecar('csi-snapshotter')?.args).toContain('--feature-gates=CSIVolumeGroupSnapshot=false');
+  });
+
+  it('csi-provisioner reads snapshots for restores and manages their source-protection finalizer; nothing more', () => {
+    expect(snapshotGrants(clusterRole('durable-csi-external-provisioner-snapshots').rules ?? [])).toEqual(
+      [
+        'volumesnapshots get',
+        'volumesnapshots list',
+        'volumesnapshots watch',
+        'volumesnapshots update',
+        'volumesnapshotcontents get',
+      ].sort(),
+    );
+  });
+
+  it("both are bound to the controller Pod's ServiceAccount; leader election uses the base's namespace Role", () => {
+    for (const name of ['durable-csi-external-snapshotter', 'durable-csi-external-provisioner-snapshots']) {
+      const binding = objects.find((object) => object.kind === 'ClusterRoleBinding' && object.metadata?.name === name);
+      expect(binding?.roleRef).toMatchObject({ kind: 'ClusterRole', name });
+      expect(binding?.subjects).toEqual([
+        { kind: 'ServiceAccount', name: 'durable-csi-controller', namespace: 'durable-csi' },
+      ]);
+    }
+    expect(rendered?.spec?.template.spec?.serviceAccountName).toBe('durable-csi-controller');
+    expect(sidecar('csi-snapshotter')?.args).toEqual(
+      expect.arrayContaining(['--leader-election', '--leader-election-namespace=$(NAMESPACE)']),
+    );
+    for (const verb of ['get', 'watch', 'list', 'delete', 'update', 'create'])
+      expect(grants(role('Role', 'durable-csi-controller-sidecars').rules ?? [])).toContain(`leases ${verb}`);
+  });
+
+  it('the sidecar talks to the same socket as the others; the driver serves snapshots (--snapshots)', () => {
+    const provisioner = sidecar('csi-provisioner');
+    const snapshotter = sidecar('csi-snapshotter');
+    expect(snapshotter?.image).toBe('registry.k8s.io/sig-storage/csi-snapshotter:v8.7.0');
+    expect(snapshotter?.args).toContain('--csi-address=$(ADDRESS)');
+    expect(snapshotter?.env?.find((v) => v.name === 'ADDRESS')).toEqual(
+      provisioner?.env?.find((v) => v.name === 'ADDRESS'),
+    );
+    expect(snapshotter?.volumeMounts).toEqual(provisioner?.volumeMounts);
+    expect(snapshotter?.securityContext).toEqual(provisioner?.securityContext);
+    // The sidecar's --timeout above the driver's --call-wait (an unfinished copy answers ABORTED in time).
+    const seconds = (args: string[] | undefined, flag: string) =>
+      Number(/=(\d+)s$/.exec(args?.find((arg) => arg.startsWith(`${flag}=`)) ?? '')?.[1]);
+    const driver = rendered?.spec?.template.spec?.containers[0];
+    expect(driver?.name).toBe('durable-csi');
+    expect(seconds(snapshotter?.args, '--timeout')).toBeGreaterThan(seconds(driver?.args, '--call-wait'));
+    expect(driver?.args).toContain('--snapshots');
+    // The base alone serves none (its clusters may have no snapshot CRDs).
+    expect(controller?.spec?.template.spec?.containers[0]?.args).not.toContain('--snapshots');
+    expect(manifests.flatMap((object) => object.rules ?? []).flatMap((rule) => rule.apiGroups ?? [])).not.toContain(
+      'snapshot.storage.k8s.io',
+    );
+  });
+
+  it('the VolumeSnapshotClass durable-csi names the CSIDriver of deploy/base and deletes the copy with the snapshot', () => {
+    const [driver] = loadDeploy<{ metadata: { name: string } }>('base/csidriver.yaml');
+    const snapshotClass = objects.find((object) => object.kind === 'VolumeSnapshotClass');
+    expect(snapshotClass?.metadata?.name).toBe('durable-csi');
+    expect(snapshotClass?.driver).toBe(driver?.metadata.name);
+    expect(snapshotClass?.deletionPolicy).toBe('Delete');
+    expect(snapshotClass?.parameters).toBeUndefined();
   });
 });

@@ -55,8 +55,9 @@ describe('deploy/Containerfile follows deploy/image.json', () => {
 });
 
 describe('the image names deploy/ uses are the ones npm run image builds', () => {
-  const manifests = ['controller.yaml', 'node.yaml'].map((file) =>
-    fs.readFileSync(path.join(root, 'deploy/base', file), 'utf8'),
+  // csi-snapshotter is the snapshots component's (deploy/components/snapshots), not the base's.
+  const manifests = ['base/controller.yaml', 'base/node.yaml', 'components/snapshots/kustomization.yaml'].map((file) =>
+    fs.readFileSync(path.join(root, 'deploy', file), 'utf8'),
   );
   const images = manifests.flatMap((text) => [...text.matchAll(/^\s+image: (\S+)$/gm)].map((m) => m[1]));
 
@@ -70,6 +71,12 @@ describe('the image names deploy/ uses are the ones npm run image builds', () =>
 
   it('names each sidecar image after the version scripts/install-k8s-tools.js builds', () => {
     for (const sidecar of spec.SIDECARS) expect(images).toContain(sidecar.ref);
+    // One set builds them all from one module graph; each keeps its own module's version.
+    expect(spec.SIDECARS.map((sidecar) => sidecar.ref)).toEqual([
+      'registry.k8s.io/sig-storage/csi-provisioner:v6.4.0',
+      'registry.k8s.io/sig-storage/csi-resizer:v2.3.0',
+      'registry.k8s.io/sig-storage/csi-snapshotter:v8.7.0',
+    ]);
   });
 });
 

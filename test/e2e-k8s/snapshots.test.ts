@@ -1,0 +1,289 @@
+import type { CoreV1EventList, V1PersistentVolume, V1PodSpec, V1StorageClass } from '@kubernetes/client-node';
+import fs from 'node:fs';
+import path from 'node:path';
+import { TOPOLOGY_NODE_KEY } from '../../common/names';
+import { ClaimWatch, E2E_NAMESPACE } from './claims';
+import { DRIVER, K8sCluster } from './k8s-cluster';
+import { KubeError } from './kube-rest';
+import { eventually, startProcess } from './processes';
+
+/**
+ * issue 22 item 4: VolumeSnapshots through external-snapshotter on a real control plane. The snapshot CRDs and the
+ * snapshot-controller are the cluster's (what deploy/README.md lists as prerequisites: the CRDs of external-snapshotter's
+ * client module and its controller, both v8.7.0, built and copied by scripts/install-k8s-tools.js); deploy/base with
+ * deploy/components/snapshots is applied server-side, and the csi-snapshotter sidecar runs from the rendered
+ * controller Pods like the other sidecars, as the controller's ServiceAccount (a missing RBAC rule fails here).
+ * There is no kubelet: a volume's data is written and read in its directory in the node's pool (docs/storage.md).
+ */
+jest.setTimeout(600_000);
+
+// Node names of this file's own: the Temporal dev server is shared with the other suites, and it remembers each
+// node's pool identity.
+const NODES = ['snap-node-1', 'snap-node-2'];
+const SOURCE_NODE = 'snap-node-2';
+const DIR_CLASS = 'durable-csi-dir';
+const IMMEDIATE_CLASS = 'e2e-snap-immediate';
+const SNAPSHOT_CLASS = 'durable-csi';
+const SNAPSHOTS = `/apis/snapshot.storage.k8s.io/v1/namespaces/${E2E_NAMESPACE}/volumesnapshots`;
+const CONTENTS = '/apis/snapshot.storage.k8s.io/v1/volumesnapshotcontents';
+const CRDS = ['volumesnapshotclasses-crd', 'volumesnapshotcontents-crd', 'volumesnapshots-crd'] as const;
+const cluster = new K8sCluster();
+let claims: ClaimWatch;
+
+interface VolumeSnapshot {
+  metadata?: { name?: string; deletionTimestamp?: string };
+  status?: { readyToUse?: boolean; boundVolumeSnapshotContentName?: string; restoreSize?: string };
+}
+interface VolumeSnapshotContent {
+  metadata?: { name?: string; deletionTimestamp?: string };
+  spec?: { driver?: string; deletionPolicy?: string; source?: { volumeHandle?: string } };
+  status?: { readyToUse?: boolean; snapshotHandle?: string; restoreSize?: number };
+}
+
+/** The cluster's part, before deploy/ is applied: the snapshot CRDs, then the snapshot-controller (as the admin). */
+async function snapshotPrerequisites(c: K8sCluster): Promise<void> {
+  for (const crd of CRDS) c.kubectl(['apply', '--server-side', '--field-manager=e2e-admin', '-f', c.tools[crd]]);
+  c.kubectl([
+    'wait',
+    '--for=condition=Established',
+    '--timeout=60s',
+    ...['volumesnapshotclasses', 'volumesnapshotcontents', 'volumesnapshots'].map(
+      (plural) => `crd/${plural}.snapshot.storage.k8s.io`,
+    ),
+  ]);
+  // Upstream's Deployment runs one with leader election; one process here. Its deletion retries are capped at 30 s
+  // (default 5 min), as the driver's sidecars are, so the test does not wait for a long backoff. No group snapshot
+  // CRDs here: with the gate on it looks for them for 30 s (--retry-crd-interval-max) before it starts.
+  const controller = startProcess(
+    'snapshot-controller',
+    c.tools['snapshot-controller'],
+    [
+      `--kubeconfig=${c.plane.adminKubeconfig()}`,
+      '--leader-election=false',
+      '--retry-interval-max=30s',
+      '--feature-gates=CSIVolumeGroupSnapshot=false',
+      '--v=2',
+    ],
+    { logDir: c.logDir },
+  );
+  c.clusterProcs.push(controller);
+}
+
+beforeAll(async () => {
+  try {
+    await cluster.start(NODES, { components: ['snapshots'], prerequisites: snapshotPrerequisites });
+  } catch (error) {
+    await cluster.stop();
+    throw error;
+  }
+  await cluster.api.create('/api/v1/namespaces', { metadata: { name: E2E_NAMESPACE } });
+  const immediate: V1StorageClass = {
+    metadata: { name: IMMEDIATE_CLASS },
+    provisioner: DRIVER,
+    volumeBindingMode: 'Immediate',
+    reclaimPolicy: 'Delete',
+  };
+  await cluster.api.create('/apis/storage.k8s.io/v1/storageclasses', immediate);
+  claims = new ClaimWatch(cluster.api);
+  await claims.start();
+}, 300_000);
+
+afterAll(async () => {
+  claims?.stop();
+  await cluster.stop();
+});
+
+function pvNode(pv: V1PersistentVolume): string | undefined {
+  const terms = pv.spec?.nodeAffinity?.required?.nodeSelectorTerms ?? [];
+  return terms[0]?.matchExpressions?.find((e) => e.key === TOPOLOGY_NODE_KEY)?.values?.[0];
+}
+
+/** The last field of a volume or snapshot ID: its key, the name of its directory in the pool. */
+const keyOf = (id: string | undefined) => (id ?? '').split('_').pop() ?? '';
+const volumeDir = (node: string, pv: V1PersistentVolume) =>
+  path.join(cluster.poolDir(node), 'volumes', keyOf(pv.spec?.csi?.volumeHandle));
+const snapshotDir = (node: string, handle: string) =>
+  path.join(cluster.poolDir(node), 'snapshots', 'data', keyOf(handle));
+
+async function createSnapshot(name: string, claim: string): Promise<void> {
+  await cluster.api.create(SNAPSHOTS, {
+    apiVersion: 'snapshot.storage.k8s.io/v1',
+    kind: 'VolumeSnapshot',
+    metadata: { name },
+    spec: { volumeSnapshotClassName: SNAPSHOT_CLASS, source: { persistentVolumeClaimName: claim } },
+  });
+}
+
+/** The snapshot once readyToUse, and its content. */
+async function readySnapshot(name: string): Promise<{ snapshot: VolumeSnapshot; content: VolumeSnapshotContent }> {
+  const snapshot = await eventually(
+    `VolumeSnapshot ${name} readyToUse`,
+    async () => {
+      const current = await cluster.api.get<VolumeSnapshot>(`${SNAPSHOTS}/${name}`);
+      return current.status?.readyToUse === true ? current : undefined;
+    },
+    120_000,
+    500,
+  );
+  const content = await cluster.api.get<VolumeSnapshotContent>(
+    `${CONTENTS}/${snapshot.status?.boundVolumeSnapshotContentName ?? ''}`,
+  );
+  return { snapshot, content };
+}
+
+/** The object, or undefined once the API server answers 404. */
+async function getOrGone<T>(apiPath: string): Promise<T | undefined> {
+  try {
+    return await cluster.api.get<T>(apiPath);
+  } catch (error) {
+    if (error instanceof KubeError && error.status === 404) return undefined;
+    throw error;
+  }
+}
+
+/** How many times the object got an Event with that reason (the API server folds repeats into one's count). */
+async function eventCount(name: string, reason: string): Promise<number> {
+  const list = await cluster.api.get<CoreV1EventList>(`/api/v1/events?fieldSelector=involvedObject.name%3D${name}`);
+  return list.items.filter((event) => event.reason === reason).reduce((sum, event) => sum + (event.count ?? 1), 0);
+}
+
+describe('deploy/components/snapshots', () => {
+  it('applies server-side on a cluster with the snapshot CRDs: the class, the sidecar, the driver serving snapshots', async () => {
+    const snapshotClass = await cluster.api.get<{ driver: string; deletionPolicy: string }>(
+      `/apis/snapshot.storage.k8s.io/v1/volumesnapshotclasses/${SNAPSHOT_CLASS}`,
+    );
+    expect(snapshotClass).toMatchObject({ driver: DRIVER, deletionPolicy: 'Delete' });
+    const containers = cluster.deployment.spec?.template.spec?.containers ?? [];
+    expect(containers.map((container) => container.name)).toEqual([
+      'durable-csi',
+      'csi-provisioner',
+      'csi-resizer',
+      'csi-snapshotter',
+    ]);
+    expect(containers[0]?.args).toContain('--snapshots');
+    for (const pod of cluster.controllers) {
+      expect(pod.procs.get('durable-csi')?.child.spawnargs).toContain('--snapshots');
+      expect(pod.procs.get('csi-snapshotter')?.running()).toBe(true);
+    }
+  });
+
+  it("the controller's Pod with the sidecar is still admitted where the restricted level is enforced", async () => {
+    const restricted = 'e2e-snap-psa-restricted';
+    await cluster.api.create('/api/v1/namespaces', {
+      metadata: { name: restricted, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
+    });
+    const spec: V1PodSpec | undefined = cluster.deployment.spec?.template.spec;
+    await expect(
+      cluster.api.create(`/api/v1/namespaces/${restricted}/pods?dryRun=All`, {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: 'controller' },
+        spec,
+      }),
+    ).resolves.toBeDefined();
+  });
+});
+
+describe('VolumeSnapshots through csi-snapshotter', () => {
+  let source: V1PersistentVolume;
+  let content: VolumeSnapshotContent;
+  let handle = '';
+
+  it('a VolumeSnapshot of a bound PVC becomes readyToUse; its copy is on the source node, data and all', async () => {
+    await claims.create('source', DIR_CLASS, '64Mi', SOURCE_NODE);
+    source = await claims.bound('source');
+    expect(pvNode(source)).toBe(SOURCE_NODE);
+    fs.writeFileSync(path.join(volumeDir(SOURCE_NODE, source), 'data.txt'), 'before the snapshot\n');
+
+    await createSnapshot('snap-1', 'source');
+    const ready = await readySnapshot('snap-1');
+    content = ready.content;
+    handle = content.status?.snapshotHandle ?? '';
+    expect(handle).toMatch(new RegExp(`^s1_${SOURCE_NODE}_[0-9a-f]{16}_[0-9a-f]{32}$`));
+    expect(content.spec).toMatchObject({
+      driver: DRIVER,
+      deletionPolicy: 'Delete',
+      source: { volumeHandle: source.spec?.csi?.volumeHandle },
+    });
+    expect(content.status?.readyToUse).toBe(true);
+    expect(ready.snapshot.status?.restoreSize).toBe('64Mi');
+    expect(fs.readFileSync(path.join(snapshotDir(SOURCE_NODE, handle), 'data.txt'), 'utf8')).toBe(
+      'before the snapshot\n',
+    );
+    // Written after the snapshot: the restore below must not see it (the copy is independent), the clone must.
+    fs.writeFileSync(path.join(volumeDir(SOURCE_NODE, source), 'data.txt'), 'after the snapshot\n');
+  });
+
+  it("a PVC restored from it binds on the source's node (the driver places it) and holds the snapshot's data", async () => {
+    // Immediate: csi-provisioner offers every node; the driver answers with the snapshot's node.
+    await claims.create('restored', IMMEDIATE_CLASS, '64Mi', undefined, {
+      apiGroup: 'snapshot.storage.k8s.io',
+      kind: 'VolumeSnapshot',
+      name: 'snap-1',
+    });
+    const restored = await claims.bound('restored', 120_000);
+    expect(pvNode(restored)).toBe(SOURCE_NODE);
+    expect(cluster.volumesOnDisk(SOURCE_NODE)).toContain(keyOf(restored.spec?.csi?.volumeHandle));
+    expect(fs.readFileSync(path.join(volumeDir(SOURCE_NODE, restored), 'data.txt'), 'utf8')).toBe(
+      'before the snapshot\n',
+    );
+  });
+
+  it('a clone PVC (dataSource PVC) binds on the source node and holds the data the source has now', async () => {
+    await claims.create('clone', DIR_CLASS, '64Mi', SOURCE_NODE, { kind: 'PersistentVolumeClaim', name: 'source' });
+    const clone = await claims.bound('clone', 120_000);
+    expect(pvNode(clone)).toBe(SOURCE_NODE);
+    expect(keyOf(clone.spec?.csi?.volumeHandle)).not.toBe(keyOf(source.spec?.csi?.volumeHandle));
+    expect(fs.readFileSync(path.join(volumeDir(SOURCE_NODE, clone), 'data.txt'), 'utf8')).toBe('after the snapshot\n');
+  });
+
+  it('deleting the VolumeSnapshot while its node agent is stopped keeps the content and the copy until it returns', async () => {
+    const contentName = content.metadata?.name ?? '';
+    const copy = snapshotDir(SOURCE_NODE, handle);
+    await cluster.node(SOURCE_NODE).procs.get('durable-csi')?.stop();
+    await cluster.api.delete(`${SNAPSHOTS}/snap-1`);
+
+    // csi-snapshotter asked DeleteSnapshot and was refused (the driver answers ABORTED while the node is away), then
+    // asked again after its backoff and was refused again: the deletion waits, it is not given up.
+    await eventually(
+      `two SnapshotDeleteError on ${contentName}`,
+      async () => (await eventCount(contentName, 'SnapshotDeleteError')) >= 2,
+      120_000,
+      1000,
+    );
+    const waiting = await cluster.api.get<VolumeSnapshotContent>(`${CONTENTS}/${contentName}`);
+    expect(waiting.metadata?.deletionTimestamp).toBeDefined();
+    expect(waiting.status?.snapshotHandle).toBe(handle);
+    expect(fs.existsSync(path.join(copy, 'data.txt'))).toBe(true);
+
+    await cluster.startAgent(SOURCE_NODE);
+    await eventually(
+      `VolumeSnapshotContent ${contentName} gone`,
+      async () => (await getOrGone(`${CONTENTS}/${contentName}`)) === undefined,
+      120_000,
+      500,
+    );
+    expect(fs.existsSync(copy)).toBe(false);
+    expect(fs.readdirSync(path.join(cluster.poolDir(SOURCE_NODE), 'snapshots', 'records'))).toEqual([]);
+    await eventually(
+      'VolumeSnapshot snap-1 gone',
+      async () => (await getOrGone(`${SNAPSHOTS}/snap-1`)) === undefined,
+      120_000,
+      500,
+    );
+  });
+
+  it('the claims go with their volumes; the restored and cloned ones do not depend on the source', async () => {
+    const pvs = new Map<string, V1PersistentVolume>();
+    for (const name of ['source', 'restored', 'clone']) pvs.set(name, await claims.bound(name));
+    await claims.delete('source');
+    await claims.pvGone(pvs.get('source')?.metadata?.name ?? '');
+    for (const name of ['restored', 'clone'])
+      expect(fs.existsSync(path.join(volumeDir(SOURCE_NODE, pvs.get(name) as V1PersistentVolume), 'data.txt'))).toBe(
+        true,
+      );
+    for (const name of ['restored', 'clone']) await claims.delete(name);
+    for (const name of ['restored', 'clone']) await claims.pvGone(pvs.get(name)?.metadata?.name ?? '');
+    for (const node of NODES) expect(cluster.volumesOnDisk(node)).toEqual([]);
+  });
+});
