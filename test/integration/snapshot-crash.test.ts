@@ -1,16 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { call, withDeadline, type CsiClients } from '../../csi/client';
-import type { CreateSnapshotResponse__Output } from '../../csi/generated/csi/v1/CreateSnapshotResponse';
 import { parseSnapshotId } from '../../common/snapshot-id';
 import { TestCluster } from '../support/cluster';
-import { MiB, codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
-
-function createSnapshot(clients: CsiClients, name: string, sourceVolumeId: string, timeoutMs = 15_000) {
-  return call<CreateSnapshotResponse__Output>((done) =>
-    clients.controller.CreateSnapshot({ name, source_volume_id: sourceVolumeId }, withDeadline(timeoutMs), done),
-  );
-}
+import { createSnapshot, createSnapshotUntilReady, notReadyYet } from '../support/snapshot-requests';
+import { MiB, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
 
 /**
  * A node agent killed after making the copy, before answering: the snapshot waits for that node (ABORTED), and when
@@ -28,14 +21,14 @@ describe('node agent killed after copying a snapshot, before answering', () => {
     await first.stop();
     const doomed = await cluster.startNode('node-1', { failpoints: 'snapshot.after-copy' });
 
-    expect(await codeOf(createSnapshot(clients, 'snap-1', volumeId, 5_000))).toBe('ABORTED');
+    expect(await notReadyYet(createSnapshot(clients, 'snap-1', volumeId, 5_000))).toBe(true);
     await doomed.exited;
     expect(doomed.child.signalCode).toBe('SIGKILL');
     const copies = fs.readdirSync(path.join(cluster.pool('node-1'), 'snapshots', 'data'));
     expect(copies).toHaveLength(1);
 
     await cluster.startNode('node-1');
-    const answer = await retryLikeCo(() => createSnapshot(clients, 'snap-1', volumeId));
+    const answer = await createSnapshotUntilReady(clients, 'snap-1', volumeId);
     expect(parseSnapshotId(answer.snapshot!.snapshot_id)?.key).toBe(copies[0]);
     expect(fs.readdirSync(path.join(cluster.pool('node-1'), 'snapshots', 'data'))).toEqual(copies);
     expect(fs.readdirSync(path.join(cluster.pool('node-1'), 'snapshots', 'journal'))).toEqual([]);

@@ -1,17 +1,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { call, withDeadline, type CsiClients } from '../../csi/client';
 import type { CreateSnapshotResponse__Output } from '../../csi/generated/csi/v1/CreateSnapshotResponse';
 import { SLOW_COPY_MS } from '../../agent/failpoints';
 import { parseSnapshotId } from '../../common/snapshot-id';
 import { TestCluster } from '../support/cluster';
+import { createSnapshot, createSnapshotUntilReady } from '../support/snapshot-requests';
 import { MiB, codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
-
-function createSnapshot(clients: CsiClients, name: string, sourceVolumeId: string) {
-  return call<CreateSnapshotResponse__Output>((done) =>
-    clients.controller.CreateSnapshot({ name, source_volume_id: sourceVolumeId }, withDeadline(15_000), done),
-  );
-}
 
 /**
  * A copy longer than a CSI call waits: CreateSnapshot answers the snapshot's ID with ready_to_use false while the
@@ -46,11 +40,7 @@ describe('a snapshot whose copy takes longer than a call', () => {
     const key = parseSnapshotId(copying.snapshot!.snapshot_id)!.key;
     expect(fs.readdirSync(path.join(cluster.pool('node-1'), 'snapshots', 'records'))).toEqual([]);
 
-    const ready = await retryLikeCo(async () => {
-      const answer = await createSnapshot(clients, 'snap-1', volumeId);
-      if (!answer.snapshot!.ready_to_use) throw Object.assign(new Error('not ready yet'), { code: 10 });
-      return answer;
-    });
+    const ready = await createSnapshotUntilReady(clients, 'snap-1', volumeId);
     expect(ready.snapshot!.snapshot_id).toBe(copying.snapshot!.snapshot_id);
     expect(Number(ready.snapshot!.size_bytes)).toBe(64 * MiB);
     expect(fs.readdirSync(path.join(cluster.pool('node-1'), 'snapshots', 'records'))).toEqual([`${key}.json`]);
