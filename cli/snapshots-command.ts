@@ -42,9 +42,7 @@ function createCommand(): Command {
     const made = await withSnapshots(flags, async (operations) => {
       for (;;) {
         try {
-          const answer = await operations.create(name, flags.source, wait);
-          if (answer.readyToUse) return answer;
-          process.stderr.write(`${answer.snapshotId}: the copy is running on node ${answer.nodeId}\n`);
+          return await operations.create(name, flags.source, wait);
         } catch (error) {
           if (!(error instanceof DriverError) || error.type !== FailureType.Aborted) throw error;
           process.stderr.write(`${error.message}\n`);

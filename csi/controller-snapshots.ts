@@ -85,8 +85,8 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
   };
 }
 
-/** A listed snapshot is on its pool, so ready; a created one says (its copy may still run). */
-function toCsiSnapshot(snapshot: Omit<ListedSnapshot, 'nodeId' | 'name'> & { readyToUse?: boolean }): Snapshot {
+/** Ready: a listed snapshot is on its pool, and a create answers only once its copy is recorded there. */
+function toCsiSnapshot(snapshot: Omit<ListedSnapshot, 'nodeId' | 'name'>): Snapshot {
   const millis = Date.parse(snapshot.createdAt);
   const at = Number.isNaN(millis) ? 0 : millis;
   return {
@@ -94,7 +94,7 @@ function toCsiSnapshot(snapshot: Omit<ListedSnapshot, 'nodeId' | 'name'> & { rea
     source_volume_id: snapshot.sourceVolumeId,
     size_bytes: String(snapshot.sizeBytes),
     creation_time: { seconds: String(Math.floor(at / 1000)), nanos: (at % 1000) * 1_000_000 },
-    ready_to_use: snapshot.readyToUse ?? true,
+    ready_to_use: true,
   };
 }
 

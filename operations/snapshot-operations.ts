@@ -10,7 +10,7 @@ import {
   listSnapshotsWorkflowId,
   oneOffTag,
 } from '../common/names';
-import { formatSnapshotId, parseSnapshotId } from '../common/snapshot-id';
+import { parseSnapshotId } from '../common/snapshot-id';
 import { parseVolumeId } from '../common/volume-id';
 import type * as workflows from '../workflows';
 import type { CreateSnapshotResult } from '../workflows/create-snapshot';
@@ -18,14 +18,10 @@ import type { DeleteSnapshotResult } from '../workflows/delete-snapshot';
 import type { ListSnapshotsResult } from '../workflows/list-snapshots';
 import { NodeIdKey, OperationKey, VolumeIdKey } from '../workflows/search-attribute-keys';
 import { boundedResult } from './bounded-result';
-import { copyInProgressSince } from './copy-in-progress';
 import { describeWait } from './describe-wait';
 import { snapshotKeyOf } from './snapshot-key';
 import { startOrAttach } from './start-or-attach';
 import { deliverForget, phaseAttributes } from './volume-operations';
-
-/** A snapshot as CreateSnapshot answers it: done, or its copy still running (size unknown: 0). */
-export type SnapshotAnswer = CreateSnapshotResult & { readyToUse: boolean };
 
 /**
  * What the CSI controller asks of Temporal for snapshots (docs/snapshots.md): as for volumes, each call starts or
@@ -40,10 +36,11 @@ export class SnapshotOperations {
 
   /**
    * The name's snapshot of `sourceVolumeId`; the name already taken by a snapshot of another volume: ALREADY_EXISTS.
-   * A copy still running on its node is answered not ready to use (the CO asks again); one that waits for its node
-   * is ABORTED.
+   * A copy not done (running, or waiting for its node) is ABORTED, never an ID the CO could delete meanwhile: a
+   * DeleteSnapshot that reached the pool before the copy would find nothing, answer OK, and the copy would land
+   * after it, unowned (docs/snapshots.md).
    */
-  async create(name: string, sourceVolumeId: string, waitMs: number): Promise<SnapshotAnswer> {
+  async create(name: string, sourceVolumeId: string, waitMs: number): Promise<CreateSnapshotResult> {
     const parts = parseVolumeId(sourceVolumeId);
     if (!parts) {
       throw new DriverError(FailureType.NotFound, `source volume ${sourceVolumeId} was not issued by this driver`);
@@ -73,14 +70,7 @@ export class SnapshotOperations {
       );
     }
     const outcome = await boundedResult(this.client, handle, waitMs);
-    if (outcome.done) return { ...outcome.value, readyToUse: true };
-    const copying = copyInProgressSince(await handle.describe());
-    if (copying) {
-      // The ID is known before the copy ends: the node, pool and key are those of the source and the name.
-      const snapshotId = formatSnapshotId({ ...parts, key: snapshotKeyOf(name, sourceVolumeId) });
-      const createdAt = copying.toISOString();
-      return { snapshotId, sourceVolumeId, nodeId: parts.nodeId, sizeBytes: 0, createdAt, readyToUse: false };
-    }
+    if (outcome.done) return outcome.value;
     const now = await readNodeRecord(this.client, this.driverName, parts.nodeId);
     throw new DriverError(
       FailureType.Aborted,

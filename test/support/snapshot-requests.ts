@@ -14,9 +14,9 @@ export function deleteSnapshot(clients: CsiClients, snapshotId: string, timeoutM
 }
 
 /**
- * A CreateSnapshot answer that gives the CO no snapshot yet: ABORTED (the copy waits for its node), or OK with
- * ready_to_use false (the server still counts the copy as running: an agent killed mid-copy is so until its
- * heartbeat timeout). Anything else (ready, another error) is returned as what it is.
+ * A CreateSnapshot answer that gives the CO no snapshot yet: ABORTED (the copy runs, or waits for its node), or an
+ * OK not ready to use (CSI allows it; this driver does not answer so, docs/snapshots.md). Anything else (ready,
+ * another error) is returned as what it is.
  */
 export async function notReadyYet(answer: Promise<CreateSnapshotResponse__Output>): Promise<true | string> {
   try {
