@@ -6,7 +6,6 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities } from '../activities/node-activities';
 import { FailureType } from '../common/failures';
 import { formatSnapshotId } from '../common/snapshot-id';
@@ -15,9 +14,7 @@ import { snapshotOptions } from './node-activity-options';
 import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
 import { PhaseKey, VolumeIdKey } from './search-attribute-keys';
-
-// Retried until it is recorded: a copy nobody lists must not stay on a pool that returns.
-const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '30s', retry: { maximumInterval: '10s' } });
+import { recordWriteOff } from './record-write-off';
 
 export interface CreateSnapshotInput {
   driverName: string;
@@ -96,9 +93,5 @@ export async function createSnapshot(input: CreateSnapshotInput): Promise<Create
 async function writeOffCopy(input: CreateSnapshotInput, reason: string): Promise<void> {
   const where = { nodeId: input.nodeId, poolIdPrefix: input.poolIdPrefix, key: input.snapshotKey };
   const copy = { volumeId: formatSnapshotId(where), key: input.snapshotKey, poolIdPrefix: input.poolIdPrefix, reason };
-  await control.recordWriteOff({
-    driverName: input.driverName,
-    nodeId: input.nodeId,
-    volume: { ...copy, kind: 'snapshot' },
-  });
+  await recordWriteOff(input.driverName, input.nodeId, { ...copy, kind: 'snapshot' });
 }

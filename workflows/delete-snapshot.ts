@@ -5,16 +5,13 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities, NodeDeleteOutcome } from '../activities/node-activities';
 import { deleteOptions } from './node-activity-options';
 import type { ForgetNotice } from './node-forgotten';
 import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
 import { PhaseKey } from './search-attribute-keys';
-
-// Retried until it is recorded: the write-off is what makes the OK true.
-const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '30s', retry: { maximumInterval: '10s' } });
+import { recordWriteOff } from './record-write-off';
 
 export interface DeleteSnapshotInput {
   driverName: string;
@@ -69,11 +66,7 @@ async function writtenOff(input: DeleteSnapshotInput, notice: ForgetNotice): Pro
       poolIdPrefix: input.poolIdPrefix,
       reason: notice.reason,
     };
-    await control.recordWriteOff({
-      driverName: input.driverName,
-      nodeId: input.nodeId,
-      volume: { ...copy, kind: 'snapshot' },
-    });
+    await recordWriteOff(input.driverName, input.nodeId, { ...copy, kind: 'snapshot' });
   }
   return finish({ outcome: 'node-forgotten', nodeId: input.nodeId, reason: notice.reason });
 }
