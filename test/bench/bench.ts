@@ -17,18 +17,13 @@ import { startRunTemporal } from '../support/run-temporal';
 import { runDirectLevel, warmUpDirect } from './direct';
 import { runDrain } from './drain';
 import { runDurableLevel, warmUpDurable, type DurableTarget } from './durable';
+import { idleResident } from './idle';
+import { runLifecycles } from './lifecycles';
+import { runSupervisor } from './supervisor';
 import { messageOf } from './measure';
 import { CostMeter } from './phase-cost';
 import { ProcessWatch } from './process-usage';
-import {
-  formatReport,
-  machineInfo,
-  priceOfDurability,
-  writeJson,
-  type BenchReport,
-  type IdleFigures,
-  type LevelResult,
-} from './report';
+import { formatReport, machineInfo, priceOfDurability, writeJson, type BenchReport, type LevelResult } from './report';
 import { integer } from '../support/option-parsers';
 
 interface Options {
@@ -48,6 +43,9 @@ interface Options {
   topology: 'node' | 'none';
   idleSettle: number;
   profile?: string;
+  lifecycles: number;
+  lifecycleBatch: number;
+  supervisorOps: number;
 }
 
 const positiveInt = integer(1);
@@ -66,6 +64,19 @@ function parseOptions(argv: string[]): Options {
     .option('--call-wait <duration>', "controller's --call-wait", '30s')
     .option('--rpc-timeout <ms>', 'gRPC deadline of each attempt', positiveInt, 60_000)
     .option('--warmup <n>', 'unmeasured create+delete pairs before the first level', integer(0), 3)
+    .option(
+      '--lifecycles <n>',
+      'create+delete lifecycles at concurrency 5 after the levels, sampling RSS per batch (0: skip)',
+      integer(0),
+      2000,
+    )
+    .option('--lifecycle-batch <n>', 'lifecycles between two RSS samples', positiveInt, 250)
+    .option(
+      '--supervisor-ops <n>',
+      'creates (then deletes) through a `durable-csi dev` stack, measuring its supervisor (0: skip)',
+      integer(0),
+      100,
+    )
     .option('--drain <n>', 'deletions that wait for a stopped node, then drain (0: skip)', integer(0), 1000)
     .option(
       '--server-config <which>',
@@ -107,17 +118,6 @@ function parseOptions(argv: string[]): Options {
     )
     .parse(argv);
   return program.opts<Options>();
-}
-
-/** Each group's resident memory after settleMs of doing nothing, and the CPU it spent meanwhile (ms per second). */
-async function idleResident(watch: ProcessWatch, settleMs: number): Promise<IdleFigures> {
-  const started = watch.begin();
-  const at = performance.now();
-  await new Promise((resolve) => setTimeout(resolve, settleMs));
-  const usage = watch.end(started);
-  const seconds = (performance.now() - at) / 1000;
-  const cpuMsPerSecond = Object.fromEntries(Object.entries(usage.cpuMs).map(([group, ms]) => [group, ms / seconds]));
-  return { resident: watch.resident(), cpuMsPerSecond };
 }
 
 const progress = (message: string) => process.stderr.write(`[bench ${new Date().toISOString()}] ${message}\n`);
@@ -261,6 +261,12 @@ async function main(): Promise<number> {
     }
     toggleProfiles();
     report.idle.afterLevels = await idleResident(watch, options.idleSettle);
+    if (options.lifecycles > 0) {
+      progress(`${options.lifecycles} lifecycles at concurrency 5, RSS every ${options.lifecycleBatch}`);
+      const batches = { count: options.lifecycles, batch: options.lifecycleBatch, concurrency: 5 };
+      const check = (level: LevelResult) => checkLevel('lifecycles', level, report.problems);
+      report.lifecycles = await runLifecycles(target, watch, runId, batches, check, progress);
+    }
     if (options.drain > 0) {
       report.drain = await runDrain(target, meter, runId, options.drain, progress);
       report.problems.push(...report.drain.problems);
@@ -278,6 +284,12 @@ async function main(): Promise<number> {
       const level = await runDirectLevel({ backend, pool }, runId, concurrency, options.ops);
       report.direct.push(level);
       checkLevel('direct', level, report.problems);
+    }
+    if (options.supervisorOps > 0) {
+      const check = (level: LevelResult) => checkLevel('supervisor', level, report.problems);
+      const shape = { nodes: options.nodes, ops: options.supervisorOps, concurrency: 5 };
+      const settings = { settleMs: options.idleSettle, rpcTimeoutMs: options.rpcTimeout };
+      report.supervisor = await runSupervisor({ ...shape, ...settings }, runId, check, progress);
     }
   } catch (error) {
     report.problems.push(`aborted: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);

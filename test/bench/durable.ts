@@ -7,8 +7,14 @@ import { leftoversIn, measure, type OnRetry } from './measure';
 import type { CostMeter } from './phase-cost';
 import type { LevelResult } from './report';
 
-export interface DurableTarget {
-  cluster: TestCluster;
+/** Where a level looks for what its deletes left behind. */
+export interface PoolView {
+  pool(nodeId: string): string;
+  volumesOnDisk(nodeId: string): string[];
+}
+
+export interface DurableTarget<Pools extends PoolView = TestCluster> {
+  cluster: Pools;
   clients: CsiClients;
   nodes: string[];
   /** Per-attempt gRPC deadline. */
@@ -49,7 +55,7 @@ async function retried<T>(attempt: () => Promise<T>, onRetry: OnRetry, budgetMs:
   }
 }
 
-function createOne(target: DurableTarget, name: string, index: number, onRetry: OnRetry): Promise<string> {
+function createOne(target: DurableTarget<PoolView>, name: string, index: number, onRetry: OnRetry): Promise<string> {
   const nodeId = nodeFor(target, index);
   const request = createRequest(name, MiB, nodeId === undefined ? {} : onNode(nodeId));
   return retried(
@@ -64,7 +70,7 @@ function createOne(target: DurableTarget, name: string, index: number, onRetry: 
   );
 }
 
-export async function warmUpDurable(target: DurableTarget, runId: string, count: number): Promise<void> {
+export async function warmUpDurable(target: DurableTarget<PoolView>, runId: string, count: number): Promise<void> {
   for (let index = 0; index < count; index++) {
     const volumeId = await createOne(target, `bench-${runId}-warmup-${index}`, index, () => undefined);
     await retried(
@@ -76,7 +82,7 @@ export async function warmUpDurable(target: DurableTarget, runId: string, count:
 }
 
 export async function runDurableLevel(
-  target: DurableTarget,
+  target: DurableTarget<PoolView>,
   meter: CostMeter,
   runId: string,
   concurrency: number,

@@ -4,6 +4,8 @@ import path from 'node:path';
 import { formatCosts, formatDrain, formatGoals } from './cost-report';
 import { formatDriverGoals, formatRoles } from './role-report';
 import type { DrainResult } from './drain';
+import type { LifecycleResult } from './lifecycles';
+import type { SupervisorResult } from './supervisor';
 import type { PhaseCost } from './phase-cost';
 import type { ResidentMb } from './process-usage';
 import type { LatencyStats } from './stats';
@@ -49,6 +51,10 @@ export interface BenchReport {
   durable: LevelResult[];
   direct: LevelResult[];
   drain?: DrainResult;
+  /** RSS per role over many lifecycles after the levels (issue 23: no growth over 2,000). */
+  lifecycles?: LifecycleResult;
+  /** The dev supervisor (`durable-csi dev`), on a stack of its own. */
+  supervisor?: SupervisorResult;
   /** At rest: after start, and after the levels (before the drain). */
   idle?: { start: IdleFigures; afterLevels?: IdleFigures };
   priceOfDurability: {

@@ -79,6 +79,8 @@ export function formatRoles(report: BenchReport): string[] {
     }),
   );
   return [
+    ...formatSupervisor(report),
+    ...formatLifecycles(report),
     `Per process role (topology: ${String(report.options.topology ?? 'none')}): CPU ms per create+delete; RSS in MB ` +
       '(10^6 bytes) of the heaviest process of the role, idle = VmRSS after the settle, peak = VmHWM',
     table(
@@ -149,6 +151,13 @@ export function driverGoals(report: BenchReport): Goal[] {
       unit: 'MB',
     },
     {
+      what: 'dev supervisor RSS at idle',
+      measured: report.supervisor?.idle.resident?.rss,
+      limit: 40 * MIB_IN_MB,
+      unit: 'MB',
+    },
+    ...lifecycleGoals(report),
+    {
       what: 'controller idle RSS growth over the levels',
       measured: growth('controller'),
       limit: undefined,
@@ -170,7 +179,7 @@ export function judge(goal: Goal): string {
 
 export function formatDriverGoals(report: BenchReport): string[] {
   return [
-    "Goals (issue 23, the driver's own cost; MiB limits shown in MB; the dev supervisor is not part of this run)",
+    "Goals (issue 23, the driver's own cost; MiB limits shown in MB)",
     table(
       ['goal', 'measured', 'limit', ''],
       driverGoals(report).map((goal) => [
@@ -179,6 +188,57 @@ export function formatDriverGoals(report: BenchReport): string[] {
         goal.limit === undefined ? '-' : `<= ${num(goal.limit)} ${goal.unit}`,
         judge(goal),
       ]),
+    ),
+  ];
+}
+
+/** RSS growth a role may show over the lifecycles and still count as "no growth": the scatter of one sample. */
+const LIFECYCLE_GROWTH_LIMIT_MB = 10;
+
+function lifecycleGoals(report: BenchReport): Goal[] {
+  const result = report.lifecycles;
+  const count = result?.samples.at(-1)?.lifecycles;
+  return DRIVER.map((role) => ({
+    what: `${role} RSS growth over ${count ?? 'the'} lifecycles (after the first ${result?.batch ?? '-'})`,
+    measured: result?.growthMb[role],
+    limit: LIFECYCLE_GROWTH_LIMIT_MB,
+    unit: 'MB',
+  }));
+}
+
+function formatLifecycles(report: BenchReport): string[] {
+  const result = report.lifecycles;
+  if (!result || result.samples.length === 0) return [];
+  const roles = ROLES.filter((role) => result.samples[0]?.resident[role]);
+  return [
+    `RSS (MB) over lifecycles at concurrency ${result.concurrency}, ${result.batch} per batch, after a 2 s settle:`,
+    table(
+      ['lifecycles', ...roles],
+      result.samples.map((sample) => [
+        String(sample.lifecycles),
+        ...roles.map((role) => resident(sample.resident[role])),
+      ]),
+    ),
+  ];
+}
+
+function formatSupervisor(report: BenchReport): string[] {
+  const result = report.supervisor;
+  if (!result) return [];
+  return [
+    `The dev supervisor (\`durable-csi dev --nodes ${result.nodes}\`, its own stack), ${result.operations} creates ` +
+      `then deletes at concurrency ${result.concurrency}:`,
+    table(
+      ['role', 'CPU ms per create+delete', 'idle CPU ms/s', 'idle RSS', 'peak RSS, ops'],
+      [
+        [
+          'supervisor',
+          num(result.cpuMsPerPair),
+          num(result.idle.cpuMsPerSecond ?? NaN),
+          resident(result.idle.resident),
+          mb(result.peakRssMb),
+        ],
+      ],
     ),
   ];
 }

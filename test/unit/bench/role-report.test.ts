@@ -1,5 +1,6 @@
 import type { PhaseCost } from '../../bench/phase-cost';
 import { nodeFor } from '../../bench/durable';
+import { lifecycleGrowth } from '../../bench/lifecycles';
 import { residentByGroup } from '../../bench/process-usage';
 import type { BenchReport, LevelResult } from '../../bench/report';
 import { driverGoals, judge, pairCpuMs, pairThreadCpuMs, peakOf } from '../../bench/role-report';
@@ -67,6 +68,28 @@ describe('the benchmark per process role', () => {
     const none = driverGoals({ ...report, options: { topology: 'none' } } as unknown as BenchReport);
     expect(none[0]!.measured).toBeUndefined();
     expect(judge(none[0]!)).toBe('');
+  });
+
+  it('counts lifecycle growth from after the first batch to the lower of the last two samples', () => {
+    const at = (lifecycles: number, controller: number) => ({
+      lifecycles,
+      resident: { controller: { rss: controller, anon: 0, file: 0 } },
+    });
+    // The first batch (JIT, caches) is the base; one high last sample (before a GC) is not growth.
+    expect(lifecycleGrowth([at(250, 150), at(500, 158), at(750, 170)])).toEqual({ controller: 8 });
+    expect(lifecycleGrowth([at(250, 150), at(500, 154)])).toEqual({ controller: 4 });
+    expect(lifecycleGrowth([at(250, 150)])).toEqual({});
+    const report = {
+      options: {},
+      durable: [],
+      lifecycles: { concurrency: 5, batch: 250, samples: [], growthMb: { controller: 12, 'node agents': 3 } },
+      supervisor: { idle: { resident: { rss: 45, anon: 5, file: 40 } } },
+    } as unknown as BenchReport;
+    const goal = (what: string) => judge(driverGoals(report).find((entry) => entry.what.startsWith(what))!);
+    expect(goal('controller RSS growth over')).toBe('missed');
+    expect(goal('node agents RSS growth over')).toBe('met');
+    // 40 MiB is 41.9 MB.
+    expect(goal('dev supervisor RSS at idle')).toBe('missed');
   });
 
   it('names one node per create, round robin, only with topology', () => {
