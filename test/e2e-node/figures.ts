@@ -17,6 +17,7 @@ export async function classFigures(
   parallel = 5,
 ): Promise<void> {
   const { node, work } = real;
+  const bound: number[] = [];
   const running: number[] = [];
   const gone: number[] = [];
   const started = Date.now();
@@ -28,8 +29,10 @@ export async function classFigures(
         const t0 = Date.now();
         await work.claim(name, storageClass, size);
         await work.pod(name, name, { script: `echo ${name} > /data/f` });
+        const binding = waitBound(real, name).then(() => bound.push(Date.now() - t0));
         await work.waitRunning(name);
         running.push(Date.now() - t0);
+        await binding;
         expect(work.exec(name, 'cat /data/f')).toBe(`${name}\n`);
         await work.deletePod(name);
         const pv = (await work.getClaim(name)).spec?.volumeName ?? '';
@@ -40,8 +43,11 @@ export async function classFigures(
       }),
     );
   }
+  const binds = summarize(bound, Date.now() - started);
   const up = summarize(running, Date.now() - started);
   const down = summarize(gone, Date.now() - started);
+  node.timings[`${label}: PVC created -> Bound p50`] = binds.p50 / 1000;
+  node.timings[`${label}: PVC created -> Bound p99`] = binds.p99 / 1000;
   node.timings[`${label}: PVC created -> Pod Running p50`] = up.p50 / 1000;
   node.timings[`${label}: PVC created -> Pod Running p99`] = up.p99 / 1000;
   node.timings[`${label}: PVC deleted -> PV gone p50`] = down.p50 / 1000;
@@ -50,4 +56,13 @@ export async function classFigures(
   expect(running).toHaveLength(count);
   expect(fs.readdirSync(path.join(node.poolDir, 'volumes'))).toEqual([]);
   expect(node.ns.mountinfo()).not.toContain('kubernetes.io~csi');
+}
+
+/** Until the claim is Bound (WaitForFirstConsumer: once its Pod is scheduled and the volume made), polled. */
+async function waitBound(real: DeployedNode, name: string, timeoutMs = 180_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while ((await real.work.getClaim(name)).status?.phase !== 'Bound') {
+    if (Date.now() > until) throw new Error(`PVC ${name} not Bound after ${timeoutMs / 1000} s`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
 }
