@@ -135,8 +135,15 @@ export async function isMountOf(target: string, matchers: MountMatcher[]): Promi
 /** Never a device file or a set-user-ID program that works from inside a volume (docs/security.md). */
 const SAFE_DEFAULTS = ['nodev', 'nosuid'];
 
+/**
+ * A restored or cloned xfs volume is a block copy carrying its source's filesystem UUID, and XFS refuses to mount a
+ * second filesystem with a UUID already mounted ("duplicate UUID"): without nouuid, a restore or clone could not be
+ * used while its source is (the storage suite's snapshot and clone specs).
+ */
+const FS_TYPE_FLAGS: Record<string, string[]> = { xfs: ['nouuid'] };
+
 export async function mountFilesystem(device: string, target: string, fsType: string, flags: string[]) {
-  const options = ['-o', [...SAFE_DEFAULTS, ...flags].join(',')];
+  const options = ['-o', [...SAFE_DEFAULTS, ...(FS_TYPE_FLAGS[fsType] ?? []), ...flags].join(',')];
   await runTool('mount', ['-t', fsType, ...options, assertAbsolute(device), assertAbsolute(target)]);
 }
 

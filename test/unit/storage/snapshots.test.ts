@@ -425,7 +425,6 @@ describe('loop snapshots', () => {
     expect(snapshot).toMatchObject({ accessType: 'mount', fsType: 'xfs' });
     // Thawed again: the workload can write.
     fs.writeFileSync(path.join(staging, 'after'), 'after the snapshot');
-    await backend.unstageVolume(source.key, staging);
 
     // No fsType asked: the source's (xfs), not the backend's default (ext4).
     const restored = await backend.createVolume(
@@ -435,6 +434,7 @@ describe('loop snapshots', () => {
     const clone = await backend.createVolume(
       volume({ capacityBytes: 300 * MiB, contentSource: { volumeKey: source.key } }),
     );
+    // Staged while their source still is: each copy carries the source's xfs UUID (mounted nouuid).
     for (const [record, expected] of [
       [restored, ['data']],
       [clone, ['after', 'data']],
@@ -451,6 +451,7 @@ describe('loop snapshots', () => {
       await backend.unstageVolume(record.key, at);
       expect(isMountPoint(at)).toBe(false);
     }
+    await backend.unstageVolume(source.key, staging);
     await expectDriverError(
       backend.createVolume(
         volume({ capacityBytes: 300 * MiB, fsType: 'ext4', contentSource: { snapshotKey: snapshot.key } }),
