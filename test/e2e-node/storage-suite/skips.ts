@@ -128,6 +128,13 @@ export const SELF_SKIPS: readonly SelfSkip[] = [
     reason: `${DECLARED_FALSE} seLinuxMount, groupSnapshot, snapshotMetadata, volumeLimits (no per-node limit), RWX.`,
   },
   {
+    message: /Driver "durable-csi\.io" does not support filesystem resizing - skipping/,
+    reason:
+      'dir.yaml declares the anti-capability FSResizeFromSourceNotSupported: a dir volume has no filesystem of its ' +
+      "own, so a restore asked larger than its snapshot has no filesystem to grow (df shows the pool's).",
+    drivers: ['dir'],
+  },
+  {
     message: /does not support block volume mode|does not provide raw block|doesn't support Block -- skipping/,
     reason: `${DECLARED_FALSE} block: the dir backend has no device to hand over.`,
     drivers: ['dir'],
