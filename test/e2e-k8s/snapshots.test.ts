@@ -4,8 +4,18 @@ import path from 'node:path';
 import { TOPOLOGY_NODE_KEY } from '../../common/names';
 import { ClaimWatch, E2E_NAMESPACE } from './claims';
 import { DRIVER, K8sCluster } from './k8s-cluster';
-import { KubeError } from './kube-rest';
 import { eventually, startProcess } from './processes';
+import {
+  CONTENTS,
+  SNAPSHOT_CLASS,
+  applySnapshotCrds,
+  createSnapshot as createSnapshotIn,
+  getOrGone as getOrGoneIn,
+  readySnapshot as readySnapshotIn,
+  snapshotControllerArgs,
+  snapshotsPath,
+  type VolumeSnapshotContent,
+} from './snapshot-objects';
 
 /**
  * issue 22 item 4: VolumeSnapshots through external-snapshotter on a real control plane. The snapshot CRDs and the
@@ -23,50 +33,15 @@ const NODES = ['snap-node-1', 'snap-node-2'];
 const SOURCE_NODE = 'snap-node-2';
 const DIR_CLASS = 'durable-csi-dir';
 const IMMEDIATE_CLASS = 'e2e-snap-immediate';
-const SNAPSHOT_CLASS = 'durable-csi';
-const SNAPSHOTS = `/apis/snapshot.storage.k8s.io/v1/namespaces/${E2E_NAMESPACE}/volumesnapshots`;
-const CONTENTS = '/apis/snapshot.storage.k8s.io/v1/volumesnapshotcontents';
-const CRDS = ['volumesnapshotclasses-crd', 'volumesnapshotcontents-crd', 'volumesnapshots-crd'] as const;
+const SNAPSHOTS = snapshotsPath(E2E_NAMESPACE);
 const cluster = new K8sCluster();
 let claims: ClaimWatch;
 
-interface VolumeSnapshot {
-  metadata?: { name?: string; deletionTimestamp?: string };
-  status?: { readyToUse?: boolean; boundVolumeSnapshotContentName?: string; restoreSize?: string };
-}
-interface VolumeSnapshotContent {
-  metadata?: { name?: string; deletionTimestamp?: string };
-  spec?: { driver?: string; deletionPolicy?: string; source?: { volumeHandle?: string } };
-  status?: { readyToUse?: boolean; snapshotHandle?: string; restoreSize?: number };
-}
-
 /** The cluster's part, before deploy/ is applied: the snapshot CRDs, then the snapshot-controller (as the admin). */
 async function snapshotPrerequisites(c: K8sCluster): Promise<void> {
-  for (const crd of CRDS) c.kubectl(['apply', '--server-side', '--field-manager=e2e-admin', '-f', c.tools[crd]]);
-  c.kubectl([
-    'wait',
-    '--for=condition=Established',
-    '--timeout=60s',
-    ...['volumesnapshotclasses', 'volumesnapshotcontents', 'volumesnapshots'].map(
-      (plural) => `crd/${plural}.snapshot.storage.k8s.io`,
-    ),
-  ]);
-  // Upstream's Deployment runs one with leader election; one process here. Its deletion retries are capped at 30 s
-  // (default 5 min), as the driver's sidecars are, so the test does not wait for a long backoff. No group snapshot
-  // CRDs here: with the gate on it looks for them for 30 s (--retry-crd-interval-max) before it starts.
-  const controller = startProcess(
-    'snapshot-controller',
-    c.tools['snapshot-controller'],
-    [
-      `--kubeconfig=${c.plane.adminKubeconfig()}`,
-      '--leader-election=false',
-      '--retry-interval-max=30s',
-      '--feature-gates=CSIVolumeGroupSnapshot=false',
-      '--v=2',
-    ],
-    { logDir: c.logDir },
-  );
-  c.clusterProcs.push(controller);
+  applySnapshotCrds((args) => c.kubectl(args), c.tools);
+  const args = snapshotControllerArgs(c.plane.adminKubeconfig());
+  c.clusterProcs.push(startProcess('snapshot-controller', c.tools['snapshot-controller'], args, { logDir: c.logDir }));
 }
 
 beforeAll(async () => {
@@ -105,41 +80,9 @@ const volumeDir = (node: string, pv: V1PersistentVolume) =>
 const snapshotDir = (node: string, handle: string) =>
   path.join(cluster.poolDir(node), 'snapshots', 'data', keyOf(handle));
 
-async function createSnapshot(name: string, claim: string): Promise<void> {
-  await cluster.api.create(SNAPSHOTS, {
-    apiVersion: 'snapshot.storage.k8s.io/v1',
-    kind: 'VolumeSnapshot',
-    metadata: { name },
-    spec: { volumeSnapshotClassName: SNAPSHOT_CLASS, source: { persistentVolumeClaimName: claim } },
-  });
-}
-
-/** The snapshot once readyToUse, and its content. */
-async function readySnapshot(name: string): Promise<{ snapshot: VolumeSnapshot; content: VolumeSnapshotContent }> {
-  const snapshot = await eventually(
-    `VolumeSnapshot ${name} readyToUse`,
-    async () => {
-      const current = await cluster.api.get<VolumeSnapshot>(`${SNAPSHOTS}/${name}`);
-      return current.status?.readyToUse === true ? current : undefined;
-    },
-    120_000,
-    500,
-  );
-  const content = await cluster.api.get<VolumeSnapshotContent>(
-    `${CONTENTS}/${snapshot.status?.boundVolumeSnapshotContentName ?? ''}`,
-  );
-  return { snapshot, content };
-}
-
-/** The object, or undefined once the API server answers 404. */
-async function getOrGone<T>(apiPath: string): Promise<T | undefined> {
-  try {
-    return await cluster.api.get<T>(apiPath);
-  } catch (error) {
-    if (error instanceof KubeError && error.status === 404) return undefined;
-    throw error;
-  }
-}
+const createSnapshot = (name: string, claim: string) => createSnapshotIn(cluster.api, E2E_NAMESPACE, name, claim);
+const readySnapshot = (name: string) => readySnapshotIn(cluster.api, E2E_NAMESPACE, name);
+const getOrGone = <T>(apiPath: string) => getOrGoneIn<T>(cluster.api, apiPath);
 
 /** How many times the object got an Event with that reason (the API server folds repeats into one's count). */
 async function eventCount(name: string, reason: string): Promise<number> {

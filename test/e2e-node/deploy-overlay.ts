@@ -8,6 +8,7 @@ const DEPLOY_IMAGES: Record<string, string> = {
   'ghcr.io/durable-csi/durable-csi': 'durable-csi',
   'registry.k8s.io/sig-storage/csi-provisioner': 'csi-provisioner',
   'registry.k8s.io/sig-storage/csi-resizer': 'csi-resizer',
+  'registry.k8s.io/sig-storage/csi-snapshotter': 'csi-snapshotter',
 };
 
 /**
@@ -15,10 +16,12 @@ const DEPLOY_IMAGES: Record<string, string> = {
  * issue allows: image names and the Temporal address. Written into the run directory, pointing back at deploy/.
  * The test's Temporal is the plaintext dev server at a non-loopback address, so the shipped temporal-insecure
  * component is always in: it is what a dev cluster with such a Temporal applies (deploy/README.md). So is
- * dir-quota-none: the node's pool is a directory of this machine, whose kernel has no quota support.
+ * dir-quota-none: the node's pool is a directory of this machine, whose kernel has no quota support. And snapshots:
+ * the node's cluster has the snapshot CRDs and snapshot-controller (RealNode.startSnapshotController), so deploy/
+ * runs as a cluster with VolumeSnapshots would run it, csi-snapshotter sidecar and VolumeSnapshotClass included.
  */
 export function writeOverlay(dir: string, images: ImageTars, temporal: string, components: string[] = []): string {
-  const used = [...new Set(['temporal-insecure', 'dir-quota-none', ...components])];
+  const used = [...new Set(['temporal-insecure', 'dir-quota-none', 'snapshots', ...components])];
   fs.mkdirSync(dir, { recursive: true });
   const deploy = path.join(findProjectRoot(), 'deploy');
   const rel = (sub: string) => path.relative(dir, path.join(deploy, sub));

@@ -17,8 +17,8 @@ export interface DeployedNode {
 }
 
 /**
- * Registers the file's beforeAll/afterAll: a real node named `name`, deploy/base (plus shipped `components`)
- * applied through the overlay, the controller Deployment and node DaemonSet Ready. afterAll stops the node and
+ * Registers the file's beforeAll/afterAll: a real node named `name` with the snapshot CRDs and snapshot-controller,
+ * deploy/base (plus shipped `components`) applied through the overlay, the controller Deployment and node DaemonSet Ready. afterAll stops the node and
  * prints node.timings. A start that fails stops the node and throws with every part's log tail.
  */
 export function deployedNode(name: string, components: string[] = []): DeployedNode {
@@ -31,6 +31,7 @@ export function deployedNode(name: string, components: string[] = []): DeployedN
       deployed.work = new Workloads(node, imageRef(images, 'library/busybox'));
       const started = Date.now();
       const overlay = writeOverlay(path.join(node.run, 'overlay'), images, NODE_TEMPORAL_ADDRESS, components);
+      node.startSnapshotController();
       node.kubectl(['apply', '--server-side', '-k', overlay]);
       await driverReady(node);
       node.timings['deploy/ applied -> controller and node Pods Ready'] = (Date.now() - started) / 1000;

@@ -2,20 +2,27 @@ import type { V1CSINode, V1Pod, V1PodList } from '@kubernetes/client-node';
 import fs from 'node:fs';
 import path from 'node:path';
 import { eventually } from '../e2e-k8s/processes';
+import { CONTENTS, createSnapshot, getOrGone, readySnapshot, snapshotsPath } from '../e2e-k8s/snapshot-objects';
 import { DRIVER, NAMESPACE, deployedNode, driverReady } from './deployed-node';
 import { classFigures } from './figures';
 import { NODE_NAME } from './real-node';
-import { RolloutWatch } from './rollout-watch';
+import { RolloutWatch, type Watched } from './rollout-watch';
+import { APP_NAMESPACE } from './workloads';
 
 /**
  * deploy/ as it really runs: a real node (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd
  * and kubelet inside a network and mount namespace of the test's own), the driver's image and the sidecars' images
- * built here, deploy/ applied as shipped (only image names and the Temporal address changed), PVCs mounted into
- * real Pods. docs/kubernetes.md, "The real node".
+ * built here, deploy/ applied as shipped (only image names and the Temporal address changed) with
+ * components/snapshots and the cluster's snapshot CRDs and snapshot-controller, PVCs mounted into real Pods.
+ * docs/kubernetes.md, "The real node".
  */
 jest.setTimeout(300_000);
 
 const real = deployedNode(NODE_NAME);
+const SNAPSHOTS = snapshotsPath(APP_NAMESPACE);
+/** The last field of a volume or snapshot ID: its key, the name of its directory in the pool. */
+const keyOf = (id: string | undefined) => (id ?? '').split('_').pop() ?? '';
+const snapshotDir = (handle: string) => path.join(real.node.poolDir, 'snapshots', 'data', keyOf(handle));
 
 test('deploy/ runs as Pods: every container Ready, kubelet registered the plugin', async () => {
   const { node } = real;
@@ -31,7 +38,7 @@ test('deploy/ runs as Pods: every container Ready, kubelet registered the plugin
   // The sidecars reach the driver's socket as the manifests run them (not as root with capabilities dropped).
   for (const pod of controllers) {
     const names = (pod.status?.containerStatuses ?? []).map((s) => s.name).sort();
-    expect(names).toEqual(['csi-provisioner', 'csi-resizer', 'durable-csi']);
+    expect(names).toEqual(['csi-provisioner', 'csi-resizer', 'csi-snapshotter', 'durable-csi']);
   }
   const csiNode = await node.api.get<V1CSINode>(`/apis/storage.k8s.io/v1/csinodes/${NODE_NAME}`);
   expect(csiNode.spec.drivers.map((d) => [d.name, d.nodeID])).toEqual([[DRIVER, NODE_NAME]]);
@@ -86,6 +93,42 @@ test('a dir PVC expanded while its Pod runs: only the reservation grows (no node
   await work.waitGone(`/api/v1/persistentvolumes/${pv.metadata?.name}`, `PV of dir-grow (${handle})`);
 });
 
+test('a VolumeSnapshot of a PVC a Pod wrote, a claim restored from it and a clone: their Pods read the data', async () => {
+  const { node, work } = real;
+  await work.claim('snap-src', 'durable-csi-dir');
+  await work.pod('snap-src', 'snap-src', { script: 'echo before > /data/file' });
+  await work.waitRunning('snap-src');
+  await createSnapshot(node.api, APP_NAMESPACE, 'snap-1', 'snap-src');
+  const { content } = await readySnapshot(node.api, APP_NAMESPACE, 'snap-1');
+  const handle = content.status?.snapshotHandle ?? '';
+  expect(handle).toMatch(new RegExp(`^s1_${NODE_NAME}_`));
+  expect(fs.readFileSync(path.join(snapshotDir(handle), 'file'), 'utf8')).toBe('before\n');
+  // Written after the snapshot: the restore must not see it, the clone (of the claim as it is now) must.
+  work.exec('snap-src', 'echo after > /data/after');
+  await work.claim('restored', 'durable-csi-dir', '64Mi', false, {
+    apiGroup: 'snapshot.storage.k8s.io',
+    kind: 'VolumeSnapshot',
+    name: 'snap-1',
+  });
+  await work.claim('clone', 'durable-csi-dir', '64Mi', false, { kind: 'PersistentVolumeClaim', name: 'snap-src' });
+  for (const name of ['restored', 'clone']) await work.pod(name, name);
+  for (const name of ['restored', 'clone']) await work.waitRunning(name, 180_000);
+  expect(work.exec('restored', 'cat /data/file; test -e /data/after || echo no-after')).toBe('before\nno-after\n');
+  expect(work.exec('clone', 'cat /data/file /data/after')).toBe('before\nafter\n');
+  // The restore and the clone are volumes of their own: writing to them leaves the source as it was.
+  work.exec('restored', 'echo restored > /data/file');
+  expect(work.exec('snap-src', 'cat /data/file')).toBe('before\n');
+
+  await node.api.delete(`${SNAPSHOTS}/snap-1`);
+  const contentPath = `${CONTENTS}/${content.metadata?.name ?? ''}`;
+  await eventually(
+    'VolumeSnapshotContent of snap-1 gone',
+    async () => !(await getOrGone(node.api, contentPath)),
+    120_000,
+  );
+  expect(fs.existsSync(snapshotDir(handle))).toBe(false);
+}, 420_000);
+
 test('rollout restart of the node DaemonSet and controller Deployment while claims go and come: deletions wait, mounted I/O goes on', async () => {
   const { node, work } = real;
   // A Pod appending a numbered, timed line to a mounted volume every 0.2 s, and reading it back.
@@ -101,13 +144,27 @@ test('rollout restart of the node DaemonSet and controller Deployment while clai
   }
   for (const name of ['writer', ...olds]) await work.waitRunning(name);
   for (const name of olds) await work.deletePod(name);
-  const watched = await Promise.all(
+  const watched: Watched[] = await Promise.all(
     olds.map(async (name) => {
       const pv = await work.volumeOf(name);
       const key = (pv.spec?.csi?.volumeHandle ?? '').split('_').pop() ?? '';
       return { pv: pv.metadata?.name ?? '', dir: path.join(node.poolDir, 'volumes', key) };
     }),
   );
+  // Snapshots of the writer's volume, deleted with the claims while the node plugin is down: their contents and
+  // copies must stay until it is back (the deletion is the node's to do), then both go.
+  const snapshots = ['roll-snap-0', 'roll-snap-1'];
+  for (const name of snapshots) await createSnapshot(node.api, APP_NAMESPACE, name, 'writer');
+  for (const name of snapshots) {
+    const { content } = await readySnapshot(node.api, APP_NAMESPACE, name);
+    const contentName = content.metadata?.name ?? '';
+    watched.push({
+      pv: `VolumeSnapshotContent ${contentName}`,
+      dir: snapshotDir(content.status?.snapshotHandle ?? ''),
+      path: `${CONTENTS}/${contentName}`,
+    });
+  }
+  for (const { dir } of watched) expect(fs.existsSync(dir)).toBe(true);
   const [oldPlugin] = (await nodePluginPods()).map((pod) => pod.metadata?.uid);
   const oldControllers = (await controllerPods()).map((pod) => pod.metadata?.name);
   // Set once the claims are deleted; the watch reads it from then on.
@@ -131,7 +188,10 @@ test('rollout restart of the node DaemonSet and controller Deployment while clai
     100,
   );
   deletion.at = Date.now();
-  await Promise.all(olds.map((name) => node.api.delete(`/api/v1/namespaces/default/persistentvolumeclaims/${name}`)));
+  await Promise.all([
+    ...olds.map((name) => node.api.delete(`/api/v1/namespaces/default/persistentvolumeclaims/${name}`)),
+    ...snapshots.map((name) => node.api.delete(`${SNAPSHOTS}/${name}`)),
+  ]);
   // New claims and Pods while both roll.
   const news = ['new-0', 'new-1', 'new-2'];
   for (const name of news) {
@@ -141,11 +201,13 @@ test('rollout restart of the node DaemonSet and controller Deployment while clai
   await driverReady(node);
   for (const name of news)
     expect(work.exec((await work.waitRunning(name, 180_000)).metadata?.name ?? name, 'cat /data/f')).toBe(`${name}\n`);
-  for (const { pv } of watched) await work.waitGone(`/api/v1/persistentvolumes/${pv}`, `PV ${pv}`, 180_000);
+  for (const { pv, path: objectPath } of watched)
+    await work.waitGone(objectPath ?? `/api/v1/persistentvolumes/${pv}`, pv, 180_000);
+  for (const name of snapshots) await work.waitGone(`${SNAPSHOTS}/${name}`, `VolumeSnapshot ${name}`);
   node.timings['rollout: restart -> driver Ready again'] = (Date.now() - started) / 1000;
   await watch.stop();
   expect(watch.violations).toEqual([]);
-  node.timings['rollout: PVC deleted while the node plugin was down -> PV gone, max'] =
+  node.timings['rollout: PVC or VolumeSnapshot deleted while the node plugin was down -> PV or content gone, max'] =
     Math.max(...watch.waits()) / 1000;
   for (const { dir } of watched) expect(fs.existsSync(dir)).toBe(false);
   expect((await nodePluginPods()).map((pod) => pod.metadata?.uid)).not.toContain(oldPlugin);

@@ -8,6 +8,7 @@ import { temporalAddress } from '../support/cluster';
 import { ControlPlane } from '../e2e-k8s/control-plane';
 import type { KubeRest } from '../e2e-k8s/kube-rest';
 import { eventually, startProcess, type Proc } from '../e2e-k8s/processes';
+import { applySnapshotCrds, snapshotControllerArgs } from '../e2e-k8s/snapshot-objects';
 import { k8sTools, type K8sTools } from '../e2e-k8s/tools';
 import { forward } from './forwarder';
 import { imageRef, type ImageTars } from './images';
@@ -134,6 +135,19 @@ export class RealNode {
       });
     await this.timed('kubelet -> Node Ready', () => this.startKubelet(admin));
     await this.bridgeTemporal();
+  }
+
+  /**
+   * The cluster's snapshot prerequisites (deploy/README.md, "Snapshots"), before deploy/ is applied: the snapshot
+   * CRDs, then the snapshot-controller as the admin, in the node's namespace beside the control plane.
+   */
+  startSnapshotController(): void {
+    applySnapshotCrds((args) => this.kubectl(args), this.tools);
+    this.spawn(
+      'snapshot-controller',
+      this.tools['snapshot-controller'],
+      snapshotControllerArgs(this.plane.adminKubeconfig()),
+    );
   }
 
   /** Runs kubectl inside the node's namespace as the admin. */

@@ -5,10 +5,14 @@ import { KubeError } from '../e2e-k8s/kube-rest';
 import { NAMESPACE } from './deployed-node';
 import type { RealNode } from './real-node';
 
-/** One PV whose claim was deleted during a rollout, and its volume's directory in the pool. */
+/**
+ * One PV whose claim was deleted during a rollout, and its volume's directory in the pool; or, with `path`, another
+ * object deleted then (a VolumeSnapshotContent, named by `pv`) and its copy's directory.
+ */
 export interface Watched {
   pv: string;
   dir: string;
+  path?: string;
 }
 
 /**
@@ -61,18 +65,17 @@ export class RolloutWatch {
     if (deleted === undefined) return;
     if (!running) this.pluginRunningSince = undefined;
     else this.pluginRunningSince ??= Date.now();
-    for (const { pv, dir } of this.watched) {
-      if (this.goneAt.has(pv) || (await this.pvExists(pv))) continue;
+    for (const { pv, dir, path: objectPath } of this.watched) {
+      if (this.goneAt.has(pv) || (await this.exists(objectPath ?? `/api/v1/persistentvolumes/${pv}`))) continue;
       this.goneAt.set(pv, Date.now());
-      if (fs.existsSync(dir)) this.violations.push(`PV ${pv} gone while its volume ${path.basename(dir)} is on disk`);
-      if (this.pluginRunningSince === undefined)
-        this.violations.push(`PV ${pv} gone while no node plugin container ran`);
+      if (fs.existsSync(dir)) this.violations.push(`${pv} gone while its data ${path.basename(dir)} is on disk`);
+      if (this.pluginRunningSince === undefined) this.violations.push(`${pv} gone while no node plugin container ran`);
     }
   }
 
-  private async pvExists(pv: string): Promise<boolean> {
+  private async exists(objectPath: string): Promise<boolean> {
     try {
-      await this.node.api.get(`/api/v1/persistentvolumes/${pv}`);
+      await this.node.api.get(objectPath);
       return true;
     } catch (error) {
       if (error instanceof KubeError && error.status === 404) return false;

@@ -20,7 +20,14 @@ export class Workloads {
     private readonly busybox: string,
   ) {}
 
-  async claim(name: string, storageClassName: string, size = '64Mi', block = false): Promise<void> {
+  /** A claim; `dataSource` makes it a restore (a VolumeSnapshot) or a clone (a PersistentVolumeClaim). */
+  async claim(
+    name: string,
+    storageClassName: string,
+    size = '64Mi',
+    block = false,
+    dataSource?: { apiGroup?: string; kind: string; name: string },
+  ): Promise<void> {
     await this.node.api.create(`${CORE}/persistentvolumeclaims`, {
       metadata: { name },
       spec: {
@@ -28,6 +35,7 @@ export class Workloads {
         storageClassName,
         volumeMode: block ? 'Block' : 'Filesystem',
         resources: { requests: { storage: size } },
+        ...(dataSource ? { dataSource } : {}),
       },
     });
   }

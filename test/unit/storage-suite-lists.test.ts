@@ -30,7 +30,12 @@ describe('the storage suite lists', () => {
 
   it('explains a declared-false skip and refuses an unknown one', () => {
     expect(skipReason('', 'dir')).toMatch(/not selected/);
-    expect(skipReason('Driver "durable-csi.io" does not support cloning - skipping', 'dir')).toMatch(/declares false/);
+    expect(skipReason('Driver "durable-csi.io" does not support ROX access mode - skipping', 'dir')).toMatch(
+      /declares false/,
+    );
+    // Snapshots and clones are declared: a spec skipping for their lack is a lost capability, and fails the run.
+    for (const lost of ['cloning', 'volume clone', 'populating data from snapshot', 'volume snapshots'])
+      expect(skipReason(`Driver "durable-csi.io" does not support ${lost} - skipping`, 'dir')).toBeUndefined();
     const noBlock = 'Driver "durable-csi.io" does not support block volume mode - skipping';
     expect(skipReason(noBlock, 'dir')).toMatch(/declares false/);
     expect(skipReason(noBlock, 'loop-ext4')).toBeUndefined();
@@ -50,6 +55,10 @@ describe('the storage suite lists', () => {
       const yaml = fs.readFileSync(driverYaml(driver), 'utf8');
       const name = /FromExistingClassName: (\S+)/.exec(yaml)?.[1];
       expect(classes).toContain(`name: ${name}`);
+      // The snapshot patterns copy components/snapshots' VolumeSnapshotClass.
+      const snapshotClass = /SnapshotClass:\n\s+FromExistingClassName: (\S+)/.exec(yaml)?.[1];
+      expect(snapshotClass).toBe('durable-csi');
+      expect(yaml).toMatch(/snapshotDataSource: true\n\s+pvcDataSource: true/);
     }
   });
 
