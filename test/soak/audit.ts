@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import fs from 'node:fs';
 import path from 'node:path';
+import { parseSnapshotId } from '../../common/snapshot-id';
 import { parseVolumeId, poolIdPrefix } from '../../common/volume-id';
 import type { Cluster } from './cluster';
 import type { Model } from './model';
@@ -16,13 +17,37 @@ export interface DiskVolume {
   name?: string;
 }
 
+/** One snapshot found on disk: a copy under snapshots/data/, a record under snapshots/records/, or both. */
+export interface DiskSnapshot {
+  node: string;
+  key: string;
+  hasData: boolean;
+  hasRecord: boolean;
+  /** From the record: the CSI snapshot name. */
+  name?: string;
+}
+
 export interface PoolSummary {
   node: string;
   poolId?: string;
   volumes: number;
   records: number;
-  /** Intents left in journal/ after the agents stopped: an operation cut short and not yet settled. */
+  /** Snapshot copies (snapshots/data/) and snapshot records (snapshots/records/). */
+  snapshots: number;
+  snapshotRecords: number;
+  /** Intents left in journal/ and snapshots/journal/ after the agents stopped: operations cut short, not settled. */
   intents: string[];
+}
+
+/** The snapshot half of the audit: every pool's snapshots/ against the snapshots the orchestrator holds. */
+export interface SnapshotAudit {
+  known: number;
+  onDisk: number;
+  leaked: (DiskSnapshot & { reason: string })[];
+  lost: { name: string; snapshotId: string; reason: string }[];
+  duplicated: { name: string; snapshots: string[] }[];
+  /** A copy without a record, or a record without a copy. */
+  torn: DiskSnapshot[];
 }
 
 export interface AuditResult {
@@ -40,8 +65,11 @@ export interface AuditResult {
    * forgotten by an operator meanwhile (then the volume is written off; the leak check sees it if it stays).
    */
   deletesAckedWhileNodeDown: { op: number; volumeId: string; node: string }[];
-  /** Volume IDs answered by CreateVolume whose pool prefix is the pool of another node than the ID names. */
+  /** Volume and snapshot IDs answered whose pool prefix is the pool of another node than the ID names. */
   misaddressed: { op: number; name: string; volumeId: string; poolOf: string }[];
+  /** Restores (CreateVolume from a snapshot) answered with a volume on another node than the snapshot's. */
+  restoresElsewhere: { op: number; name: string; volumeId: string; snapshotId: string }[];
+  snapshots: SnapshotAudit;
 }
 
 function listDir(dir: string): string[] {
@@ -49,7 +77,10 @@ function listDir(dir: string): string[] {
 }
 
 /** Reads a pool's directories straight from disk (storage/pool/pool-layout.ts), trusting no driver answer. */
-function readPool(node: string, root: string): { summary: PoolSummary; volumes: DiskVolume[] } {
+function readPool(
+  node: string,
+  root: string,
+): { summary: PoolSummary; volumes: DiskVolume[]; snapshots: DiskSnapshot[] } {
   let poolId: string | undefined;
   try {
     poolId = (JSON.parse(fs.readFileSync(path.join(root, 'pool.json'), 'utf8')) as { poolId?: string }).poolId;
@@ -74,10 +105,41 @@ function readPool(node: string, root: string): { summary: PoolSummary; volumes: 
       volume.name = undefined;
     }
   }
-  const intents = listDir(path.join(root, 'journal'));
+  const copies = listDir(path.join(root, 'snapshots', 'data')).filter((name) => !name.startsWith('.'));
+  const snapshotFiles = listDir(path.join(root, 'snapshots', 'records')).filter((name) => name.endsWith('.json'));
+  const snapshots = new Map<string, DiskSnapshot>();
+  const snapshot = (key: string) => {
+    const found = snapshots.get(key) ?? { node, key, hasData: false, hasRecord: false };
+    snapshots.set(key, found);
+    return found;
+  };
+  for (const key of copies) snapshot(key).hasData = true;
+  for (const file of snapshotFiles) {
+    const found = snapshot(file.slice(0, -'.json'.length));
+    found.hasRecord = true;
+    try {
+      const record = JSON.parse(fs.readFileSync(path.join(root, 'snapshots', 'records', file), 'utf8'));
+      found.name = (record as { name?: string }).name;
+    } catch {
+      found.name = undefined;
+    }
+  }
+  const intents = [
+    ...listDir(path.join(root, 'journal')),
+    ...listDir(path.join(root, 'snapshots', 'journal')).map((file) => `snapshots/${file}`),
+  ];
   return {
-    summary: { node, poolId, volumes: dirs.length, records: recordFiles.length, intents },
+    summary: {
+      node,
+      poolId,
+      volumes: dirs.length,
+      records: recordFiles.length,
+      snapshots: copies.length,
+      snapshotRecords: snapshotFiles.length,
+      intents,
+    },
     volumes: [...byKey.values()],
+    snapshots: [...snapshots.values()],
   };
 }
 
@@ -133,11 +195,19 @@ export function auditPools(cluster: Cluster, model: Model, pending: AuditResult[
     pool.summary.poolId ? [{ node: pool.node, poolId: pool.summary.poolId }] : [],
   );
   const misaddressed = model.ops.flatMap((op) => {
-    const parts = op.kind === 'create' && op.volumeId ? parseVolumeId(op.volumeId) : undefined;
+    const id = op.kind === 'create' ? op.volumeId : op.kind === 'snapshot' ? op.snapshotId : undefined;
+    const parts = id ? (op.kind === 'create' ? parseVolumeId(id) : parseSnapshotId(id)) : undefined;
     const owner = poolIds.find((pool) => parts && poolIdPrefix(pool.poolId) === parts.poolIdPrefix)?.node;
     return parts && owner && owner !== parts.nodeId
-      ? [{ op: op.id, name: op.name, volumeId: op.volumeId as string, poolOf: owner }]
+      ? [{ op: op.id, name: op.name, volumeId: id as string, poolOf: owner }]
       : [];
+  });
+  const restoresElsewhere = model.ops.flatMap((op) => {
+    if (op.kind !== 'create' || !op.fromSnapshot || !op.volumeId) return [];
+    const node = parseVolumeId(op.volumeId)?.nodeId;
+    return node !== undefined && node === parseSnapshotId(op.fromSnapshot)?.nodeId
+      ? []
+      : [{ op: op.id, name: op.name, volumeId: op.volumeId, snapshotId: op.fromSnapshot }];
   });
   const byName = new Map<string, string[]>();
   for (const volume of disk) {
@@ -147,17 +217,20 @@ export function auditPools(cluster: Cluster, model: Model, pending: AuditResult[
     .filter(([, volumes]) => volumes.length > 1)
     .map(([name, volumes]) => ({ name, volumes }));
 
+  // DeleteVolume and DeleteSnapshot alike: OK only once the node's pool confirmed (or the node was forgotten).
   const deletesAckedWhileNodeDown = model.ops
-    .filter((op) => op.kind === 'delete' && op.outcome === 'ok' && op.volumeId && op.endedAt !== undefined)
+    .filter((op) => op.outcome === 'ok' && op.endedAt !== undefined)
     .flatMap((op) => {
-      const node = parseVolumeId(op.volumeId as string)?.nodeId;
+      const id = op.kind === 'delete' ? op.volumeId : op.kind === 'snapshot-delete' ? op.snapshotId : undefined;
+      if (!id) return [];
+      const node = (op.kind === 'delete' ? parseVolumeId(id) : parseSnapshotId(id))?.nodeId;
       const process = node ? cluster.nodes.find((candidate) => candidate.name === node) : undefined;
       const forgotten = model.forgotten.some(
         (window) =>
           window.node === node && window.from <= (op.endedAt as number) && (window.to ?? Infinity) >= op.startedAt,
       );
       return !forgotten && process?.downThroughout(op.startedAt, op.endedAt as number)
-        ? [{ op: op.id, volumeId: op.volumeId as string, node: node as string }]
+        ? [{ op: op.id, volumeId: id, node: node as string }]
         : [];
     });
 
@@ -172,12 +245,81 @@ export function auditPools(cluster: Cluster, model: Model, pending: AuditResult[
     pending,
     deletesAckedWhileNodeDown,
     misaddressed,
+    restoresElsewhere,
+    snapshots: auditSnapshots(pools, model),
   };
+}
+
+/**
+ * Every snapshot the orchestrator holds must be on its node's pool (copy and record, the pool the ID names, the
+ * record naming it), and every snapshot on disk must be one it holds: a copy of a snapshot deleted (or written off
+ * by a forget) or never answered ready is a leak.
+ */
+function auditSnapshots(
+  pools: { node: string; summary: PoolSummary; snapshots: DiskSnapshot[] }[],
+  model: Model,
+): SnapshotAudit {
+  const known = model.knownSnapshots();
+  const knownKeys = new Set<string>();
+  const lost: SnapshotAudit['lost'] = [];
+  for (const [name, snapshotId] of known) {
+    const parts = parseSnapshotId(snapshotId);
+    if (!parts) {
+      lost.push({ name, snapshotId, reason: 'the snapshot ID does not parse' });
+      continue;
+    }
+    knownKeys.add(`${parts.nodeId}/${parts.key}`);
+    const pool = pools.find((candidate) => candidate.node === parts.nodeId);
+    const found = pool?.snapshots.find((snapshot) => snapshot.key === parts.key);
+    if (!pool || !found?.hasData)
+      lost.push({ name, snapshotId, reason: `no copy ${parts.key} in the pool of ${parts.nodeId}` });
+    else if (!pool.summary.poolId || poolIdPrefix(pool.summary.poolId) !== parts.poolIdPrefix)
+      lost.push({ name, snapshotId, reason: `the pool of ${parts.nodeId} is ${pool.summary.poolId ?? 'unreadable'}` });
+    else if (found.name !== name) lost.push({ name, snapshotId, reason: `its record names "${found.name ?? '?'}"` });
+  }
+  const disk = pools.flatMap((pool) => pool.snapshots);
+  const leaked = disk
+    .filter((snapshot) => !knownKeys.has(`${snapshot.node}/${snapshot.key}`))
+    .map((snapshot) => ({ ...snapshot, reason: snapshotHistory(model, snapshot) }));
+  const byName = new Map<string, string[]>();
+  for (const snapshot of disk) {
+    if (snapshot.name)
+      byName.set(snapshot.name, [...(byName.get(snapshot.name) ?? []), `${snapshot.node}/${snapshot.key}`]);
+  }
+  return {
+    known: known.size,
+    onDisk: disk.length,
+    leaked,
+    lost,
+    duplicated: [...byName.entries()]
+      .filter(([, snapshots]) => snapshots.length > 1)
+      .map(([name, snapshots]) => ({ name, snapshots })),
+    torn: disk.filter((snapshot) => !snapshot.hasData || !snapshot.hasRecord),
+  };
+}
+
+/** What the orchestrator was told about a leaked snapshot: the ops of its name, or that none answered it. */
+function snapshotHistory(model: Model, snapshot: DiskSnapshot): string {
+  const ops = model.ops.filter(
+    (op) => (op.kind === 'snapshot' || op.kind === 'snapshot-delete') && op.snapshotId?.endsWith(`_${snapshot.key}`),
+  );
+  const byName = model.ops.filter((op) => op.kind === 'snapshot' && op.name === snapshot.name);
+  const shown = ops.length > 0 ? ops : byName;
+  if (shown.length === 0) return `never asked for by the orchestrator (record name "${snapshot.name ?? '?'}")`;
+  return shown
+    .map(
+      (op) =>
+        `op ${op.id} ${op.kind} ${op.outcome ?? 'running'}${op.endedByForget ? ' (ended by a forget)' : ''} ` +
+        `(${op.snapshotId ?? 'no ID answered'})`,
+    )
+    .join('; ');
 }
 
 /** What the orchestrator was told about a leaked volume: which create answered it, which delete "deleted" it. */
 function leakHistory(model: Model, volume: DiskVolume): string {
-  const ops = model.ops.filter((op) => op.volumeId?.endsWith(`_${volume.key}`));
+  const ops = model.ops.filter(
+    (op) => (op.kind === 'create' || op.kind === 'delete') && op.volumeId?.endsWith(`_${volume.key}`),
+  );
   if (ops.length === 0) return `never answered to the orchestrator (record name "${volume.name ?? '?'}")`;
   return ops.map((op) => `op ${op.id} ${op.kind} ${op.outcome ?? 'running'} (${op.volumeId})`).join('; ');
 }

@@ -39,6 +39,15 @@ function help(cliMain: string, command: string): string {
   return run(process.execPath, [cliMain, command, '--help'], path.dirname(cliMain));
 }
 
+/**
+ * Whether a build's controller serves the snapshot service (`--snapshots` in its `controller --help`). Without it
+ * adaptArgs leaves the flag out, the controller answers snapshot calls UNIMPLEMENTED, and the workload sends them
+ * (and restores) only to the other controller.
+ */
+export function supportsSnapshots(build: Build | undefined): boolean {
+  return build !== undefined && /(^|\s)--snapshots[\s,=<]/m.test(build.help.controller);
+}
+
 export function currentBuild(): Build {
   return {
     label: 'new',

@@ -203,6 +203,8 @@ export class Cluster {
         ...args,
         '--call-wait',
         config.callWait,
+        // The snapshot service (docs/snapshots.md); a build without it gets the flag left out (adaptArgs).
+        '--snapshots',
         ...temporal,
       ]);
     });

@@ -12,7 +12,7 @@ import { listNodeViews } from '../../node-records/reads';
 import { connectionOptions } from '../../temporal/config';
 import { startRunTemporal } from '../support/run-temporal';
 import { auditPools, pendingWorkflows } from './audit';
-import { currentBuild, defaultBaselineRev, prepareBaseline, type Build } from './baseline';
+import { currentBuild, defaultBaselineRev, prepareBaseline, supportsSnapshots, type Build } from './baseline';
 import { Cluster } from './cluster';
 import { planSchedule, runSchedule } from './faults/schedule';
 import type { FaultContext, FaultRecord, TemporalControl } from './faults/types';
@@ -117,8 +117,10 @@ async function main(): Promise<number> {
     await activeCluster.startAll(first, firstNodes);
 
     const clients = activeCluster.controllers.map((controller) =>
-      connectController(controller.name, controller.endpoint),
+      connectController(controller.name, controller.endpoint, () => supportsSnapshots(controller.build)),
     );
+    if (baseline && !supportsSnapshots(baseline))
+      activeCluster.adaptations.add('old controllers: no --snapshots; snapshot calls and restores go to new ones only');
     cleanups.push(async () => clients.forEach((client) => client.close()));
     const activeWorkload = new Workload(model, prng.fork(), clients, {
       ops: options.ops,
@@ -178,7 +180,7 @@ async function main(): Promise<number> {
   }
 
   report.durationMs = Date.now() - started;
-  report.workload = summarizeWorkload(model.ops, workload?.unexpected ?? [], model.anomalies);
+  report.workload = summarizeWorkload(model.ops, workload?.unexpected ?? [], model.anomalies, model.forgotten);
   report.faults = records.map((record) => summarizeFault(record, model.ops));
   if (cluster) {
     report.driverIssues = { unexpectedExits: cluster.unexpectedExits, logFindings: scanLogs(cluster) };

@@ -1,16 +1,28 @@
+import { parseSnapshotId } from '../../common/snapshot-id';
 import { parseVolumeId } from '../../common/volume-id';
 
 /** One CSI operation as the orchestrator saw it, from its first attempt to its last answer. */
 export interface OpRecord {
   id: number;
-  kind: 'create' | 'delete';
+  /** CreateVolume (a restore too: see fromSnapshot), DeleteVolume, CreateSnapshot, DeleteSnapshot. */
+  kind: 'create' | 'delete' | 'snapshot' | 'snapshot-delete';
+  /** The volume's name, or the snapshot's (CreateSnapshot, DeleteSnapshot). */
   name: string;
   /** 'background', or the fault that issued it. */
   origin: string;
-  /** The delete's volume, or the create's answer. */
+  /** The delete's volume, the create's answer, or a CreateSnapshot's source volume. */
   volumeId?: string;
-  /** The node a create preferred, or a delete's home node. */
+  /** A CreateSnapshot's answer, a DeleteSnapshot's snapshot. */
+  snapshotId?: string;
+  /** A restore: CreateVolume with volume_content_source.snapshot of this snapshot ID. */
+  fromSnapshot?: string;
+  /** The node a create preferred, a delete's home node, a snapshot op's or restore's node (the source's). */
   node?: string;
+  /**
+   * A CreateSnapshot answered NOT_FOUND because its source's node was forgotten meanwhile (docs/snapshots.md): the
+   * CO holds no snapshot, and the copy, if made, is written off on the node's record.
+   */
+  endedByForget?: boolean;
   startedAt: number;
   endedAt?: number;
   attempts: number;
@@ -22,7 +34,7 @@ export interface OpRecord {
   inFlightOn?: string;
 }
 
-interface NameState {
+export interface NameState {
   name: string;
   sizeBytes: number;
   /** What the orchestrator was told exists: set by a successful create, cleared by a successful delete. */
@@ -33,6 +45,23 @@ interface NameState {
   answeredAt?: number;
   /** A re-create issued while this volume's deletion was in flight: it must answer another volume. */
   supersedes?: string;
+}
+
+/** A CSI snapshot name and what the orchestrator was told about it (a VolumeSnapshot and its content). */
+export interface SnapshotState {
+  name: string;
+  /** The source volume when the snapshot was asked for (it may be deleted since: the copy is independent). */
+  sourceVolumeId: string;
+  sourceName: string;
+  /** The source's node: the copy and every restore from it are there. */
+  node: string;
+  sizeBytes: number;
+  /** Set by a CreateSnapshot answered ready, cleared by a DeleteSnapshot answered OK. */
+  snapshotId?: string;
+  /** The ID once answered, kept after a deletion (for the audit's history). */
+  answeredId?: string;
+  busy: boolean;
+  deleted: boolean;
 }
 
 export interface Anomaly {
@@ -51,7 +80,9 @@ export class Model {
   /** While a node was forgotten (faults/forget-then-return.ts): deletes acknowledged then are the operator's call. */
   readonly forgotten: { node: string; from: number; to?: number }[] = [];
   private readonly names = new Map<string, NameState>();
+  private readonly snapshots = new Map<string, SnapshotState>();
   private unique = 0;
+  private uniqueSnapshot = 0;
 
   constructor(recurring: number) {
     for (let index = 0; index < recurring; index++) {
@@ -146,6 +177,75 @@ export class Model {
   known(): Map<string, string> {
     const known = new Map<string, string>();
     for (const state of this.names.values()) if (state.volumeId) known.set(state.name, state.volumeId);
+    return known;
+  }
+
+  /** Whether the node was forgotten (faults/forget-then-return.ts) at some point since `since`. */
+  forgottenSince(node: string | undefined, since: number): boolean {
+    return this.forgotten.some((window) => window.node === node && (window.to ?? Infinity) >= since);
+  }
+
+  /** A new snapshot name (`soak-s<n>`, each used once) of an existing volume. */
+  newSnapshot(source: NameState): SnapshotState {
+    const volumeId = source.volumeId as string;
+    const state: SnapshotState = {
+      name: `soak-s${++this.uniqueSnapshot}`,
+      sourceVolumeId: volumeId,
+      sourceName: source.name,
+      node: parseVolumeId(volumeId)?.nodeId ?? '?',
+      sizeBytes: source.sizeBytes,
+      busy: false,
+      deleted: false,
+    };
+    this.snapshots.set(state.name, state);
+    return state;
+  }
+
+  snapshotState(name: string): SnapshotState {
+    const state = this.snapshots.get(name);
+    if (!state) throw new Error(`unknown snapshot ${name}`);
+    return state;
+  }
+
+  /** Snapshots that exist (as far as the orchestrator knows) and have nothing in flight, optionally on one node. */
+  idleSnapshots(node?: string): SnapshotState[] {
+    return [...this.snapshots.values()].filter(
+      (s) => !s.busy && s.snapshotId !== undefined && (node === undefined || s.node === node),
+    );
+  }
+
+  snapshotCount(): number {
+    return [...this.snapshots.values()].filter((s) => s.snapshotId !== undefined).length;
+  }
+
+  snapshotCreated(op: OpRecord, snapshotId: string): void {
+    const state = this.snapshotState(op.name);
+    const parts = parseSnapshotId(snapshotId);
+    if (!parts) this.anomaly(op, `CreateSnapshot ${op.name} answered ${snapshotId}, not a snapshot ID`);
+    else if (parts.nodeId !== state.node)
+      this.anomaly(op, `CreateSnapshot ${op.name} of ${state.sourceVolumeId} answered ${snapshotId}: another node`);
+    for (const other of this.snapshots.values()) {
+      if (other !== state && other.answeredId === snapshotId)
+        this.anomaly(op, `CreateSnapshot ${op.name} answered ${snapshotId}, the snapshot of ${other.name}`);
+    }
+    if (state.answeredId !== undefined && state.answeredId !== snapshotId)
+      this.anomaly(op, `CreateSnapshot ${op.name} answered ${snapshotId} after ${state.answeredId}`);
+    state.snapshotId = snapshotId;
+    state.answeredId = snapshotId;
+  }
+
+  snapshotDeleted(op: OpRecord): void {
+    const state = this.snapshotState(op.name);
+    if (state.snapshotId === op.snapshotId) {
+      state.snapshotId = undefined;
+      state.deleted = true;
+    }
+  }
+
+  /** name -> snapshot ID of every snapshot the orchestrator was told exists. */
+  knownSnapshots(): Map<string, string> {
+    const known = new Map<string, string>();
+    for (const state of this.snapshots.values()) if (state.snapshotId) known.set(state.name, state.snapshotId);
     return known;
   }
 

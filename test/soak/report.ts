@@ -3,7 +3,9 @@ import path from 'node:path';
 import type { AuditResult } from './audit';
 import type { Cluster, UnexpectedExit } from './cluster';
 import type { FaultRecord } from './faults/types';
-import type { Anomaly, OpRecord } from './model';
+import type { Anomaly, Model, OpRecord } from './model';
+
+type ForgottenWindow = Model['forgotten'][number];
 import type { SoakOptions } from './options';
 import type { UnexpectedAnswer } from './workload';
 
@@ -20,10 +22,27 @@ export interface FaultSummary {
     total: number;
     creates: number;
     deletes: number;
+    /** CreateSnapshot, DeleteSnapshot and restores (CreateVolume from a snapshot; also among creates). */
+    snapshotOps: number;
     aimed: number;
     retried: Record<string, number>;
     ops: number[];
   };
+}
+
+export interface SnapshotCounts {
+  /** CreateSnapshot operations issued, and answered ready (the CO holds a snapshot). */
+  creates: number;
+  created: number;
+  /** CreateSnapshot ended NOT_FOUND because the source's node was forgotten: no snapshot, the copy written off. */
+  endedByForget: number;
+  /** Restores (CreateVolume from a snapshot) issued, and answered with a volume. */
+  restores: number;
+  restored: number;
+  /** DeleteSnapshot operations issued, answered OK, and of those answered while the node was forgotten. */
+  deletes: number;
+  deleted: number;
+  writtenOff: number;
 }
 
 export interface SoakReport {
@@ -42,6 +61,7 @@ export interface SoakReport {
     creates: number;
     recreates: number;
     deletes: number;
+    snapshots: SnapshotCounts;
     ok: number;
     failed: number;
     unsettled: number;
@@ -77,6 +97,7 @@ export function summarizeFault(record: FaultRecord, ops: OpRecord[]): FaultSumma
       total: hit.length,
       creates: hit.filter((op) => op.kind === 'create').length,
       deletes: hit.filter((op) => op.kind === 'delete').length,
+      snapshotOps: hit.filter((op) => op.kind.startsWith('snapshot') || op.fromSnapshot !== undefined).length,
       aimed: record.issuedOps.length,
       retried,
       ops: hit.map((op) => op.id),
@@ -84,10 +105,33 @@ export function summarizeFault(record: FaultRecord, ops: OpRecord[]): FaultSumma
   };
 }
 
+function snapshotCounts(ops: OpRecord[], forgotten: ForgottenWindow[]): SnapshotCounts {
+  const creates = ops.filter((op) => op.kind === 'snapshot');
+  const restores = ops.filter((op) => op.kind === 'create' && op.fromSnapshot !== undefined);
+  const deletes = ops.filter((op) => op.kind === 'snapshot-delete');
+  const ok = (op: OpRecord) => op.outcome === 'ok';
+  const whileForgotten = (op: OpRecord) =>
+    forgotten.some(
+      (window) =>
+        window.node === op.node && window.from <= (op.endedAt ?? 0) && (window.to ?? Infinity) >= op.startedAt,
+    );
+  return {
+    creates: creates.length,
+    created: creates.filter((op) => ok(op) && op.snapshotId !== undefined).length,
+    endedByForget: creates.filter((op) => op.endedByForget).length,
+    restores: restores.length,
+    restored: restores.filter((op) => ok(op) && op.volumeId !== undefined).length,
+    deletes: deletes.length,
+    deleted: deletes.filter(ok).length,
+    writtenOff: deletes.filter((op) => ok(op) && whileForgotten(op)).length,
+  };
+}
+
 export function summarizeWorkload(
   ops: OpRecord[],
   unexpected: UnexpectedAnswer[],
   anomalies: Anomaly[],
+  forgotten: ForgottenWindow[] = [],
 ): SoakReport['workload'] {
   const retried: Record<string, number> = {};
   for (const op of ops) addCodes(retried, op.codes);
@@ -102,6 +146,7 @@ export function summarizeWorkload(
     creates: ops.filter((op) => op.kind === 'create').length,
     recreates,
     deletes: ops.filter((op) => op.kind === 'delete').length,
+    snapshots: snapshotCounts(ops, forgotten),
     ok: ops.filter((op) => op.outcome === 'ok').length,
     failed: ops.filter((op) => op.outcome === 'failed').length,
     unsettled: ops.filter((op) => op.outcome !== 'ok' && op.outcome !== 'failed').length,
@@ -138,7 +183,13 @@ export function problemsOf(report: SoakReport): string[] {
   count('torn volumes (directory or record missing)', audit?.torn);
   count('workflows still running at the end', audit?.pending);
   count('deletions acknowledged while their node was down', audit?.deletesAckedWhileNodeDown);
-  count('volume IDs naming another node than the one holding the volume', audit?.misaddressed);
+  count('volume or snapshot IDs naming another node than the one holding it', audit?.misaddressed);
+  count("restores answered on another node than the snapshot's", audit?.restoresElsewhere);
+  const snapshots = audit?.snapshots;
+  count('leaked snapshots (a copy on disk the orchestrator does not hold)', snapshots?.leaked);
+  count('lost snapshots (held by the orchestrator, no copy on disk)', snapshots?.lost);
+  count('snapshot names with several copies on disk', snapshots?.duplicated);
+  count('torn snapshots (copy or record missing)', snapshots?.torn);
   if (report.workload.failed > 0) problems.push(`${report.workload.failed} operations failed`);
   if (report.workload.unsettled > 0) problems.push(`${report.workload.unsettled} operations never finished`);
   count('unexpected answers (not OK, ABORTED, UNAVAILABLE or DEADLINE_EXCEEDED)', report.workload.unexpected);
@@ -180,6 +231,10 @@ export function formatReport(report: SoakReport): string {
   lines.push(
     `  operations: ${w.issued} issued (${w.creates} creates of which ${w.recreates} re-creates, ${w.deletes} deletes), ` +
       `${w.ok} ok, ${w.failed} failed, ${w.unsettled} unsettled; ${w.attempts} calls`,
+    `  snapshots: ${w.snapshots.creates} creates (${w.snapshots.created} created, ${w.snapshots.endedByForget} ended by a forget), ` +
+      `${w.snapshots.restores} restores (${w.snapshots.restored} restored), ${w.snapshots.deletes} deletes ` +
+      `(${w.snapshots.deleted} deleted, ${w.snapshots.writtenOff} of them written off)` +
+      (a ? `; at the end ${a.snapshots.known} held by the orchestrator, ${a.snapshots.onDisk} on disk` : ''),
     `    retried answers: ${codes(w.retried)}`,
     `    unexpected answers:${list(w.unexpected, (u) => `op ${u.op} ${u.kind} ${u.code}: ${u.message.slice(0, 200)}`)}`,
     `    anomalies:${list(w.anomalies, (x) => `op ${x.op}: ${x.what}`)}`,
@@ -189,7 +244,8 @@ export function formatReport(report: SoakReport): string {
     const hit = fault.hit;
     lines.push(
       `    ${fault.kind} (round ${fault.round}, ${Math.round(fault.durationMs / 1000)} s): hit ${hit.total} ops ` +
-        `(${hit.creates} creates, ${hit.deletes} deletes, ${hit.aimed} aimed); retried ${codes(hit.retried)}` +
+        `(${hit.creates} creates, ${hit.deletes} deletes, ${hit.snapshotOps} snapshot ops, ${hit.aimed} aimed); ` +
+        `retried ${codes(hit.retried)}` +
         (fault.error ? `; FAILED: ${fault.error.split('\n')[0]}` : ''),
     );
     for (const step of fault.steps) lines.push(`        ${step}`);
@@ -204,7 +260,14 @@ export function formatReport(report: SoakReport): string {
       `    torn:${list(a.torn, (v) => `${v.node}/${v.key} dir=${v.hasDir} record=${v.hasRecord}`)}`,
       `    pending:${list(a.pending, (p) => `${p.workflowId} (${p.type}, since ${p.startTime})`)}`,
       `    deletes acknowledged while the node was down:${list(a.deletesAckedWhileNodeDown, (d) => `op ${d.op} ${d.volumeId}`)}`,
-      `    volume IDs naming the wrong node:${list(a.misaddressed, (m) => `op ${m.op} ${m.name} ${m.volumeId}: the pool is ${m.poolOf}'s`)}`,
+      `    volume or snapshot IDs naming the wrong node:${list(a.misaddressed, (m) => `op ${m.op} ${m.name} ${m.volumeId}: the pool is ${m.poolOf}'s`)}`,
+      `    restores answered off the snapshot's node:${list(a.restoresElsewhere, (r) => `op ${r.op} ${r.name} ${r.volumeId} from ${r.snapshotId}`)}`,
+      `  snapshot audit: ${a.snapshots.known} snapshots held by the orchestrator, ${a.snapshots.onDisk} on disk ` +
+        `(${a.pools.map((p) => `${p.node} ${p.snapshots}`).join(', ')})`,
+      `    leaked:${list(a.snapshots.leaked, (s) => `${s.node}/${s.key} "${s.name ?? '?'}": ${s.reason}`)}`,
+      `    lost:${list(a.snapshots.lost, (s) => `${s.name} ${s.snapshotId}: ${s.reason}`)}`,
+      `    duplicated:${list(a.snapshots.duplicated, (d) => `${d.name}: ${d.snapshots.join(', ')}`)}`,
+      `    torn:${list(a.snapshots.torn, (s) => `${s.node}/${s.key} copy=${s.hasData} record=${s.hasRecord}`)}`,
       `    journal intents left:${list(
         a.pools.filter((p) => p.intents.length > 0),
         (p) => `${p.node}: ${p.intents.join(', ')}`,

@@ -2,21 +2,42 @@ import * as grpc from '@grpc/grpc-js';
 import { call, withDeadline } from '../../csi/client';
 import { parseEndpoint } from '../../csi/endpoint';
 import type { ControllerClient } from '../../csi/generated/csi/v1/Controller';
+import type { CreateSnapshotResponse__Output } from '../../csi/generated/csi/v1/CreateSnapshotResponse';
 import type { CreateVolumeResponse__Output } from '../../csi/generated/csi/v1/CreateVolumeResponse';
 import { csiPackage } from '../../csi/proto';
 import { TOPOLOGY_NODE_KEY } from '../../common/names';
 import { createRequest } from '../support/csi-requests';
-import type { Model, OpRecord } from './model';
+import type { Model, NameState, OpRecord, SnapshotState } from './model';
 import type { Prng } from './prng';
 
-/** What a CO retries: the call may still succeed. */
-const RETRIABLE = new Set(['ABORTED', 'UNAVAILABLE', 'DEADLINE_EXCEEDED']);
+/**
+ * What a CO retries: the call may still succeed. NOT_READY: a CreateSnapshot answered OK but not ready_to_use (the
+ * sidecar asks again; builds since f05f05b never answer so, a baseline may).
+ */
+const RETRIABLE = new Set(['ABORTED', 'UNAVAILABLE', 'DEADLINE_EXCEEDED', 'NOT_READY']);
+/** About this share of background operations are snapshot ones (create, restore, delete). */
+const SNAPSHOT_SHARE = 0.13;
+
+/** A CreateSnapshot answer that gives the CO no snapshot yet: asked again, like UNAVAILABLE. */
+class RetryLater extends Error {
+  constructor(
+    readonly label: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
 /** An unexpected answer is retried too (the PVC or PV is still there), but only this many times. */
 const MAX_UNEXPECTED = 5;
 
 export interface ControllerTarget {
   name: string;
   client: ControllerClient;
+  /**
+   * Whether the build the controller runs now serves snapshots (`--snapshots` in its `controller --help`); absent:
+   * yes. Snapshot calls and restores go only to controllers that do (a version-skew baseline may not).
+   */
+  snapshots?: () => boolean;
 }
 
 export interface UnexpectedAnswer {
@@ -38,17 +59,22 @@ export interface WorkloadConfig {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** A channel that redials quickly: a restarted controller must not look down for the default 2-minute backoff. */
-export function connectController(name: string, endpoint: string): ControllerTarget & { close(): void } {
+export function connectController(
+  name: string,
+  endpoint: string,
+  snapshots?: () => boolean,
+): ControllerTarget & { close(): void } {
   const { address } = parseEndpoint(endpoint);
   const client = new (csiPackage().Controller)(address, grpc.credentials.createInsecure(), {
     'grpc.initial_reconnect_backoff_ms': 100,
     'grpc.min_reconnect_backoff_ms': 100,
     'grpc.max_reconnect_backoff_ms': 1000,
   });
-  return { name, client, close: () => client.close() };
+  return { name, client, snapshots, close: () => client.close() };
 }
 
 function codeOf(error: unknown): { code: string; message: string } {
+  if (error instanceof RetryLater) return { code: error.label, message: error.message };
   const code = (error as grpc.ServiceError).code;
   const message = error instanceof Error ? error.message : String(error);
   return { code: typeof code === 'number' ? (grpc.status[code] ?? String(code)) : 'NO_CODE', message };
@@ -99,6 +125,10 @@ export class Workload {
   }
 
   private nextBackgroundOp(): OpRecord | undefined {
+    if (this.prng.chance(SNAPSHOT_SHARE)) {
+      const op = this.snapshotOp('background');
+      if (op) return op;
+    }
     const present = this.model.presentCount();
     const deleteShare = present > 40 ? 0.6 : present > 8 ? 0.45 : 0.3;
     if (this.prng.chance(deleteShare)) {
@@ -153,23 +183,170 @@ export class Workload {
     return op;
   }
 
-  /** Sends the create (preferring op.node, if any) and records its answer in the model. */
-  private launchCreate(op: OpRecord, state: { name: string; sizeBytes: number }, via: number | undefined): void {
-    const topology = op.node ? { segments: { [TOPOLOGY_NODE_KEY]: op.node } } : undefined;
-    const request = createRequest(
-      state.name,
-      state.sizeBytes,
-      topology ? { accessibility_requirements: { preferred: [topology] } } : {},
-    );
-    this.launch(op, via, async (client) => {
-      const answer = await call<CreateVolumeResponse__Output>((done) =>
-        client.CreateVolume(request, withDeadline(this.config.callTimeoutMs), done),
-      );
-      const volumeId = answer.volume?.volume_id;
-      if (!volumeId) throw new Error(`CreateVolume ${state.name} answered without a volume_id`);
-      op.volumeId = volumeId;
-      this.model.created(op, volumeId);
+  /**
+   * One snapshot operation of the mix: CreateSnapshot of an idle volume, a restore (CreateVolume from an idle
+   * snapshot) or DeleteSnapshot; more deletions the more snapshots exist. Undefined when none is possible.
+   */
+  snapshotOp(origin: string, options: { node?: string } = {}): OpRecord | undefined {
+    const count = this.model.snapshotCount();
+    const roll = this.prng.next();
+    const deleteShare = count > 12 ? 0.55 : count > 4 ? 0.35 : 0.2;
+    const order =
+      roll < deleteShare
+        ? ['delete', 'create', 'restore']
+        : roll < deleteShare + 0.3
+          ? ['restore', 'create', 'delete']
+          : ['create', 'restore', 'delete'];
+    for (const what of order) {
+      const op =
+        what === 'create'
+          ? this.snapshotOne(origin, options)
+          : what === 'restore'
+            ? this.restoreOne(origin, options)
+            : this.deleteSnapshotOne(origin, options);
+      if (op) return op;
+    }
+    return undefined;
+  }
+
+  /**
+   * CreateSnapshot (a new name) of an existing volume with nothing in flight, on `node` if given, retried until it
+   * answers ready (ABORTED while the copy is not recorded). The volume is busy meanwhile: snapshot-controller keeps a
+   * source PVC from deletion while its snapshot is being made. Afterwards the volume may go; the copy stays.
+   */
+  snapshotOne(origin: string, options: { node?: string; via?: number } = {}): OpRecord | undefined {
+    const candidates = this.model.idleVolumes(options.node);
+    if (candidates.length === 0) return undefined;
+    const source = this.prng.pick(candidates);
+    const snapshot = this.model.newSnapshot(source);
+    source.busy = true;
+    snapshot.busy = true;
+    const op = this.model.newOp('snapshot', snapshot.name, origin, {
+      volumeId: snapshot.sourceVolumeId,
+      node: snapshot.node,
     });
+    this.launch(
+      op,
+      options.via,
+      async (client) => {
+        let answer: CreateSnapshotResponse__Output;
+        try {
+          answer = await call<CreateSnapshotResponse__Output>((done) =>
+            client.CreateSnapshot(
+              { name: snapshot.name, source_volume_id: snapshot.sourceVolumeId },
+              withDeadline(this.config.callTimeoutMs),
+              done,
+            ),
+          );
+        } catch (error) {
+          // The source's node was forgotten: NOT_FOUND, the CO has no snapshot; a copy made is written off.
+          if (codeOf(error).code === 'NOT_FOUND' && this.model.forgottenSince(snapshot.node, op.startedAt)) {
+            op.endedByForget = true;
+            op.error = codeOf(error).message;
+            return;
+          }
+          throw error;
+        }
+        const made = answer.snapshot;
+        if (!made?.snapshot_id) throw new Error(`CreateSnapshot ${snapshot.name} answered without a snapshot_id`);
+        if (!made.ready_to_use) throw new RetryLater('NOT_READY', `${made.snapshot_id} not ready to use`);
+        op.snapshotId = made.snapshot_id;
+        this.model.snapshotCreated(op, made.snapshot_id);
+      },
+      true,
+    );
+    void this.running.get(op.id)?.then(() => {
+      source.busy = false;
+      snapshot.busy = false;
+    });
+    return op;
+  }
+
+  /**
+   * A restore: CreateVolume of a new name from an idle snapshot (on `node` if given), the snapshot's size. The
+   * snapshot is busy meanwhile (snapshot-controller's source protection); the new volume joins the model as any.
+   */
+  restoreOne(origin: string, options: { node?: string } = {}): OpRecord | undefined {
+    const candidates = this.model.idleSnapshots(options.node);
+    if (candidates.length === 0) return undefined;
+    const snapshot = this.prng.pick(candidates);
+    const snapshotId = snapshot.snapshotId as string;
+    const state = this.model.newUnique(snapshot.sizeBytes);
+    state.busy = true;
+    snapshot.busy = true;
+    const op = this.model.newOp('create', state.name, origin, { fromSnapshot: snapshotId, node: snapshot.node });
+    this.launchCreate(op, state, undefined, snapshotId);
+    void this.running.get(op.id)?.then(() => {
+      state.busy = false;
+      snapshot.busy = false;
+    });
+    return op;
+  }
+
+  /** DeleteSnapshot of an idle snapshot (on `node` if given), retried while ABORTED (its node down). */
+  deleteSnapshotOne(origin: string, options: { node?: string; via?: number } = {}): OpRecord | undefined {
+    const candidates = this.model.idleSnapshots(options.node);
+    if (candidates.length === 0) return undefined;
+    const snapshot: SnapshotState = this.prng.pick(candidates);
+    const snapshotId = snapshot.snapshotId as string;
+    snapshot.busy = true;
+    const op = this.model.newOp('snapshot-delete', snapshot.name, origin, { snapshotId, node: snapshot.node });
+    this.launch(
+      op,
+      options.via,
+      async (client) => {
+        await call<object>((done) =>
+          client.DeleteSnapshot({ snapshot_id: snapshotId }, withDeadline(this.config.callTimeoutMs), done),
+        );
+        this.model.snapshotDeleted(op);
+      },
+      true,
+    );
+    void this.running.get(op.id)?.then(() => (snapshot.busy = false));
+    return op;
+  }
+
+  /** Makes snapshots of volumes on `node` until it holds `count` idle ones (bounded), waiting for them. */
+  async ensureSnapshotsOn(node: string, count: number, origin: string, timeoutMs = 60_000): Promise<void> {
+    const until = Date.now() + timeoutMs;
+    for (let tries = 0; tries < count * 3 && Date.now() < until; tries++) {
+      const missing = count - this.model.idleSnapshots(node).length;
+      if (missing <= 0) return;
+      if (this.model.idleVolumes(node).length === 0) await this.ensureOn(node, 1, origin, until - Date.now());
+      const ops = Array.from({ length: missing }, () => this.snapshotOne(origin, { node })).flatMap((op) =>
+        op ? [op] : [],
+      );
+      await Promise.race([Promise.all(ops.map((op) => this.done(op))), sleep(Math.max(0, until - Date.now()))]);
+    }
+  }
+
+  /** Sends the create (preferring op.node, if any) and records its answer in the model. */
+  private launchCreate(
+    op: OpRecord,
+    state: Pick<NameState, 'name' | 'sizeBytes'>,
+    via: number | undefined,
+    fromSnapshot?: string,
+  ): void {
+    // A restore names no topology: the controller places it on the snapshot's node (docs/snapshots.md).
+    const topology = op.node && !fromSnapshot ? { segments: { [TOPOLOGY_NODE_KEY]: op.node } } : undefined;
+    const request = createRequest(state.name, state.sizeBytes, {
+      ...(topology ? { accessibility_requirements: { preferred: [topology] } } : {}),
+      ...(fromSnapshot ? { volume_content_source: { snapshot: { snapshot_id: fromSnapshot } } } : {}),
+    });
+    this.launch(
+      op,
+      via,
+      async (client) => {
+        const answer = await call<CreateVolumeResponse__Output>((done) =>
+          client.CreateVolume(request, withDeadline(this.config.callTimeoutMs), done),
+        );
+        const volumeId = answer.volume?.volume_id;
+        if (!volumeId) throw new Error(`CreateVolume ${state.name} answered without a volume_id`);
+        op.volumeId = volumeId;
+        this.model.created(op, volumeId);
+      },
+      fromSnapshot !== undefined,
+    );
   }
 
   /** Creates volumes preferring `node` until it holds `count` idle ones (bounded), waiting for them. */
@@ -203,9 +380,14 @@ export class Workload {
     return this.running.size;
   }
 
-  private launch(op: OpRecord, via: number | undefined, attempt: (client: ControllerClient) => Promise<void>): void {
+  private launch(
+    op: OpRecord,
+    via: number | undefined,
+    attempt: (client: ControllerClient) => Promise<void>,
+    snapshots = false,
+  ): void {
     this.issued++;
-    const done = this.runOp(op, via, attempt).finally(() => this.running.delete(op.id));
+    const done = this.runOp(op, via, attempt, snapshots).finally(() => this.running.delete(op.id));
     this.running.set(op.id, done);
   }
 
@@ -213,6 +395,7 @@ export class Workload {
     op: OpRecord,
     via: number | undefined,
     attempt: (client: ControllerClient) => Promise<void>,
+    snapshots: boolean,
   ): Promise<void> {
     let unexpected = 0;
     let delay = 250;
@@ -221,7 +404,14 @@ export class Workload {
         op.outcome = 'unsettled';
         break;
       }
-      const target = index === 0 && via !== undefined ? this.controllers[via] : this.attemptRng.pick(this.controllers);
+      // Snapshot calls and restores only to a controller whose build serves them; none now: wait for one.
+      const able = snapshots ? this.controllers.filter((c) => c.snapshots?.() ?? true) : this.controllers;
+      if (able.length === 0) {
+        await sleep(1000);
+        continue;
+      }
+      const first = index === 0 && via !== undefined ? this.controllers[via] : undefined;
+      const target = first && able.includes(first) ? first : this.attemptRng.pick(able);
       if (!target) throw new Error(`no controller ${via}`);
       op.attempts++;
       op.inFlightOn = target.name;
@@ -232,7 +422,9 @@ export class Workload {
       } catch (error) {
         const { code, message } = codeOf(error);
         op.codes[code] = (op.codes[code] ?? 0) + 1;
-        if (!RETRIABLE.has(code)) {
+        // A build without snapshots that was rolled in between the choice and the call: another controller.
+        const unserved = snapshots && code === 'UNIMPLEMENTED' && target.snapshots?.() === false;
+        if (!RETRIABLE.has(code) && !unserved) {
           unexpected++;
           op.error = `${code}: ${message}`;
           this.unexpected.push({ at: new Date().toISOString(), op: op.id, kind: op.kind, code, message });

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { readNodeRecord } from '../../../node-records/reads';
 import { connectionOptions } from '../../../temporal/config';
+import { parseSnapshotId } from '../../../common/snapshot-id';
 import { parseVolumeId } from '../../../common/volume-id';
 import { forgetNode } from '../../../operations/forget-node';
 import type { Fault } from './types';
@@ -12,12 +13,13 @@ import { awaitOps, sleep, step } from './types';
  * An operator forgets a node that is down (`nodes forget`), deletions of its volumes are answered OK (written
  * off: the CO is told they are gone), and then the node comes back with the same pool. Every written-off volume
  * must be deleted on its disk for real: the fault checks the pool itself once the node is back, and the audit's
- * leak check sees any that stayed. Deletions acknowledged while the node was forgotten are the operator's
+ * leak check sees any that stayed. The same for snapshots: DeleteSnapshot of the node's snapshots is answered OK
+ * (written off) while it is forgotten, and their copies (snapshots/data/<key>) must be gone once it is back. Deletions acknowledged while the node was forgotten are the operator's
  * decision, not a false "deleted" (the model's `forgotten` windows exempt them from that check).
  */
 export const forgetThenReturn: Fault = {
   kind: 'forget-then-return',
-  plannedOps: () => 8,
+  plannedOps: () => 12,
   async run(context, record) {
     const { cluster, workload, prng } = context;
     const connection = await Connection.connect(connectionOptions(context.temporal.config));
@@ -27,6 +29,8 @@ export const forgetThenReturn: Fault = {
     let window: { node: string; from: number; to?: number } | undefined;
     try {
       const count = prng.int(2, 5);
+      const snapshots = prng.int(1, 2);
+      await workload.ensureSnapshotsOn(node.name, snapshots, record.kind, 60_000);
       await workload.ensureOn(node.name, count, record.kind, 60_000);
       step(context, record, `SIGKILL ${node.name}, wait until its record sees it offline, forget it`);
       await node.kill('SIGKILL');
@@ -46,6 +50,9 @@ export const forgetThenReturn: Fault = {
         }
       }
       const ops = Array.from({ length: count }, () => workload.deleteOne(record.kind, { node: node.name }));
+      ops.push(
+        ...Array.from({ length: snapshots }, () => workload.deleteSnapshotOne(record.kind, { node: node.name })),
+      );
       const ids = ops.flatMap((op) => (op ? [op.id] : []));
       record.issuedOps.push(...ids);
       const unfinished = await awaitOps(context, ids, 60_000);
@@ -53,13 +60,29 @@ export const forgetThenReturn: Fault = {
         .filter((op) => op.kind === 'delete' && op.outcome === 'ok' && op.node === node.name)
         .filter((op) => (op.endedAt ?? 0) >= (window?.from ?? 0))
         .flatMap((op) => (op.volumeId ? [op.volumeId] : []));
+      const snapshotsWrittenOff = workload.model.ops
+        .filter((op) => op.kind === 'snapshot-delete' && op.outcome === 'ok' && op.node === node.name)
+        .filter((op) => (op.endedAt ?? 0) >= (window?.from ?? 0))
+        .flatMap((op) => (op.snapshotId ? [op.snapshotId] : []));
       const keys = writtenOff.flatMap((volumeId) => parseVolumeId(volumeId)?.key ?? []);
-      const onDisk = () => keys.filter((key) => fs.existsSync(path.join(cluster.pool(node.name), 'volumes', key)));
+      const snapshotKeys = snapshotsWrittenOff.flatMap((snapshotId) => parseSnapshotId(snapshotId)?.key ?? []);
+      const pool = cluster.pool(node.name);
+      const onDisk = () => [
+        ...keys.filter((key) => fs.existsSync(path.join(pool, 'volumes', key))),
+        ...snapshotKeys
+          .filter(
+            (key) =>
+              fs.existsSync(path.join(pool, 'snapshots', 'data', key)) ||
+              fs.existsSync(path.join(pool, 'snapshots', 'records', `${key}.json`)),
+          )
+          .map((key) => `snapshot ${key}`),
+      ];
+      const total = writtenOff.length + snapshotsWrittenOff.length;
       step(
         context,
         record,
-        `${released} waiting released, ${writtenOff.length} written off (${onDisk().length} still on disk, ` +
-          `${unfinished} unanswered); start ${node.name} with the same pool`,
+        `${released} waiting released, ${writtenOff.length} volumes and ${snapshotsWrittenOff.length} snapshots ` +
+          `written off (${onDisk().length} still on disk, ${unfinished} unanswered); start ${node.name} with the same pool`,
       );
       await node.start(context.builds.current);
       const backBy = Date.now() + 120_000;
@@ -68,9 +91,17 @@ export const forgetThenReturn: Fault = {
       window.to = Date.now();
       while (onDisk().length > 0 && Date.now() < backBy) await sleep(1000);
       const left = onDisk();
-      step(context, record, `${writtenOff.length - left.length} of ${writtenOff.length} written-off volumes deleted`);
-      record.details = { node: node.name, released, writtenOff, stillOnDisk: left, unanswered: unfinished };
-      if (left.length > 0) throw new Error(`written-off volumes still on ${node.name}: ${left.join(', ')}`);
+      step(context, record, `${total - left.length} of ${total} written-off volumes and snapshots deleted`);
+      record.details = {
+        node: node.name,
+        released,
+        writtenOff,
+        snapshotsWrittenOff,
+        stillOnDisk: left,
+        unanswered: unfinished,
+      };
+      if (left.length > 0)
+        throw new Error(`written-off volumes or snapshots still on ${node.name}: ${left.join(', ')}`);
     } finally {
       if (!node.alive()) await node.start(context.builds.current);
       if (window) window.to ??= Date.now();

@@ -3,8 +3,8 @@ import type { DriverProcess } from '../cluster';
 import type { Fault, FaultContext, FaultRecord } from './types';
 import { step } from './types';
 
-/** The soak makes no snapshots yet (docs/snapshots.md): a snapshot failpoint would never fire. */
-const VOLUME_FAILPOINTS = FAILPOINT_NAMES.filter((name) => !name.startsWith('snapshot.'));
+/** The crash failpoints: snapshot.slow-copy only slows a copy (test-only), it kills nothing. */
+const VOLUME_FAILPOINTS = FAILPOINT_NAMES.filter((name) => name !== 'snapshot.slow-copy');
 
 interface Outcome {
   node: string;
@@ -23,12 +23,16 @@ async function armAndTrigger(
   failpoint: Failpoint,
 ): Promise<Outcome> {
   const { workload } = context;
-  if (failpoint.startsWith('delete')) await workload.ensureOn(node.name, 1, record.kind, 30_000);
+  const needsVolume = failpoint.startsWith('delete') || failpoint.startsWith('snapshot');
+  if (needsVolume) await workload.ensureOn(node.name, 1, record.kind, 30_000);
   step(context, record, `restart ${node.name} with failpoint ${failpoint}`);
   await node.start(context.builds.current, { failpoints: failpoint });
+  const fallback = () => workload.create(record.kind, { prefer: node.name });
   const op = failpoint.startsWith('delete')
-    ? (workload.deleteOne(record.kind, { node: node.name }) ?? workload.create(record.kind, { prefer: node.name }))
-    : workload.create(record.kind, { prefer: node.name });
+    ? (workload.deleteOne(record.kind, { node: node.name }) ?? fallback())
+    : failpoint.startsWith('snapshot')
+      ? (workload.snapshotOne(record.kind, { node: node.name }) ?? fallback())
+      : fallback();
   record.issuedOps.push(op.id);
   const since = Date.now();
   const exit = await node.waitExit(45_000);
@@ -40,7 +44,7 @@ async function armAndTrigger(
 
 /**
  * SIGKILL of node agents inside their activities: before allocating, after allocating but before answering,
- * before and after deleting. Each failpoint goes to a different node (in parallel); with fewer nodes than
+ * before and after deleting, after a snapshot's copy and record are made but before answering. Each failpoint goes to a different node (in parallel); with fewer nodes than
  * failpoints, a node takes its share one after another.
  */
 export const nodeFailpoints: Fault = {

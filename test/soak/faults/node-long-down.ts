@@ -3,16 +3,19 @@ import { awaitOps, sleep, step } from './types';
 
 /**
  * One node down for a long window (past the registry's 30 s liveness) while deletions of its volumes pile up
- * and creates prefer it; then it comes back and every waiting deletion must finish.
+ * and creates prefer it, a snapshot of one of its volumes is asked for (ABORTED until the copy is recorded), one
+ * of its snapshots is deleted (ABORTED until its pool confirms) and another restored (it can only land there);
+ * then it comes back and every waiting operation must finish.
  */
 export const nodeLongDown: Fault = {
   kind: 'node-long-down',
-  plannedOps: () => 14,
+  plannedOps: () => 19,
   async run(context, record) {
     const { workload, prng, options } = context;
     const node = prng.pick(context.cluster.nodes);
     const count = prng.int(4, 8);
-    await workload.ensureOn(node.name, count, record.kind, 60_000);
+    await workload.ensureSnapshotsOn(node.name, 2, record.kind, 60_000);
+    await workload.ensureOn(node.name, count + 1, record.kind, 60_000);
     const signal = prng.chance(0.5) ? 'SIGKILL' : 'SIGTERM';
     step(context, record, `${signal} ${node.name}; down for ${options.longDownMs / 1000} s`);
     if (signal === 'SIGKILL') await node.kill('SIGKILL');
@@ -25,6 +28,15 @@ export const nodeLongDown: Fault = {
       const op = workload.deleteOne(record.kind, { node: node.name });
       if (op) piled.push(op.id);
       if (index % 3 === 2) piled.push(workload.create(record.kind, { prefer: node.name }).id);
+      const snapshotOp =
+        index === 0
+          ? workload.deleteSnapshotOne(record.kind, { node: node.name })
+          : index === 1
+            ? workload.snapshotOne(record.kind, { node: node.name })
+            : index === 2
+              ? workload.restoreOne(record.kind, { node: node.name })
+              : undefined;
+      if (snapshotOp) piled.push(snapshotOp.id);
     }
     record.issuedOps.push(...piled);
     await sleep(Math.max(0, downAt + options.longDownMs - Date.now()));

@@ -10,17 +10,19 @@ import { sleep, step } from './types';
  * The node records are lost while deletions are aimed at a node that is down: records continued as new, reset to
  * their first workflow task and terminated (what an operator clearing long-running workflows in the UI, or a
  * namespace restored from backup, does), the down node's among them, and the single registry of earlier releases
- * too if one runs. No deletion may be answered OK while its node is down; the audit proves nothing leaked.
+ * too if one runs. No deletion (of a volume or a snapshot) may be answered OK while its node is down; the audit
+ * proves nothing leaked.
  */
 export const registryLoss: Fault = {
   kind: 'registry-loss',
-  plannedOps: () => 4,
+  plannedOps: () => 6,
   async run(context, record) {
     const { cluster, workload, prng } = context;
     const connection = await Connection.connect(connectionOptions(context.temporal.config));
     const client = new Client({ connection });
     try {
       const node = prng.pick(cluster.nodes);
+      await workload.ensureSnapshotsOn(node.name, 1, record.kind, 30_000);
       await workload.ensureOn(node.name, 2, record.kind, 30_000);
       step(context, record, `stop ${node.name}; its records and the others' are lost while deletions aim at it`);
       await node.stop();
@@ -53,6 +55,7 @@ export const registryLoss: Fault = {
         client.workflow.getHandle(registryWorkflowId(cluster.config.driverName)).terminate('soak: registry-loss'),
       );
       ops.push(workload.deleteOne(record.kind, { node: node.name }));
+      ops.push(workload.deleteSnapshotOne(record.kind, { node: node.name }));
       const ids = ops.flatMap((op) => (op ? [op.id] : []));
       record.issuedOps.push(...ids);
       // Longer than the controllers' call wait, so each deletion is answered ABORTED at least once.
