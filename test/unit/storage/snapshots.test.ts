@@ -434,6 +434,15 @@ describe('loop snapshots', () => {
     const clone = await backend.createVolume(
       volume({ capacityBytes: 300 * MiB, contentSource: { volumeKey: source.key } }),
     );
+    // Restored larger: xfs grows when staged (only a mounted xfs can grow).
+    const larger = await backend.createVolume(
+      volume({ capacityBytes: 400 * MiB, contentSource: { snapshotKey: snapshot.key } }),
+    );
+    const largerAt = coPath('staging-larger');
+    await backend.stageVolume(larger.key, largerAt, MOUNT);
+    const bytes = (at: string) => fs.statfsSync(at).blocks * fs.statfsSync(at).bsize;
+    expect(bytes(largerAt)).toBeGreaterThan(bytes(staging) + 90 * MiB);
+    await backend.unstageVolume(larger.key, largerAt);
     // Staged while their source still is: each copy carries the source's xfs UUID (mounted nouuid).
     for (const [record, expected] of [
       [restored, ['data']],
