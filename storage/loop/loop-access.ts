@@ -5,7 +5,7 @@
 import { promises as fs } from 'node:fs';
 import { DriverError, FailureType } from '../../common/failures';
 import type { AccessType } from '../pool/backend';
-import { growExt4IfSmaller, loopFsType } from './filesystems';
+import { growExt4IfSmaller, growFilesystem, loopFsType } from './filesystems';
 import { deviceBytes } from '../host/block-device';
 import { pathExists } from '../host/fs-checks';
 import { attachDevice, detachDevices, devicesByKind, devicesOfKind } from './loop-devices';
@@ -52,6 +52,15 @@ export class LoopAccess implements VolumeAccess {
     const { readWrite, readOnly } = await devicesByKind(this.layout.volumeImage(volume.key));
     const [device] = readWrite;
     return device === undefined ? undefined : this.describe(volume, device, false, readOnly);
+  }
+
+  /**
+   * xfs grows only while mounted: a restore larger than its snapshot (or a volume expanded while unstaged) reaches
+   * its size here; ext4 was grown in attach, before the mount. A filesystem already at its device's size is left so.
+   */
+  async afterMount(attachment: Attachment, mountPoint: string): Promise<void> {
+    const { mount } = attachment;
+    if (mount?.kind === 'filesystem' && mount.fsType === 'xfs') await growFilesystem('xfs', mount.device, mountPoint);
   }
 
   /** A read-only loop device over the same image, for a read-only raw block publish. */

@@ -21,7 +21,6 @@ import { listStaging, readStaging, removeStaging, writeStaging } from './staging
 import type { StagingRecord } from './staging-records';
 import type { Attachment, VolumeAccess, VolumeRef } from './volume-access';
 import { readRecord } from '../pool/volume-records';
-import { growFilesystem } from '../loop/filesystems';
 
 type Repaired = OpenReport['repaired'][number];
 
@@ -97,9 +96,7 @@ export async function establish(
     await bindMount(mount.source, staging.stagingPath, { readonly: false, flags: staging.mountFlags });
   else {
     await mountFilesystem(mount.device, staging.stagingPath, mount.fsType, staging.mountFlags);
-    // xfs grows only while mounted: a restore larger than its snapshot (or a volume expanded while unstaged)
-    // reaches its size here; ext4 was grown before the mount. A filesystem already at its device's size is left so.
-    if (mount.fsType === 'xfs') await growFilesystem('xfs', mount.device, staging.stagingPath);
+    await access.afterMount?.(attachment, staging.stagingPath);
   }
   return { attachment, changed: true };
 }

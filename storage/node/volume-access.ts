@@ -28,6 +28,8 @@ export interface VolumeAccess {
   find(volume: VolumeRef): Promise<Attachment | undefined>;
   /** Undoes attach (loop: detaches every device of the image); idempotent. */
   detach(volume: VolumeRef): Promise<void>;
+  /** Once its filesystem is mounted at the staging path (loop xfs: grown to its device, which only a mount allows). */
+  afterMount?(attachment: Attachment, mountPoint: string): Promise<void>;
   /** Raw block only: a device the kernel keeps read-only, for a read-only publish (absent: refused). */
   readOnlyDevice?(volume: VolumeRef): Promise<string>;
   /** After an unpublish: lets go of read-only devices nothing binds any more. */
