@@ -3,6 +3,7 @@
  * where the filesystem has them (XFS with reflink, btrfs: the copy shares blocks and takes no time) and a plain
  * copy elsewhere. Both sides are paths the pool layout made; neither ever comes from the CO.
  */
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
 import { fsyncDir, fsyncPath } from './atomic-file';
@@ -26,6 +27,24 @@ export async function copyImage(from: string, to: string): Promise<void> {
   await copy(['--reflink=auto', '--sparse=always', '--', from, to], to);
   await fsyncPath(to);
   await fsyncDir(path.dirname(to));
+}
+
+/**
+ * A reflink of a whole image file in one FICLONE (`cp --reflink=always`), and fsynced: the filesystem shares the
+ * source's extents under its inode locks, so no write lands half in the copy. False, with nothing left at `to`,
+ * when the pool's filesystem has no reflinks.
+ */
+export async function cloneImage(from: string, to: string): Promise<boolean> {
+  try {
+    await copy(['--reflink=always', '--', from, to], to);
+  } catch (error) {
+    if (!(error instanceof ToolError && /failed to clone/i.test(error.stderr))) throw error;
+    await fs.rm(to, { force: true });
+    return false;
+  }
+  await fsyncPath(to);
+  await fsyncDir(path.dirname(to));
+  return true;
 }
 
 async function copy(args: string[], to: string): Promise<void> {

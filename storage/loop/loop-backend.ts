@@ -9,7 +9,7 @@ import { DriverError, FailureType } from '../../common/failures';
 import type { CreateVolumeSpec, OpenReport } from '../pool/backend';
 import { LOOP_FS_TYPES, assertLoopSize, growFilesystem, loopFsType, makeFilesystem } from './filesystems';
 import { assertFreeSpace, preallocate } from './image-files';
-import { copyImage } from '../host/copy';
+import { cloneImage, copyImage } from '../host/copy';
 import { runTool } from '../host/tools';
 import { LoopAccess } from './loop-access';
 import { attachedDevices, detachDevices, loopAttachments, refreshDevice } from './loop-devices';
@@ -86,17 +86,21 @@ export class LoopBackend extends PoolBackend {
    * block by block while writes land, would mix old and new blocks into an image no fsck can trust. fsfreeze
    * flushes the filesystem to the image and holds every writer until the thaw, so the copy is of a clean, frozen
    * filesystem (reflink makes that pause short where the pool's filesystem has it). A volume staged for raw block
-   * access has no filesystem the node can freeze (whatever is on it is the workload's), so it is refused.
+   * access has no filesystem the node can freeze (whatever is on it is the workload's): it is copied only by one
+   * reflink, which takes the image at one instant, as a power cut would leave it (crash-consistent), and refused on
+   * a pool without reflinks, where a copy made while the workload writes would be torn.
    */
   private async copyVolumeImage(source: StoredRecord, target: string): Promise<void> {
     const image = this.layout.volumeImage(source.key);
     const staging = await readStaging(this.layout, source.key);
     if (!staging) return copyImage(image, target);
     if (staging.accessType === 'block') {
+      if (await cloneImage(image, target)) return;
       throw new DriverError(
         FailureType.FailedPrecondition,
-        `volume ${source.key} is staged for raw block access at ${staging.stagingPath}: the node cannot freeze ` +
-          'what is on it for a consistent copy; unstage it (stop the pods using it) and try again',
+        `volume ${source.key} is staged for raw block access at ${staging.stagingPath}, and pool ` +
+          `${this.layout.root}'s filesystem has no reflinks (XFS with reflink=1 or btrfs have them): without one ` +
+          'the node cannot take a consistent copy of a device in use; unstage it (stop the pods using it) and try again',
       );
     }
     await runTool('fsfreeze', ['--freeze', staging.stagingPath]);

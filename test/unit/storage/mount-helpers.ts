@@ -73,3 +73,26 @@ export function dfBytes(target: string): number {
 export function blockdevSize(device: string): number {
   return Number(execFileSync('blockdev', ['--getsize64', device], { encoding: 'utf8' }).trim());
 }
+
+/** How a test's own pool filesystem is made: an XFS with reflinks, and an ext4, which has none. */
+const POOL_FILESYSTEMS = {
+  'xfs-reflink': ['mkfs.xfs', '-q', '-f', '-m', 'reflink=1'],
+  ext4: ['mkfs.ext4', '-q', '-F'],
+} as const;
+export type PoolFilesystem = keyof typeof POOL_FILESYSTEMS;
+
+/**
+ * A filesystem of `kind` on a sparse image, mounted at `mountPoint` (its lost+found removed, so it is an empty
+ * directory): whether the pool has reflinks is then the test's choice, not the host's. releaseMountsUnder undoes it
+ * when both lie under its root.
+ */
+export function mountPoolFilesystem(kind: PoolFilesystem, image: string, mountPoint: string, bytes: number): void {
+  fs.writeFileSync(image, '');
+  fs.truncateSync(image, bytes);
+  const device = execFileSync('losetup', ['-f', '--show', image], { encoding: 'utf8' }).trim();
+  const [mkfs, ...args] = POOL_FILESYSTEMS[kind];
+  execFileSync(mkfs, [...args, device]);
+  fs.mkdirSync(mountPoint, { recursive: true });
+  execFileSync('mount', [device, mountPoint]);
+  fs.rmSync(path.join(mountPoint, 'lost+found'), { recursive: true, force: true });
+}

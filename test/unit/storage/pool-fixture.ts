@@ -8,7 +8,8 @@ import type { FailureType } from '../../../common/failures';
 import type { StorageBackend } from '../../../storage/pool/backend';
 import { DirBackend } from '../../../storage/dir/dir-backend';
 import type { PoolBackendOptions } from '../../../storage/pool/pool-backend';
-import { releaseMountsUnder } from './mount-helpers';
+import { mountPoolFilesystem, releaseMountsUnder } from './mount-helpers';
+import type { PoolFilesystem } from './mount-helpers';
 
 export const GI = 1024 ** 3;
 
@@ -44,6 +45,12 @@ export class PoolFixture<B extends StorageBackend = DirBackend> {
     const backend = this.backend(capacityBytes);
     await backend.open();
     return backend;
+  }
+
+  /** Puts the pool on a filesystem of its own (before any backend opens it); cleanup unmounts it. */
+  onFilesystem(kind: PoolFilesystem, bytes = 2 * GI): this {
+    mountPoolFilesystem(kind, path.join(this.root, `${kind}.img`), this.pool, bytes);
+    return this;
   }
 
   /** Every path under the fixture's root, sorted: equal listings mean nothing was created or removed. */

@@ -471,7 +471,44 @@ describe('loop snapshots', () => {
     expect(loopDevicesOf(source.path)).toEqual([]);
   });
 
-  it('refuses to snapshot a volume staged for raw block access, creating nothing', async () => {
+  it('snapshots and clones a volume staged for raw block access by one reflink, where the pool has reflinks', async () => {
+    fixture.onFilesystem('xfs-reflink');
+    const backend = await fixture.opened();
+    const source = await backend.createVolume(volume({ accessType: 'block', capacityBytes: 16 * MiB }));
+    await backend.stageVolume(source.key, coPath('staging-block'), BLOCK);
+    const [device] = loopDevicesOf(source.path);
+    const writeDevice = (byte: number) => {
+      const handle = fs.openSync(device as string, 'r+');
+      fs.writeSync(handle, Buffer.alloc(MiB, byte), 0, MiB, 2 * MiB);
+      fs.fsyncSync(handle);
+      fs.closeSync(handle);
+    };
+    const readAt = (file: string) => {
+      const read = Buffer.alloc(MiB);
+      const handle = fs.openSync(file, 'r');
+      fs.readSync(handle, read, 0, MiB, 2 * MiB);
+      fs.closeSync(handle);
+      return read;
+    };
+    writeDevice(0xaa);
+
+    const snapshot = await backend.createSnapshot({ snapshotKey: randomKey(), sourceKey: source.key, name: 's' });
+    const clone = await backend.createVolume(
+      volume({ accessType: 'block', capacityBytes: 16 * MiB, contentSource: { volumeKey: source.key } }),
+    );
+    writeDevice(0xbb);
+
+    expect(readAt(snapshot.path).equals(Buffer.alloc(MiB, 0xaa))).toBe(true);
+    expect(readAt(clone.path).equals(Buffer.alloc(MiB, 0xaa))).toBe(true);
+    expect(readAt(source.path).equals(Buffer.alloc(MiB, 0xbb))).toBe(true);
+    expect(fs.statSync(snapshot.path).size).toBe(16 * MiB);
+    expect(await backend.status()).toMatchObject({ snapshotCount: 1 });
+    await backend.unstageVolume(source.key, coPath('staging-block'));
+    expect(await backend.deleteSnapshot(snapshot.key)).toBe('deleted');
+  });
+
+  it('refuses to snapshot a volume staged for raw block access on a pool without reflinks, creating nothing', async () => {
+    fixture.onFilesystem('ext4');
     const backend = await fixture.opened();
     const source = await backend.createVolume(volume({ accessType: 'block', capacityBytes: 16 * MiB }));
     const staging = coPath('staging-block');
@@ -481,7 +518,7 @@ describe('loop snapshots', () => {
     await expectDriverError(
       backend.createSnapshot({ snapshotKey: randomKey(), sourceKey: source.key, name: 's' }),
       FailureType.FailedPrecondition,
-      /staged for raw block access .*unstage it/,
+      /staged for raw block access .*has no reflinks.*unstage it/,
     );
     expect(fixture.list('snapshots/data')).toEqual(before);
     expect(fixture.list('snapshots/journal')).toEqual([]);
