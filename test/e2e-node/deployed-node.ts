@@ -5,6 +5,7 @@ import { writeOverlay } from './deploy-overlay';
 import { imageRef, nodeImages } from './images';
 import { NODE_TEMPORAL_ADDRESS, RealNode } from './real-node';
 import { Workloads } from './workloads';
+import type { PoolFilesystem } from '../unit/storage/mount-helpers';
 
 export const NAMESPACE = 'durable-csi';
 export const DRIVER = 'durable-csi.io';
@@ -18,11 +19,12 @@ export interface DeployedNode {
 
 /**
  * Registers the file's beforeAll/afterAll: a real node named `name` with the snapshot CRDs and snapshot-controller,
- * deploy/base (plus shipped `components`) applied through the overlay, the controller Deployment and node DaemonSet Ready. afterAll stops the node and
+ * deploy/base (plus shipped `components`) applied through the overlay, the controller Deployment and node DaemonSet Ready;
+ * the pool on a `poolFilesystem` of its own when one is named. afterAll stops the node and
  * prints node.timings. A start that fails stops the node and throws with every part's log tail.
  */
-export function deployedNode(name: string, components: string[] = []): DeployedNode {
-  const deployed = { node: new RealNode(name) } as DeployedNode;
+export function deployedNode(name: string, components: string[] = [], poolFilesystem?: PoolFilesystem): DeployedNode {
+  const deployed = { node: new RealNode(name, poolFilesystem) } as DeployedNode;
   beforeAll(async () => {
     const { node } = deployed;
     const images = nodeImages();

@@ -84,7 +84,8 @@ export class NodeNamespace {
         // Shared: the node plugin's Bidirectional mount of it needs that (containerd refuses it otherwise).
         `mount --bind ${kubelet} /var/lib/kubelet`,
         'mount --make-rshared /var/lib/kubelet',
-        `mount --bind ${durable} /var/lib/durable-csi`,
+        // Recursive: a pool filesystem of its own (RealNode's poolFilesystem) is mounted under it on the host.
+        `mount --rbind ${durable} /var/lib/durable-csi`,
         // Shared like / on a systemd host: the pool's HostToContainer mount (a late disk) needs a shared or slave source.
         'mount --make-rshared /var/lib/durable-csi',
       ].join('\n'),

@@ -17,12 +17,14 @@ import { lockRealNode, unlockRealNode } from './node-lock';
 import { poolLoopDevices, type LoopDevice } from './node-loops';
 import { cniConfig, containerdConfig, containerdSocket, kubeletConfig } from './node-config';
 import { KUBERNETES_SERVICE_IP, NODE_IP, NodeNamespace } from './node-namespace';
+import { mountPoolFilesystem, type PoolFilesystem } from '../unit/storage/mount-helpers';
 
 /** The node's name when a file runs only one real node; files that share a Temporal run each name theirs. */
 export const NODE_NAME = 'dcsi-node';
 /** The test's Temporal, forwarded to the node's address: what the overlay writes into TEMPORAL_ADDRESS. */
 export const NODE_TEMPORAL_ADDRESS = `${NODE_IP}:7233`;
 const API_PORT = 443;
+const GiB = 1024 ** 3;
 const HOST_DIRS = [
   '/var/lib/kubelet',
   '/var/lib/durable-csi',
@@ -68,7 +70,11 @@ export class RealNode {
    * name: the Node's name and so the agent's node ID. The test files of one jest run share one Temporal, whose
    * registry remembers each node's pool identity: a second file's fresh pool under the same name would be refused.
    */
-  constructor(readonly name = NODE_NAME) {}
+  constructor(
+    readonly name = NODE_NAME,
+    /** The pool on a filesystem of its own (the host's may lack what a test needs, such as reflinks). */
+    private readonly poolFilesystem?: PoolFilesystem,
+  ) {}
 
   readonly run = fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-node-'));
   readonly tools: K8sTools = k8sTools();
@@ -82,6 +88,7 @@ export class RealNode {
   stopped = false;
   private locked = false;
   private loopsAfterStop: LoopDevice[] = [];
+  private poolDevice: string | undefined;
   /** Host directories a node would write by default, and that existed before: only new ones are leftovers. */
   private readonly hostDirsBefore = new Set(HOST_DIRS.filter((dir) => fs.existsSync(dir)));
 
@@ -99,6 +106,9 @@ export class RealNode {
     this.locked = true;
     if (kubepodsCgroups().length > 0) throw new Error(`kubelet cgroups exist already: ${kubepodsCgroups().join(', ')}`);
     await this.timed('network and mount namespace', async () => {
+      // Sparse: as large as the DaemonSet's --capacity, taking on the host only what volumes write.
+      if (this.poolFilesystem)
+        this.poolDevice = mountPoolFilesystem(this.poolFilesystem, `${this.run}/pool.img`, this.poolDir, 100 * GiB);
       this.ns = await NodeNamespace.create(this.run, this.logDir);
     });
     const restSocket = path.join(this.run, 'apiserver.sock');
@@ -200,6 +210,7 @@ export class RealNode {
     this.api?.close();
     await this.ns?.destroy();
     this.detachLoopDevices();
+    this.releasePoolFilesystem();
     // Read now: once the run directory is gone, a device's backing file can no longer be matched to the pool.
     this.loopsAfterStop = this.loopDevices();
     for (let round = 0; round < 20; round++) {
@@ -241,6 +252,21 @@ export class RealNode {
   /** The loop devices of the node's pool (and kubelet's over them): node-loops.ts. */
   loopDevices(): LoopDevice[] {
     return poolLoopDevices(this.run, this.poolDir);
+  }
+
+  /** After the volumes' devices are detached: the pool's own filesystem, then its device. */
+  private releasePoolFilesystem(): void {
+    if (!this.poolDevice) return;
+    for (const [command, args] of [
+      ['umount', [this.poolDir]],
+      ['losetup', ['--detach', this.poolDevice]],
+    ] as const) {
+      try {
+        execFileSync(command, args);
+      } catch {
+        // leftovers() reports a mount or device still there
+      }
+    }
   }
 
   private detachLoopDevices(): void {

@@ -49,16 +49,6 @@ export const SUITE_SKIPS: readonly SuiteSkip[] = [
     drivers: ['loop-ext4'],
     applies: () => !hostHasSysResource(),
   },
-  {
-    spec: '\\(block volmode\\)\\] multiVolume.*should concurrently access the volume and its clone',
-    reason:
-      'A decision, not a machine limit (docs/snapshots.md, "Consistency"): a loop volume staged for raw block ' +
-      'access is not copied (CreateVolume from it answers FAILED_PRECONDITION, "unstage it"), because the node ' +
-      'cannot freeze what the workload keeps on it, and a copy made while it writes is torn. This spec clones a ' +
-      "block volume while its Pod uses it, so the clone's claim waits for good. The filesystem variant (frozen " +
-      'around the copy) runs and passes.',
-    drivers: ['loop-ext4', 'loop-xfs'],
-  },
 ];
 
 /** The skips that hold for a driver on this machine. */

@@ -84,9 +84,9 @@ export type PoolFilesystem = keyof typeof POOL_FILESYSTEMS;
 /**
  * A filesystem of `kind` on a sparse image, mounted at `mountPoint` (its lost+found removed, so it is an empty
  * directory): whether the pool has reflinks is then the test's choice, not the host's. releaseMountsUnder undoes it
- * when both lie under its root.
+ * when both lie under its root. Returns the loop device.
  */
-export function mountPoolFilesystem(kind: PoolFilesystem, image: string, mountPoint: string, bytes: number): void {
+export function mountPoolFilesystem(kind: PoolFilesystem, image: string, mountPoint: string, bytes: number): string {
   fs.writeFileSync(image, '');
   fs.truncateSync(image, bytes);
   const device = execFileSync('losetup', ['-f', '--show', image], { encoding: 'utf8' }).trim();
@@ -95,4 +95,5 @@ export function mountPoolFilesystem(kind: PoolFilesystem, image: string, mountPo
   fs.mkdirSync(mountPoint, { recursive: true });
   execFileSync('mount', [device, mountPoint]);
   fs.rmSync(path.join(mountPoint, 'lost+found'), { recursive: true, force: true });
+  return device;
 }
