@@ -96,7 +96,13 @@ export async function establish(
     await bindMount(mount.source, staging.stagingPath, { readonly: false, flags: staging.mountFlags });
   else {
     await mountFilesystem(mount.device, staging.stagingPath, mount.fsType, staging.mountFlags);
-    await access.afterMount?.(attachment, staging.stagingPath);
+    try {
+      await access.afterMount?.(attachment, staging.stagingPath);
+    } catch (error) {
+      // Not left mounted: a retried stage would find the mount, answer OK and never do what failed here.
+      await unmountVolumeAt(staging.stagingPath, attachment.matchers).catch(() => undefined);
+      throw error;
+    }
   }
   return { attachment, changed: true };
 }

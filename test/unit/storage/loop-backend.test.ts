@@ -9,6 +9,7 @@ import { FailureType } from '../../../common/failures';
 import type { CreateVolumeSpec } from '../../../storage/pool/backend';
 import { writeIntent } from '../../../storage/pool/journal';
 import { LoopBackend } from '../../../storage/loop/loop-backend';
+import type { LoopAccess } from '../../../storage/loop/loop-access';
 import { PoolLayout } from '../../../storage/pool/pool-layout';
 import { blockdevSize, dfBytes, hasSysResource, isMountPoint, loopDevicesOf } from './mount-helpers';
 import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
@@ -230,6 +231,27 @@ describe('stage, publish and back', () => {
     );
     await expectDriverError(backend.stageVolume(randomKey(), staging, MOUNT), FailureType.NotFound);
     await backend.unstageVolume(mount.key, staging);
+  });
+
+  it('unmounts again when the step after the mount fails, so the retried stage does it', async () => {
+    const backend = await fixture.opened();
+    const { key } = await backend.createVolume(spec({ capacityBytes: 300 * MiB, fsType: 'xfs' }));
+    const staging = coPath('staging');
+    // The backend's own access object, as stage reaches it: its xfs growth fails once.
+    const access = (backend as unknown as { access: LoopAccess }).access;
+    const afterMount = access.afterMount.bind(access);
+    let calls = 0;
+    access.afterMount = async (attachment, mountPoint) => {
+      if (++calls === 1) throw new Error('xfs_growfs failed (injected)');
+      await afterMount(attachment, mountPoint);
+    };
+
+    await expect(backend.stageVolume(key, staging, MOUNT)).rejects.toThrow(/injected/);
+    expect(isMountPoint(staging)).toBe(false);
+    await backend.stageVolume(key, staging, MOUNT);
+    expect(calls).toBe(2);
+    expect(isMountPoint(staging)).toBe(true);
+    await backend.unstageVolume(key, staging);
   });
 
   it('refuses to unstage a volume that is still published', async () => {
