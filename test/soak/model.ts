@@ -41,8 +41,11 @@ export interface NameState {
   volumeId?: string;
   busy: boolean;
   deletedIds: string[];
-  /** When the create that set volumeId answered: a deletion issued before then does not take it from the CO. */
-  answeredAt?: number;
+  /**
+   * The model's event count when the create that set volumeId answered: a deletion issued before then does not take
+   * it from the CO. A count, not a clock: a deletion issued in the same millisecond as the answer came after it.
+   */
+  answeredEvent?: number;
   /** A re-create issued while this volume's deletion was in flight: it must answer another volume. */
   supersedes?: string;
 }
@@ -83,6 +86,9 @@ export class Model {
   private readonly snapshots = new Map<string, SnapshotState>();
   private unique = 0;
   private uniqueSnapshot = 0;
+  /** Counts issues and answers, so their order is known even within one millisecond. */
+  private events = 0;
+  private readonly issuedEvent = new Map<number, number>();
 
   constructor(recurring: number) {
     for (let index = 0; index < recurring; index++) {
@@ -100,6 +106,7 @@ export class Model {
     const op: OpRecord = { id: this.ops.length + 1, kind, name, origin, startedAt: Date.now(), attempts: 0, codes: {} };
     Object.assign(op, extra);
     this.ops.push(op);
+    this.issuedEvent.set(op.id, ++this.events);
     return op;
   }
 
@@ -161,7 +168,7 @@ export class Model {
         this.anomaly(op, `create of ${op.name} answered ${volumeId}, the volume of ${other.name}`);
     }
     state.volumeId = volumeId;
-    state.answeredAt = Date.now();
+    state.answeredEvent = ++this.events;
     state.supersedes = undefined;
   }
 
@@ -170,7 +177,8 @@ export class Model {
     if (op.volumeId) state.deletedIds.push(op.volumeId);
     // A create answered with this volume after the deletion was issued gave the CO a PV for it: it stays known,
     // and the audit reports it lost if the deletion removed it.
-    if (state.volumeId === op.volumeId && (state.answeredAt ?? 0) < op.startedAt) state.volumeId = undefined;
+    const issued = this.issuedEvent.get(op.id) ?? 0;
+    if (state.volumeId === op.volumeId && (state.answeredEvent ?? 0) < issued) state.volumeId = undefined;
   }
 
   /** name -> volume ID of every volume the orchestrator was told exists. */
