@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { CLI_MAIN } from '../../agent/spawn-cli';
-import { findFreePort, isPortFree } from '../../temporal-dev/free-port';
+import { findFreePort, findFreePortRange } from '../../temporal-dev/free-port';
 import { findProjectRoot } from '../../common/project-root';
 import { eventually } from './run-cli';
 
@@ -17,8 +17,7 @@ export class DevStackProcess {
   /** Free ports for the server, the UI and the controller's and each node's metrics. */
   async args(nodes: number): Promise<string[]> {
     const [port, uiPort] = [await findFreePort(), await findFreePort()];
-    let metrics = await findFreePort();
-    while (!(await allFree(metrics, nodes + 1))) metrics = await findFreePort();
+    const metrics = await findFreePortRange(nodes + 1);
     const ports = ['--port', String(port), '--ui-port', String(uiPort), '--metrics-port', String(metrics)];
     return ['--data-dir', this.dataDir, '--nodes', String(nodes), '--capacity', '1Gi', ...ports];
   }
@@ -77,11 +76,6 @@ export class DevStackProcess {
     }
     fs.rmSync(this.dataDir, { recursive: true, force: true });
   }
-}
-
-async function allFree(from: number, count: number): Promise<boolean> {
-  for (let port = from; port < from + count; port++) if (port > 65535 || !(await isPortFree(port))) return false;
-  return true;
 }
 
 export function stackProcesses(dataDir: string): { pid: number; command: string }[] {

@@ -198,7 +198,7 @@ async function writeConfig(
   return { configFile, address: `127.0.0.1:${ports.frontend.grpc}` };
 }
 
-/** Free ports from the kernel's ephemeral range, or picked at random in `range` and checked free. */
+/** Free ports (findFreePort's, below the ephemeral range), or picked at random in `range` and checked free. */
 async function distinctFreePorts(count: number, range?: { from: number; to: number }): Promise<number[]> {
   const ports = new Set<number>();
   while (ports.size < count) {
