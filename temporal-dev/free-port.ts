@@ -50,7 +50,11 @@ function pickableRange(count: number): [number, number] {
 
 function ephemeralPorts(): [number, number] {
   try {
-    const [low, high] = fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    const [low, high] = fs
+      .readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')
+      .trim()
+      .split(/\s+/)
+      .map(Number);
     if (low && high && low <= high) return [low, high];
   } catch {
     // not Linux: the IANA dynamic range
