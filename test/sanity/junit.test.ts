@@ -1,4 +1,4 @@
-import { ALLOWED_SKIPS } from './allowed-skips';
+import { allowedSkip, ALLOWED_SKIPS } from './allowed-skips';
 import { SANITY_CONFIGS, selectedConfigs } from './configs';
 import { parseGinkgoSummary, parseJunit } from '../support/ginkgo-junit';
 
@@ -58,5 +58,20 @@ describe('the csi-sanity configurations', () => {
       if (entry.configs !== 'all') for (const name of entry.configs) expect(names.has(name)).toBe(true);
     }
     expect(new Set(ALLOWED_SKIPS.map((entry) => entry.message)).size).toBe(ALLOWED_SKIPS.length);
+  });
+
+  it('runs the snapshot and cloning specs in every configuration: their skips are never allowed', () => {
+    expect(SANITY_CONFIGS.filter((config) => !config.snapshots)).toEqual([]);
+    const specSkips = [
+      'Snapshot not supported',
+      'CreateSnapshot not supported',
+      'DeleteSnapshot not supported',
+      'ListSnapshots not supported',
+      'Volume Cloning not supported',
+    ];
+    for (const config of SANITY_CONFIGS) {
+      for (const message of specSkips)
+        expect([config.name, allowedSkip(config.name, message)]).toEqual([config.name, undefined]);
+    }
   });
 });
