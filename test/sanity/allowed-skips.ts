@@ -13,11 +13,6 @@ export interface AllowedSkip {
   reason: string;
 }
 
-const NO_SNAPSHOTS =
-  'Snapshots are served only with the controller flag --snapshots (docs/snapshots.md), which only the dir ' +
-  'configuration passes so far; without it CREATE_DELETE_SNAPSHOT and LIST_SNAPSHOTS are not advertised.';
-/** The configurations whose controller runs without --snapshots (configs.ts). */
-const WITHOUT_SNAPSHOTS: readonly SanityConfigName[] = ['loop-mount', 'loop-block'];
 const NO_GET_SNAPSHOT = 'GetSnapshot is not served: GET_SNAPSHOT is not advertised (ListSnapshots by ID answers it).';
 const NO_ATTACH =
   'No attach step: a node-local volume is usable only on the node that holds it, so PUBLISH_UNPUBLISH_VOLUME is ' +
@@ -29,14 +24,10 @@ const NO_HEALTH =
   'No volume health monitoring: VOLUME_CONDITION / GET_VOLUME_HEALTH / GET_STORAGE_HEALTH are not advertised.';
 
 export const ALLOWED_SKIPS: readonly AllowedSkip[] = [
-  { message: 'Snapshot not supported', configs: WITHOUT_SNAPSHOTS, reason: NO_SNAPSHOTS },
-  { message: 'CreateSnapshot not supported', configs: WITHOUT_SNAPSHOTS, reason: NO_SNAPSHOTS },
-  { message: 'DeleteSnapshot not supported', configs: WITHOUT_SNAPSHOTS, reason: NO_SNAPSHOTS },
-  { message: 'ListSnapshots not supported', configs: WITHOUT_SNAPSHOTS, reason: NO_SNAPSHOTS },
   { message: 'GetSnapshot not supported', configs: 'all', reason: NO_GET_SNAPSHOT },
   {
     message: 'SNAPSHOT_ACCESSIBILITY_CONSTRAINTS not supported',
-    configs: ['dir'],
+    configs: 'all',
     reason:
       'Not advertised: a snapshot is on its source volume node, and a volume made from it is placed there ' +
       '(docs/snapshots.md); CreateSnapshot takes no accessibility requirements.',
@@ -45,11 +36,6 @@ export const ALLOWED_SKIPS: readonly AllowedSkip[] = [
     message: 'GroupControllerService not supported',
     configs: 'all',
     reason: 'No group snapshots: the GroupController service is not served.',
-  },
-  {
-    message: 'Volume Cloning not supported',
-    configs: WITHOUT_SNAPSHOTS,
-    reason: 'Cloning (CLONE_VOLUME) is advertised only with --snapshots, which only the dir configuration passes.',
   },
   { message: 'ControllerPublishVolume not supported', configs: 'all', reason: NO_ATTACH },
   { message: 'ControllerUnpublishVolume not supported', configs: 'all', reason: NO_ATTACH },

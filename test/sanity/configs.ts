@@ -12,8 +12,8 @@ export interface SanityConfig {
 
 export const SANITY_CONFIGS: readonly SanityConfig[] = [
   { name: 'dir', backend: 'dir', accessType: 'mount', snapshots: true },
-  { name: 'loop-mount', backend: 'loop', accessType: 'mount', snapshots: false },
-  { name: 'loop-block', backend: 'loop', accessType: 'block', snapshots: false },
+  { name: 'loop-mount', backend: 'loop', accessType: 'mount', snapshots: true },
+  { name: 'loop-block', backend: 'loop', accessType: 'block', snapshots: true },
 ];
 
 /**

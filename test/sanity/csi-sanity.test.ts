@@ -5,7 +5,7 @@ import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { allowedPending, allowedSkip, ALLOWED_SKIPS } from './allowed-skips';
 import { selectedConfigs, type SanityConfig } from './configs';
 import type { SpecResult } from '../support/ginkgo-junit';
-import { cleanUp, loopDevicesUnder, mountsUnder } from './leaks';
+import { cleanUp, leftInPool, loopDevicesUnder, mountsUnder } from './leaks';
 import { installedCsiSanity, PROJECT_ROOT, runCsiSanity, type SanityOutcome } from './run-sanity';
 
 /**
@@ -116,8 +116,8 @@ function check(config: SanityConfig, outcome: SanityOutcome, cluster: TestCluste
   for (const mount of mountsUnder(roots)) problems.push(`mount left behind: ${mount}`);
   for (const loop of loopDevicesUnder(roots))
     problems.push(`loop device left attached: ${loop.device} -> ${loop.backingFile}`);
-  const volumes = cluster.volumesOnDisk('node-1');
-  if (volumes.length > 0) problems.push(`volumes left in the pool after csi-sanity's cleanup: ${volumes.join(', ')}`);
+  const left = leftInPool(cluster.pool('node-1'));
+  if (left.length > 0) problems.push(`left in the pool after csi-sanity's cleanup: ${left.join(', ')}`);
   return problems;
 }
 

@@ -1,5 +1,9 @@
-import { ALLOWED_SKIPS } from './allowed-skips';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { allowedSkip, ALLOWED_SKIPS } from './allowed-skips';
 import { SANITY_CONFIGS, selectedConfigs } from './configs';
+import { leftInPool } from './leaks';
 import { parseGinkgoSummary, parseJunit } from '../support/ginkgo-junit';
 
 // Shaped like Ginkgo v2's report from csi-sanity v5.6.0 (system-err trimmed).
@@ -58,5 +62,48 @@ describe('the csi-sanity configurations', () => {
       if (entry.configs !== 'all') for (const name of entry.configs) expect(names.has(name)).toBe(true);
     }
     expect(new Set(ALLOWED_SKIPS.map((entry) => entry.message)).size).toBe(ALLOWED_SKIPS.length);
+  });
+
+  it('runs the snapshot and cloning specs in every configuration: their skips are never allowed', () => {
+    expect(SANITY_CONFIGS.filter((config) => !config.snapshots)).toEqual([]);
+    const specSkips = [
+      'Snapshot not supported',
+      'CreateSnapshot not supported',
+      'DeleteSnapshot not supported',
+      'ListSnapshots not supported',
+      'Volume Cloning not supported',
+    ];
+    for (const config of SANITY_CONFIGS) {
+      for (const message of specSkips)
+        expect([config.name, allowedSkip(config.name, message)]).toEqual([config.name, undefined]);
+    }
+  });
+});
+
+describe('the csi-sanity pool check', () => {
+  it('names every volume, snapshot, record, intent and staging record left in the pool', () => {
+    const pool = fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-sanity-pool-'));
+    try {
+      fs.writeFileSync(path.join(pool, 'pool.json'), '{}');
+      for (const dir of ['volumes', 'records', 'journal', 'staging', 'snapshots/data', 'snapshots/records']) {
+        fs.mkdirSync(path.join(pool, dir), { recursive: true });
+      }
+      expect(leftInPool(pool)).toEqual([]);
+      fs.mkdirSync(path.join(pool, 'snapshots', 'data', 'a1'));
+      fs.writeFileSync(path.join(pool, 'snapshots', 'records', 'a1.json'), '{}');
+      fs.mkdirSync(path.join(pool, 'snapshots', 'journal'));
+      fs.writeFileSync(path.join(pool, 'snapshots', 'journal', 'a2.json'), '{}');
+      fs.mkdirSync(path.join(pool, 'volumes', 'b1'));
+      fs.writeFileSync(path.join(pool, 'staging', 'b1.json'), '{}');
+      expect(leftInPool(pool)).toEqual([
+        path.join('snapshots', 'data', 'a1'),
+        path.join('snapshots', 'journal', 'a2.json'),
+        path.join('snapshots', 'records', 'a1.json'),
+        path.join('staging', 'b1.json'),
+        path.join('volumes', 'b1'),
+      ]);
+    } finally {
+      fs.rmSync(pool, { recursive: true, force: true });
+    }
   });
 });

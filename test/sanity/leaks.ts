@@ -37,6 +37,29 @@ export function loopDevicesUnder(roots: readonly string[]): { device: string; ba
 }
 
 /**
+ * The pool's directories that hold a volume's or a snapshot's data, record, journal intent or staging record
+ * (docs/storage.md, "On-disk layout"). After csi-sanity, which deletes every volume and snapshot it creates, all are
+ * empty.
+ */
+const POOL_CONTENT_DIRS = [
+  'volumes',
+  'records',
+  'journal',
+  'staging',
+  path.join('snapshots', 'data'),
+  path.join('snapshots', 'records'),
+  path.join('snapshots', 'journal'),
+];
+
+/** What is left in a pool's volume and snapshot directories, as paths relative to the pool. */
+export function leftInPool(pool: string): string[] {
+  return POOL_CONTENT_DIRS.flatMap((dir) => {
+    const full = path.join(pool, dir);
+    return fs.existsSync(full) ? fs.readdirSync(full).map((entry) => path.join(dir, entry)) : [];
+  }).sort();
+}
+
+/**
  * Best-effort cleanup after a failed run, so that a leak does not outlive the test: lazy unmounts, then loop
  * detaches. Returns what could not be cleaned.
  */
