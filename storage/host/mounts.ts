@@ -10,7 +10,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
 import { isReadOnlyDevice } from './block-device';
-import { runTool } from './tools';
+import { ToolError, runTool } from './tools';
 import { isNotFound } from './fs-checks';
 
 export interface MountEntry {
@@ -184,8 +184,26 @@ export async function bindMount(
   }
 }
 
+/**
+ * A mount is busy while anything holds it, here or in a mount namespace that shares it (the kernel checks the
+ * propagated copies too): a container runtime's or another tool's fresh namespace can hold it for a moment. Such a
+ * moment is waited out here rather than answered INTERNAL for the CO to retry; a mount still busy after that is.
+ */
+const BUSY_RETRIES = 10;
+const BUSY_WAIT_MS = 200;
+
 export async function unmount(target: string): Promise<void> {
-  await runTool('umount', [assertAbsolute(target)]);
+  const args = [assertAbsolute(target)];
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await runTool('umount', args);
+      return;
+    } catch (error) {
+      const busy = error instanceof ToolError && /target is busy/i.test(error.stderr);
+      if (!busy || attempt >= BUSY_RETRIES) throw error;
+      await new Promise((resolve) => setTimeout(resolve, BUSY_WAIT_MS));
+    }
+  }
 }
 
 /** Unmounts every mount of this volume stacked at target; leaves a mount of anything else in place. */
