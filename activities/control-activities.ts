@@ -18,6 +18,11 @@ export interface CandidateRequest {
   accessType: 'mount' | 'block';
   requisite?: string[];
   preferred: string[];
+  /**
+   * A restore or clone: its one possible node is asked even when its record shows too little room. The record is
+   * up to a heartbeat (10 s) old, so right after deletions it still counts their space; only the pool knows.
+   */
+  askPoolWhenFull?: boolean;
 }
 
 /** Bounded whatever the cluster size: this lands in the create's history. */
@@ -86,7 +91,7 @@ export function createControlActivities(deps: ControlDeps) {
     },
 
     async findCandidates(request: CandidateRequest): Promise<CandidateAnswer> {
-      return request.requisite ? readNamedNodes(reads, request, request.requisite) : sampleLiveNodes(reads, request);
+      return findCandidates(reads, request);
     },
 
     /** Tells every operation waiting on the node that its liveness changed (their phase follows it). */
@@ -172,6 +177,11 @@ async function noteWriteOffOnRecord(
 }
 
 /** Reads the named nodes' records, preferred ones first, a batch at a time, until enough candidates are found. */
+/** The named nodes' records when the request has topology, else a bounded sample of live ones. */
+export function findCandidates(reads: PlacementReads, request: CandidateRequest): Promise<CandidateAnswer> {
+  return request.requisite ? readNamedNodes(reads, request, request.requisite) : sampleLiveNodes(reads, request);
+}
+
 async function readNamedNodes(
   reads: PlacementReads,
   request: CandidateRequest,
@@ -224,7 +234,7 @@ export async function sampleLiveNodes(reads: PlacementReads, request: CandidateR
 function judge(answer: CandidateAnswer, node: NodeView, request: CandidateRequest): void {
   if (!node.live) answer.offline++;
   else if (request.accessType === 'block' && !supportsBlock(node.backend)) answer.incapable++;
-  else if (node.availableBytes < request.capacityBytes) answer.full++;
+  else if (node.availableBytes < request.capacityBytes && !request.askPoolWhenFull) answer.full++;
   else answer.candidates.push(node);
 }
 

@@ -78,8 +78,11 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
   // Earlier releases read one table of every node; this one reads only the nodes named, or a bounded sample.
   const byRecords = patched('placement-reads-node-records');
   const liveness = byRecords ? followNodeLiveness() : undefined;
-  const found = byRecords ? await placement.findCandidates(candidateRequest(input)) : await legacyCandidates(input);
-  const candidates = rankCandidates(found.candidates, input, Math.random); // seeded per workflow: replays identically
+  // A copy has one possible node, and its record's free space lags deletions by a heartbeat: its pool decides.
+  const askPoolWhenFull = input.contentSource !== undefined && patched('copy-placement-asks-the-pool');
+  const request = { ...candidateRequest(input), askPoolWhenFull };
+  const found = byRecords ? await placement.findCandidates(request) : await legacyCandidates(input);
+  const candidates = rankCandidates(found.candidates, request, Math.random); // seeded per workflow: replays identically
   const key = uuid4().replace(/-/g, '');
   const nodeInput = {
     key,

@@ -11,12 +11,17 @@ export interface PlacementRequest {
   /** Node IDs the volume must be accessible from; undefined means anywhere. */
   requisite?: string[];
   preferred: string[];
+  /** Keep nodes whose record shows too little room: their pool decides (a restore's or clone's one node). */
+  askPoolWhenFull?: boolean;
 }
 
 export function rankCandidates(nodes: NodeView[], request: PlacementRequest, random: () => number): NodeView[] {
   const allowed = request.requisite ? new Set(request.requisite) : undefined;
   const fits = nodes.filter(
-    (node) => node.live && (!allowed || allowed.has(node.nodeId)) && node.availableBytes >= request.capacityBytes,
+    (node) =>
+      node.live &&
+      (!allowed || allowed.has(node.nodeId)) &&
+      (request.askPoolWhenFull === true || node.availableBytes >= request.capacityBytes),
   );
   const preferred = [...new Set(request.preferred)].flatMap((nodeId) => fits.filter((node) => node.nodeId === nodeId));
   const rest = fits.filter((node) => !request.preferred.includes(node.nodeId));

@@ -1,6 +1,6 @@
 import type { NodeRecordView } from '../../../node-records/reads';
 import { PlacementReads, type RecordSource } from '../../../activities/placement-reads';
-import { sampleLiveNodes } from '../../../activities/control-activities';
+import { findCandidates, sampleLiveNodes } from '../../../activities/control-activities';
 
 function view(nodeId: string, live: boolean): NodeRecordView {
   const node = { nodeId, backend: 'dir', poolId: `pool-${nodeId}`, capacityBytes: 100, availableBytes: 100 };
@@ -34,5 +34,17 @@ describe('sampleLiveNodes', () => {
     };
     const answer = await sampleLiveNodes(new PlacementReads(source as RecordSource), request);
     expect(answer).toMatchObject({ candidates: [], offline: 0, listed: 0 });
+  });
+});
+
+describe('findCandidates for a copy', () => {
+  it("counts a node whose record shows too little room as full, unless the copy's pool is to decide", async () => {
+    const full = { ...view('node-1', true), node: { ...view('node-1', true).node!, availableBytes: 0 } };
+    const source = { record: async () => full, liveSample: async () => [], recentSample: async () => [] };
+    const reads = new PlacementReads(source as RecordSource);
+    const named = { ...request, requisite: ['node-1'], preferred: ['node-1'] };
+    expect(await findCandidates(reads, named)).toMatchObject({ candidates: [], full: 1 });
+    const copy = await findCandidates(reads, { ...named, askPoolWhenFull: true });
+    expect(copy).toMatchObject({ full: 0, candidates: [{ nodeId: 'node-1' }] });
   });
 });

@@ -51,6 +51,13 @@ describe('rankCandidates', () => {
     expect(sorted(ids(rankCandidates(nodes, { capacityBytes: GI, preferred: [] }, random)))).toEqual(['a', 'c']);
   });
 
+  it('keeps a node whose record shows too little room only when its pool is to decide (a copy), and never one offline', () => {
+    const nodes = [node('a', 0), node('b', 0, false)];
+    expect(ids(rankCandidates(nodes, { capacityBytes: GI, preferred: [] }, random))).toEqual([]);
+    const copy = { capacityBytes: GI, requisite: ['a', 'b'], preferred: ['a'], askPoolWhenFull: true };
+    expect(ids(rankCandidates(nodes, copy, random))).toEqual(['a']);
+  });
+
   it('excludes a preferred node that is not live', () => {
     const nodes = [node('a', 10), node('b', 90, false)];
     expect(ids(rankCandidates(nodes, { capacityBytes: GI, preferred: ['b'] }, random))).toEqual(['a']);

@@ -1,0 +1,69 @@
+import type { Client } from '@temporalio/client';
+import { readNodeRecord } from '../../node-records/reads';
+import { TestCluster } from '../support/cluster';
+import { createSnapshotUntilReady } from '../support/snapshot-requests';
+import { eventually } from '../support/run-cli';
+import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
+
+/**
+ * A restore has one possible node (its snapshot's), and that node's record shows its free space as of the last
+ * heartbeat (10 s). Right after a deletion freed the room, the record still counts the deleted volume: placement
+ * must ask the pool, not refuse with RESOURCE_EXHAUSTED until the next heartbeat. The test makes sure the record
+ * really is behind (it deletes and reads the record again until it catches the record stale) before restoring.
+ */
+describe('a restore right after a deletion freed its room', () => {
+  const cluster = new TestCluster('restoreroom');
+  afterAll(() => cluster.teardown());
+
+  const recordedRoom = async (client: Client) =>
+    (await readNodeRecord(client, cluster.driverName, 'node-1'))?.node?.availableBytes ?? -1;
+
+  it('is placed on the snapshot node by its pool, though the record still shows the pool full', async () => {
+    // 64 MiB source + 64 MiB snapshot + 128 MiB filler fill a 256 MiB pool.
+    await cluster.startNode('node-1', { capacity: '256Mi' });
+    const clients = cluster.csi((await cluster.startController('controller', ['--snapshots'])).endpoint);
+    const client = await cluster.temporal();
+    const source = await retryLikeCo(() => createVolume(clients, createRequest('pvc-src', 64 * MiB, onNode('node-1'))));
+    const snapshot = await createSnapshotUntilReady(clients, 'snap-1', source.volume!.volume_id);
+
+    let stale = false;
+    for (let round = 1; round <= 5 && !stale; round++) {
+      const filler = await retryLikeCo(() =>
+        createVolume(clients, createRequest(`pvc-filler-${round}`, 128 * MiB, onNode('node-1'))),
+      );
+      // The record must have seen the pool full, or the deletion below frees nothing it knows of.
+      await eventually(async () => (await recordedRoom(client)) < 64 * MiB, 30_000, 'the record showing the pool full');
+      await retryLikeCo(() => deleteVolume(clients, filler.volume!.volume_id));
+      stale = (await recordedRoom(client)) < 64 * MiB; // else a heartbeat came in between: go again
+    }
+    expect(stale).toBe(true);
+
+    const restore = createVolume(
+      clients,
+      createRequest('pvc-restored', 64 * MiB, {
+        volume_content_source: { snapshot: { snapshot_id: snapshot.snapshot!.snapshot_id } },
+      }),
+      30_000,
+    );
+    expect(await codeOf(restore)).toBe('OK');
+  });
+
+  it('is still RESOURCE_EXHAUSTED when the pool itself has no room', async () => {
+    await cluster.startNode('node-2', { capacity: '192Mi' });
+    const clients = cluster.csi((await cluster.startController('controller-2', ['--snapshots'])).endpoint);
+    const source = await retryLikeCo(() =>
+      createVolume(clients, createRequest('pvc-src2', 64 * MiB, onNode('node-2'))),
+    );
+    const snapshot = await createSnapshotUntilReady(clients, 'snap-2', source.volume!.volume_id);
+    await retryLikeCo(() => createVolume(clients, createRequest('pvc-filler2', 64 * MiB, onNode('node-2'))));
+
+    const restore = createVolume(
+      clients,
+      createRequest('pvc-restored2', 64 * MiB, {
+        volume_content_source: { snapshot: { snapshot_id: snapshot.snapshot!.snapshot_id } },
+      }),
+      30_000,
+    );
+    expect(await codeOf(restore)).toBe('RESOURCE_EXHAUSTED');
+  });
+});
