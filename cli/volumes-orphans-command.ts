@@ -21,18 +21,20 @@ export function orphansCommand(): Command {
     const kubernetes = { core: coreApi(config), custom: customObjectsApi(config) };
     const report = await withTemporalClient(flags, (client) => buildOrphanReport(client, kubernetes, flags.driverName));
     if (flags.output === 'json') printJson(report);
-    else printReport(report);
+    else printOrphanReport(report);
   });
 }
 
-function printReport(report: OrphanReport): void {
+/** The report as text: a table per kind found, "no orphans" when none is. */
+export function printOrphanReport(report: OrphanReport): void {
   const now = report.generatedAt.getTime();
   const found =
     report.unclaimedVolumes.length +
     report.lostVolumes.length +
     report.deletionsWithoutPv.length +
     report.unclaimedSnapshots.length +
-    report.lostSnapshots.length;
+    report.lostSnapshots.length +
+    report.snapshotDeletionsWithoutContent.length;
   if (found === 0) process.stdout.write('no orphans\n');
   if (report.unclaimedVolumes.length > 0) {
     process.stdout.write('Unclaimed: on a pool, with no PV and no pending operation\n');
@@ -79,6 +81,19 @@ function printSnapshotOrphans(report: OrphanReport): void {
     printTable(
       ['CONTENT', 'NODE', 'SNAPSHOT HANDLE'],
       report.lostSnapshots.map((s) => [s.content, s.nodeId ?? '', s.snapshotHandle]),
+    );
+  }
+  if (report.snapshotDeletionsWithoutContent.length > 0) {
+    const now = report.generatedAt.getTime();
+    process.stdout.write('\nPending snapshot deletions whose VolumeSnapshotContent is gone\n');
+    printTable(
+      ['SNAPSHOT ID', 'NODE', 'AGE', 'WORKFLOW ID'],
+      report.snapshotDeletionsWithoutContent.map((d) => [
+        d.snapshotId,
+        d.nodeId ?? '',
+        ageOf(d.startTime, now),
+        d.workflowId,
+      ]),
     );
   }
 }

@@ -9,7 +9,8 @@ const REPORT_MAX_AGE_MS = 60_000;
 
 /**
  * durable_csi_orphans{kind}: the orphan report's counts (unclaimed, lost, deletion-without-pv, unclaimed-snapshot,
- * lost-snapshot), from a report at most a minute old, built on the first scrape that needs it.
+ * lost-snapshot, snapshot-deletion-without-content), from a report at most a minute old, built on the first scrape
+ * that needs it. A cluster without the snapshot CRDs has no snapshot kinds: not checked is not zero.
  */
 export function registerOrphanMetrics(
   registry: Registry,
@@ -26,7 +27,7 @@ export function registerOrphanMetrics(
   };
   new Gauge({
     name: 'durable_csi_orphans',
-    help: 'Volumes on a pool with no PV (unclaimed), PVs whose volume no pool reports (lost), pending deletions whose PV is gone (deletion-without-pv), snapshots no VolumeSnapshotContent names (unclaimed-snapshot), VolumeSnapshotContents whose snapshot no pool reports (lost-snapshot)',
+    help: 'Volumes on a pool with no PV (unclaimed), PVs whose volume no pool reports (lost), pending deletions whose PV is gone (deletion-without-pv), snapshots no VolumeSnapshotContent names (unclaimed-snapshot), VolumeSnapshotContents whose snapshot no pool reports (lost-snapshot), pending snapshot deletions whose VolumeSnapshotContent is gone (snapshot-deletion-without-content); no snapshot kinds without the snapshot CRDs',
     labelNames: ['kind'],
     registers: [registry],
     async collect() {
@@ -36,8 +37,10 @@ export function registerOrphanMetrics(
         this.set({ kind: 'unclaimed' }, current.unclaimedVolumes.length);
         this.set({ kind: 'lost' }, current.lostVolumes.length);
         this.set({ kind: 'deletion-without-pv' }, current.deletionsWithoutPv.length);
+        if (!current.snapshotCrdsInstalled) return; // snapshots not checked
         this.set({ kind: 'unclaimed-snapshot' }, current.unclaimedSnapshots.length);
         this.set({ kind: 'lost-snapshot' }, current.lostSnapshots.length);
+        this.set({ kind: 'snapshot-deletion-without-content' }, current.snapshotDeletionsWithoutContent.length);
       } catch (error) {
         deps.logger.warn({ err: error }, 'could not build the orphan report for metrics');
       }

@@ -11,7 +11,7 @@ import type { ListedVolume } from '../workflows/list-volumes';
 import type { ListedSnapshot } from '../workflows/list-snapshots';
 import { listDriverPvs, type DriverPv } from './driver-pvs';
 import { listDriverSnapshotContents, type DriverSnapshotContent } from './snapshot-contents';
-import { judgeSnapshots, type LostSnapshot } from './snapshot-orphans';
+import { judgeSnapshots, type LostSnapshot, type PendingSnapshotDeletion } from './snapshot-orphans';
 
 /**
  * Where the pools and Kubernetes disagree. Read-only: nothing here deletes anything; an operator decides.
@@ -19,8 +19,8 @@ import { judgeSnapshots, type LostSnapshot } from './snapshot-orphans';
  * - lostVolumes: PVs of this driver whose node's pool answered without the volume (nodes that did not answer, or
  *   have no record, are not judged: they are listed as unchecked).
  * - deletionsWithoutPv: deletions still pending whose PV is gone (someone removed the PV by hand).
- * - unclaimedSnapshots and lostSnapshots: the same two for snapshots and VolumeSnapshotContents
- *   (kubernetes/snapshot-orphans.ts); not judged when the cluster has no snapshot CRDs.
+ * - unclaimedSnapshots, lostSnapshots and snapshotDeletionsWithoutContent: the same three for snapshots and
+ *   VolumeSnapshotContents (kubernetes/snapshot-orphans.ts); not judged when the cluster has no snapshot CRDs.
  */
 export interface OrphanReport {
   generatedAt: Date;
@@ -29,6 +29,7 @@ export interface OrphanReport {
   deletionsWithoutPv: PendingDeletion[];
   unclaimedSnapshots: ListedSnapshot[];
   lostSnapshots: LostSnapshot[];
+  snapshotDeletionsWithoutContent: PendingSnapshotDeletion[];
   /** False: the cluster serves no VolumeSnapshotContents (the CRDs are not installed); snapshots were not judged. */
   snapshotCrdsInstalled: boolean;
   /** Registered nodes that did not answer: their volumes and PVs were not judged. */
@@ -120,6 +121,7 @@ export async function buildOrphanReport(
     deletionsWithoutPv,
     unclaimedSnapshots: snapshots?.unclaimedSnapshots ?? [],
     lostSnapshots: snapshots?.lostSnapshots ?? [],
+    snapshotDeletionsWithoutContent: snapshots?.snapshotDeletionsWithoutContent ?? [],
     snapshotCrdsInstalled: snapshots !== undefined,
     uncheckedNodes: [...unchecked],
   };
@@ -141,12 +143,15 @@ async function snapshotOrphans(
     pendingCreateNames: new Set(
       pending.filter((op) => op.type === 'createSnapshot').map((op) => op.workflowId.slice(createPrefix.length)),
     ),
-    pendingDeletionIds: new Set(
-      pending
-        .filter((op) => op.type === 'deleteSnapshot')
-        .map((op) => op.volumeId)
-        .filter(isString),
-    ),
+    // A snapshot's deletion carries the snapshot ID in its VolumeId attribute.
+    pendingDeletions: pending
+      .filter((op) => op.type === 'deleteSnapshot' && op.volumeId)
+      .map((op) => ({
+        workflowId: op.workflowId,
+        snapshotId: op.volumeId ?? '',
+        nodeId: op.nodeId,
+        startTime: op.startTime,
+      })),
   });
   return { ...judged, uncheckedNodes: [...judged.uncheckedNodes, ...listing.unreachableNodes] };
 }

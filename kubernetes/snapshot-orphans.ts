@@ -8,10 +8,20 @@ export interface LostSnapshot {
   nodeId: string | null;
 }
 
+/** A running deleteSnapshot workflow, as the visibility store lists it. */
+export interface PendingSnapshotDeletion {
+  workflowId: string;
+  snapshotId: string;
+  nodeId: string | null;
+  startTime: Date;
+}
+
 export interface SnapshotOrphans {
   /** On a pool, named by no VolumeSnapshotContent, with no pending operation. */
   unclaimedSnapshots: ListedSnapshot[];
   lostSnapshots: LostSnapshot[];
+  /** Deletions still pending whose VolumeSnapshotContent is gone (someone removed its finalizer by hand). */
+  snapshotDeletionsWithoutContent: PendingSnapshotDeletion[];
   /** Nodes a content names that did not answer (or have no record): their contents were not judged. */
   uncheckedNodes: string[];
 }
@@ -19,7 +29,8 @@ export interface SnapshotOrphans {
 /**
  * Where the pools' snapshots and the VolumeSnapshotContents disagree, by the rules the volumes follow
  * (kubernetes/orphan-report.ts): a copy being made (its create pending, or a content waiting for its handle) or
- * deleted is nobody's orphan, and only a node whose own pool answered can make a content lost.
+ * deleted is nobody's orphan, only a node whose own pool answered can make a content lost, and a deletion still
+ * pending whose snapshot no content names is reported as PVs' are (`deletion-without-pv`).
  */
 export function judgeSnapshots(input: {
   onPools: ListedSnapshot[];
@@ -27,10 +38,11 @@ export function judgeSnapshots(input: {
   contents: DriverSnapshotContent[];
   /** CSI names of the snapshots whose createSnapshot workflow is running. */
   pendingCreateNames: Set<string>;
-  /** Snapshot IDs whose deleteSnapshot workflow is running. */
-  pendingDeletionIds: Set<string>;
+  /** The running deleteSnapshot workflows. */
+  pendingDeletions: PendingSnapshotDeletion[];
 }): SnapshotOrphans {
   const handles = new Set(input.contents.map((content) => content.snapshotHandle));
+  const pendingDeletionIds = new Set(input.pendingDeletions.map((deletion) => deletion.snapshotId));
   const requested = new Set(input.contents.map((content) => content.requestedName));
   const onPools = new Set(input.onPools.map((snapshot) => snapshot.snapshotId));
   const answered = new Set(input.answeredNodes);
@@ -39,18 +51,21 @@ export function judgeSnapshots(input: {
       !handles.has(snapshot.snapshotId) &&
       !requested.has(snapshot.name) &&
       !input.pendingCreateNames.has(snapshot.name) &&
-      !input.pendingDeletionIds.has(snapshot.snapshotId),
+      !pendingDeletionIds.has(snapshot.snapshotId),
   );
   const lostSnapshots: LostSnapshot[] = [];
   const unchecked = new Set<string>();
   for (const content of input.contents) {
     const handle = content.snapshotHandle;
-    if (!handle || content.deleting || onPools.has(handle) || input.pendingDeletionIds.has(handle)) continue;
+    if (!handle || content.deleting || onPools.has(handle) || pendingDeletionIds.has(handle)) continue;
     if (content.nodeId && !answered.has(content.nodeId)) {
       unchecked.add(content.nodeId);
       continue;
     }
     lostSnapshots.push({ content: content.name, snapshotHandle: handle, nodeId: content.nodeId ?? null });
   }
-  return { unclaimedSnapshots, lostSnapshots, uncheckedNodes: [...unchecked] };
+  const snapshotDeletionsWithoutContent = input.pendingDeletions.filter(
+    (deletion) => !handles.has(deletion.snapshotId),
+  );
+  return { unclaimedSnapshots, lostSnapshots, snapshotDeletionsWithoutContent, uncheckedNodes: [...unchecked] };
 }

@@ -1,9 +1,11 @@
+import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import fs from 'node:fs';
 import path from 'node:path';
 import { call, withDeadline } from '../../csi/client';
 import type { CreateSnapshotResponse__Output } from '../../csi/generated/csi/v1/CreateSnapshotResponse';
 import { deleteSnapshotWorkflowId } from '../../common/names';
+import { buildOrphanReport } from '../../kubernetes/orphan-report';
 import { parseSnapshotId } from '../../common/snapshot-id';
 import { TestCluster } from '../support/cluster';
 import { MiB, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
@@ -23,7 +25,7 @@ interface StuckJson {
  * `durable-csi snapshots` against a real controller, a real node agent on a dir pool and the real Temporal dev
  * server: the CLI's create is the controller's workflow (a CSI CreateSnapshot of the name answers the same
  * snapshot), bad input starts nothing, and a deletion whose node is stopped is reported and listed by
- * `volumes stuck` until the node returns and the copy is gone on disk.
+ * `volumes stuck` (and, no content naming it, by the orphan report) until the node returns and the copy is gone.
  */
 describe('snapshots CLI', () => {
   const cluster = new TestCluster('snapshots-cli');
@@ -118,6 +120,23 @@ describe('snapshots CLI', () => {
     const silent = await cli('snapshots', 'list', '--source', volumeId);
     expect(silent.code).toBe(1);
     expect(silent.stderr).toMatch(/^durable-csi: UNAVAILABLE: node node-1 holds the snapshots asked for/);
+    // No VolumeSnapshotContent names the snapshot: the orphan report lists the deletion as one whose content is
+    // gone; a cluster without the snapshot CRDs has it not checked.
+    const orphans = await buildOrphanReport(client, kubernetes({ items: [] }), cluster.driverName);
+    expect(orphans.snapshotDeletionsWithoutContent).toEqual([
+      {
+        workflowId: deleteSnapshotWorkflowId(cluster.driverName, snapshotId),
+        snapshotId,
+        nodeId: 'node-1',
+        startTime: expect.any(Date),
+      },
+    ]);
+    const noCrds = await buildOrphanReport(
+      client,
+      kubernetes(Object.assign(new Error('404'), { code: 404 })),
+      cluster.driverName,
+    );
+    expect(noCrds).toMatchObject({ snapshotCrdsInstalled: false, snapshotDeletionsWithoutContent: [] });
 
     node = await cluster.startNode('node-1');
     const deleted = await eventually(async () => {
@@ -135,3 +154,19 @@ describe('snapshots CLI', () => {
     await eventually(async () => (await json<StuckJson>('volumes', 'stuck')).operations.length === 0, 30_000);
   }, 300_000);
 });
+
+/** The Kubernetes API as the orphan report reads it: no PV, no claim, and this answer for VolumeSnapshotContents. */
+function kubernetes(contents: { items: unknown[] } | Error) {
+  return {
+    core: {
+      listPersistentVolume: async () => ({ items: [] }),
+      listPersistentVolumeClaimForAllNamespaces: async () => ({ items: [] }),
+    } as unknown as CoreV1Api,
+    custom: {
+      listClusterCustomObject: async () => {
+        if (contents instanceof Error) throw contents;
+        return contents;
+      },
+    } as unknown as CustomObjectsApi,
+  };
+}

@@ -1,4 +1,5 @@
 import type { CustomObjectsApi } from '@kubernetes/client-node';
+import { deleteSnapshotWorkflowId } from '../../../common/names';
 import { formatSnapshotId } from '../../../common/snapshot-id';
 import { formatVolumeId } from '../../../common/volume-id';
 import { SNAPSHOT_CONTENTS, listDriverSnapshotContents } from '../../../kubernetes/snapshot-contents';
@@ -33,13 +34,20 @@ function content(name: string, handle: string | undefined, fields: Partial<Drive
   };
 }
 
+const deletion = (id: string, nodeId: string | null = id.split('_')[1] ?? null) => ({
+  workflowId: deleteSnapshotWorkflowId(DRIVER, id),
+  snapshotId: id,
+  nodeId,
+  startTime: new Date('2026-01-02T03:04:05.678Z'),
+});
+
 const judge = (input: Partial<Parameters<typeof judgeSnapshots>[0]>) =>
   judgeSnapshots({
     onPools: [],
     answeredNodes: ['node-a', 'node-b'],
     contents: [],
     pendingCreateNames: new Set(),
-    pendingDeletionIds: new Set(),
+    pendingDeletions: [],
     ...input,
   });
 
@@ -69,9 +77,30 @@ describe('snapshot orphans', () => {
         content('snapcontent-5', snapshotId('node-a', 5)),
       ],
       pendingCreateNames: new Set(['snapshot-made-by-cli']),
-      pendingDeletionIds: new Set([snapshotId('node-a', 3), snapshotId('node-a', 5)]),
+      pendingDeletions: [deletion(snapshotId('node-a', 3)), deletion(snapshotId('node-a', 5))],
     });
-    expect(report).toEqual({ unclaimedSnapshots: [], lostSnapshots: [], uncheckedNodes: [] });
+    expect(report).toEqual({
+      unclaimedSnapshots: [],
+      lostSnapshots: [],
+      snapshotDeletionsWithoutContent: [deletion(snapshotId('node-a', 3))],
+      uncheckedNodes: [],
+    });
+  });
+
+  it('a pending deletion whose content is gone is reported, whatever its node; one whose content remains is not', () => {
+    const waiting = deletion(snapshotId('node-c', 6)); // its node is away: the deletion waits for it
+    const report = judge({
+      answeredNodes: ['node-a'],
+      onPools: [onPool('node-a', 7)],
+      contents: [
+        content('snapcontent-7', snapshotId('node-a', 7), { deleting: true }),
+        content('snapcontent-8', snapshotId('node-c', 8), { deleting: true }),
+      ],
+      pendingDeletions: [deletion(snapshotId('node-a', 7)), waiting, deletion(snapshotId('node-c', 8))],
+    });
+    expect(report.snapshotDeletionsWithoutContent).toEqual([waiting]);
+    expect(report.unclaimedSnapshots).toEqual([]);
+    expect(report.lostSnapshots).toEqual([]);
   });
 
   it('a node that did not answer proves nothing: its contents are unchecked, a handle of no node of ours is lost', () => {

@@ -1,0 +1,164 @@
+import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import type { Client } from '@temporalio/client';
+import { Registry } from 'prom-client';
+import { createSnapshotWorkflowId, deleteSnapshotWorkflowId, deleteWorkflowId } from '../../../common/names';
+import type { Logger } from '../../../common/logger';
+import { formatSnapshotId } from '../../../common/snapshot-id';
+import { formatVolumeId } from '../../../common/volume-id';
+import { registerOrphanMetrics } from '../../../kubernetes/orphan-metrics';
+import { buildOrphanReport } from '../../../kubernetes/orphan-report';
+import type { OperationSummary } from '../../../operations/pending-operations';
+
+// Temporal's side of the report (the pools' listings and the pending operations) is what these tests set.
+const mockTemporal = {
+  volumes: { volumes: [], unreachableNodes: [], answeredNodes: ['node-a', 'node-b'] } as object,
+  snapshots: { snapshots: [], unreachableNodes: [], answeredNodes: ['node-a', 'node-b'] } as object,
+  pending: [] as OperationSummary[],
+};
+jest.mock('../../../operations/volume-operations', () => ({
+  VolumeOperations: class {
+    list = async () => mockTemporal.volumes;
+  },
+}));
+jest.mock('../../../operations/snapshot-operations', () => ({
+  SnapshotOperations: class {
+    list = async () => mockTemporal.snapshots;
+  },
+}));
+jest.mock('../../../operations/pending-operations', () => ({
+  listPendingOperations: async () => mockTemporal.pending,
+}));
+
+const DRIVER = 'durable-csi.io';
+const PREFIX = '0123456789abcdef';
+const key = (n: number) => n.toString(16).padStart(32, '0');
+const volumeId = (nodeId: string, n: number) => formatVolumeId({ nodeId, poolIdPrefix: PREFIX, key: key(n) });
+const snapshotId = (nodeId: string, n: number) => formatSnapshotId({ nodeId, poolIdPrefix: PREFIX, key: key(n) });
+const STARTED = new Date('2026-01-02T03:04:05.678Z');
+
+function operation(type: string, workflowId: string, id: string | null, nodeId: string): OperationSummary {
+  return {
+    workflowId,
+    runId: 'run',
+    type,
+    operation: type,
+    status: 'RUNNING',
+    volumeId: id,
+    volumeName: null,
+    nodeId,
+    phase: 'waiting-for-node',
+    startTime: STARTED,
+    closeTime: null,
+    waitingSince: null,
+  };
+}
+const volumeDeletion = (id: string, nodeId: string) =>
+  operation('deleteVolume', deleteWorkflowId(DRIVER, id), id, nodeId);
+const snapshotDeletion = (id: string, nodeId: string) =>
+  operation('deleteSnapshot', deleteSnapshotWorkflowId(DRIVER, id), id, nodeId);
+
+/** The Kubernetes API as the report reads it: these PVs (Bound), no claim being provisioned, these contents. */
+function kubernetes(pvHandles: string[], contents: 'not-installed' | { name: string; handle: string }[]) {
+  const core = {
+    listPersistentVolume: async () => ({
+      items: pvHandles.map((handle, n) => ({
+        metadata: { name: `pv-${n}`, uid: `uid-${n}` },
+        spec: { csi: { driver: DRIVER, volumeHandle: handle } },
+        status: { phase: 'Bound' },
+      })),
+    }),
+    listPersistentVolumeClaimForAllNamespaces: async () => ({ items: [] }),
+  } as unknown as CoreV1Api;
+  const custom = {
+    listClusterCustomObject: async () => {
+      if (contents === 'not-installed') throw Object.assign(new Error('HTTP 404'), { code: 404 });
+      return {
+        items: contents.map(({ name, handle }) => ({
+          metadata: { name, deletionTimestamp: '2026-01-02T03:04:05Z' },
+          spec: { driver: DRIVER, volumeSnapshotRef: { uid: name } },
+          status: { snapshotHandle: handle },
+        })),
+      };
+    },
+  } as unknown as CustomObjectsApi;
+  return { core, custom };
+}
+
+const client = {} as Client; // only asked about Released PVs, of which these tests have none
+
+beforeEach(() => {
+  // Two deletions whose object remains (a PV, a content being deleted), and one of each kind whose object is gone;
+  // the deletions without their object wait for node-c, which is away. A snapshot being made is no deletion.
+  mockTemporal.pending = [
+    volumeDeletion(volumeId('node-a', 1), 'node-a'),
+    volumeDeletion(volumeId('node-c', 2), 'node-c'),
+    snapshotDeletion(snapshotId('node-a', 3), 'node-a'),
+    snapshotDeletion(snapshotId('node-c', 4), 'node-c'),
+    operation('createSnapshot', createSnapshotWorkflowId(DRIVER, 'snap-5'), volumeId('node-a', 1), 'node-a'),
+  ];
+});
+
+describe('pending deletions whose Kubernetes object is gone', () => {
+  const present = () =>
+    kubernetes([volumeId('node-a', 1)], [{ name: 'snapcontent-3', handle: snapshotId('node-a', 3) }]);
+
+  it('lists a volume deletion without its PV and a snapshot deletion without its VolumeSnapshotContent', async () => {
+    const report = await buildOrphanReport(client, present(), DRIVER);
+    expect(report.deletionsWithoutPv).toEqual([
+      {
+        workflowId: deleteWorkflowId(DRIVER, volumeId('node-c', 2)),
+        volumeId: volumeId('node-c', 2),
+        nodeId: 'node-c',
+        startTime: STARTED,
+      },
+    ]);
+    expect(report.snapshotDeletionsWithoutContent).toEqual([
+      {
+        workflowId: deleteSnapshotWorkflowId(DRIVER, snapshotId('node-c', 4)),
+        snapshotId: snapshotId('node-c', 4),
+        nodeId: 'node-c',
+        startTime: STARTED,
+      },
+    ]);
+    expect(report.snapshotCrdsInstalled).toBe(true);
+    expect(report).toMatchObject({ unclaimedVolumes: [], lostVolumes: [], unclaimedSnapshots: [], lostSnapshots: [] });
+  });
+
+  it('without the snapshot CRDs judges no snapshot deletion: the report says snapshots were not checked', async () => {
+    const report = await buildOrphanReport(client, kubernetes([volumeId('node-a', 1)], 'not-installed'), DRIVER);
+    expect(report.deletionsWithoutPv.map((d) => d.volumeId)).toEqual([volumeId('node-c', 2)]);
+    expect(report.snapshotCrdsInstalled).toBe(false);
+    expect(report.snapshotDeletionsWithoutContent).toEqual([]);
+  });
+
+  describe('durable_csi_orphans', () => {
+    const logger = { warn: jest.fn() } as unknown as Logger;
+    const scrape = async (apis: ReturnType<typeof kubernetes>) => {
+      const registry = new Registry();
+      registerOrphanMetrics(registry, { client, kubernetes: apis, driverName: DRIVER, logger });
+      return registry.metrics();
+    };
+
+    it('counts each kind, the snapshot deletions without content too, and says what each is', async () => {
+      const metrics = await scrape(present());
+      expect(metrics).toContain('pending snapshot deletions whose VolumeSnapshotContent is gone');
+      expect(metrics).toContain('(snapshot-deletion-without-content)');
+      for (const [kind, count] of [
+        ['unclaimed', 0],
+        ['lost', 0],
+        ['deletion-without-pv', 1],
+        ['unclaimed-snapshot', 0],
+        ['lost-snapshot', 0],
+        ['snapshot-deletion-without-content', 1],
+      ] as const) {
+        expect(metrics).toContain(`durable_csi_orphans{kind="${kind}"} ${count}\n`);
+      }
+    });
+
+    it('has no snapshot kind without the snapshot CRDs (not checked is not zero)', async () => {
+      const metrics = await scrape(kubernetes([volumeId('node-a', 1)], 'not-installed'));
+      expect(metrics).toContain('durable_csi_orphans{kind="deletion-without-pv"} 1\n');
+      expect(metrics).not.toMatch(/kind="(unclaimed-snapshot|lost-snapshot|snapshot-deletion-without-content)"/);
+    });
+  });
+});
