@@ -176,12 +176,12 @@ async function noteWriteOffOnRecord(
   });
 }
 
-/** Reads the named nodes' records, preferred ones first, a batch at a time, until enough candidates are found. */
 /** The named nodes' records when the request has topology, else a bounded sample of live ones. */
 export function findCandidates(reads: PlacementReads, request: CandidateRequest): Promise<CandidateAnswer> {
   return request.requisite ? readNamedNodes(reads, request, request.requisite) : sampleLiveNodes(reads, request);
 }
 
+/** Reads the named nodes' records, preferred ones first, a batch at a time, until enough candidates are found. */
 async function readNamedNodes(
   reads: PlacementReads,
   request: CandidateRequest,

@@ -144,14 +144,11 @@ async function snapshotOrphans(
       pending.filter((op) => op.type === 'createSnapshot').map((op) => op.workflowId.slice(createPrefix.length)),
     ),
     // A snapshot's deletion carries the snapshot ID in its VolumeId attribute.
-    pendingDeletions: pending
-      .filter((op) => op.type === 'deleteSnapshot' && op.volumeId)
-      .map((op) => ({
-        workflowId: op.workflowId,
-        snapshotId: op.volumeId ?? '',
-        nodeId: op.nodeId,
-        startTime: op.startTime,
-      })),
+    pendingDeletions: pending.flatMap((op) =>
+      op.type === 'deleteSnapshot' && op.volumeId
+        ? [{ workflowId: op.workflowId, snapshotId: op.volumeId, nodeId: op.nodeId, startTime: op.startTime }]
+        : [],
+    ),
   });
   return { ...judged, uncheckedNodes: [...judged.uncheckedNodes, ...listing.unreachableNodes] };
 }

@@ -19,6 +19,7 @@ export async function findFreePort(): Promise<number> {
 /** The first of `count` consecutive ports on 127.0.0.1, all free a moment ago (see findFreePort). */
 export async function findFreePortRange(count: number): Promise<number> {
   const [low, high] = pickableRange(count);
+  if (low > high) throw new Error(`no room for ${count} consecutive ports outside the ephemeral range`);
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     const first = low + Math.floor(Math.random() * (high - low + 1));
     if (await allFree(first, count)) return first;
