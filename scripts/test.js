@@ -19,6 +19,7 @@ const root = path.resolve(__dirname, '..');
 const jest = path.join(root, 'node_modules', 'jest', 'bin', 'jest.js');
 const E2E_K8S = 'test/e2e-k8s/';
 const E2E_NODE = 'test/e2e-node/';
+const TIMING_REPORTER = path.join(root, 'test', 'support', 'timing-reporter.js');
 
 /**
  * A child process, awaited without blocking this one (never spawnSync): the background build moves on to its next
@@ -37,8 +38,17 @@ function step(name, command, args, env = {}) {
   });
 }
 
-/** Paths go before --selectProjects, which would take them as more project names. */
-const jestRun = (name, args, env) => step(name, process.execPath, [jest, '--runInBand', ...args], env);
+/**
+ * Paths go before --selectProjects, which would take them as more project names. Every phase also writes its
+ * per-suite wall and CPU times to test-artifacts/timings/ (test/support/timing-reporter.js).
+ */
+const jestRun = (name, args, env = {}) =>
+  step(
+    name,
+    process.execPath,
+    [jest, '--runInBand', '--reporters=default', `--reporters=${TIMING_REPORTER}`, ...args],
+    { DURABLE_CSI_TIMING_PHASE: name.replace(/ .*/, '').concat(name.match(/\d+/)?.[0] ?? ''), ...env },
+  );
 
 async function main() {
   const results = [];
