@@ -14,7 +14,8 @@ import { writeSnapshot, writeSnapshotIntent } from '../../../storage/pool/snapsh
 import type { SnapshotIntent } from '../../../storage/pool/snapshots';
 import { writeIntent } from '../../../storage/pool/journal';
 import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
-import { isMountPoint, loopDevicesOf } from './mount-helpers';
+import { execFileSync } from 'node:child_process';
+import { isMountPoint, loopDevicesOf, mountPoolFilesystem } from './mount-helpers';
 
 const MiB = 1024 ** 2;
 
@@ -469,6 +470,66 @@ describe('loop snapshots', () => {
       /holds fsType xfs/,
     );
     expect(loopDevicesOf(source.path)).toEqual([]);
+  });
+
+  /**
+   * A staging record outlives its mount when an unstage unmounted and its detach failed ("busy"), when xfs growth
+   * failed after the mount, or when a restage after a reboot failed. The staging path is then a plain directory of
+   * the filesystem holding it, which on a node is /var, where the pool lies too: freezing it would hold the copy's
+   * own writes, and the thaw after the copy would never come. Here that filesystem is one of the test's own.
+   */
+  it('never freezes the filesystem holding a staging path whose mount is gone; copies the idle filesystem', async () => {
+    let host = '';
+    const onHost = new PoolFixture(
+      (options) => new LoopBackend({ ...options, pool: path.join(host, 'pool') }),
+      'lhost',
+    );
+    host = path.join(onHost.root, 'host');
+    mountPoolFilesystem('ext4', path.join(onHost.root, 'host.img'), host, GI);
+    // Never a freeze of the machine's own filesystems: the staging path lies on the test's filesystem.
+    expect(isMountPoint(host)).toBe(true);
+    let snapping: Promise<unknown> | undefined;
+    try {
+      const backend = await onHost.opened();
+      const source = await backend.createVolume(volume({ capacityBytes: 64 * MiB }));
+      const staging = path.join(host, 'kubelet', 'staging');
+      fs.mkdirSync(path.dirname(staging));
+      await backend.stageVolume(source.key, staging, MOUNT);
+      fs.writeFileSync(path.join(staging, 'data'), 'before the failed unstage');
+      // The unstage whose detach failed: the mount is gone, the record and the device are left.
+      execFileSync('umount', [staging]);
+      expect(isMountPoint(staging)).toBe(false);
+      expect(loopDevicesOf(source.path)).toHaveLength(1);
+
+      const key = randomKey();
+      snapping = backend.createSnapshot({ snapshotKey: key, sourceKey: source.key, name: 's' });
+      const outcome = await Promise.race([
+        snapping.then(
+          () => 'done',
+          (error: unknown) => error,
+        ),
+        new Promise((resolve) => setTimeout(() => resolve('hung: the copy waits on a frozen filesystem'), 10_000)),
+      ]);
+      expect(outcome).toBe('done');
+      fs.writeFileSync(path.join(host, 'written-after'), 'the host filesystem takes writes');
+      const restored = await backend.createVolume(
+        volume({ capacityBytes: 64 * MiB, contentSource: { snapshotKey: key } }),
+      );
+      const at = path.join(host, 'kubelet', 'restored');
+      await backend.stageVolume(restored.key, at, MOUNT);
+      expect(fs.readFileSync(path.join(at, 'data'), 'utf8')).toBe('before the failed unstage');
+      await backend.unstageVolume(restored.key, at);
+      expect(onHost.list('snapshots/journal')).toEqual([]);
+    } finally {
+      // Should the code under test have frozen the test's filesystem, thaw it so that the copy ends and cleanup runs.
+      try {
+        execFileSync('fsfreeze', ['--unfreeze', host], { stdio: 'ignore' });
+      } catch {
+        // not frozen
+      }
+      await snapping?.catch(() => undefined);
+      await onHost.cleanup();
+    }
   });
 
   it('snapshots and clones a volume staged for raw block access by one reflink, where the pool has reflinks', async () => {
