@@ -1,4 +1,5 @@
 import path from 'node:path';
+import type { CopyBudget } from '../common/copy-budget';
 import { DriverError, FailureType } from '../common/failures';
 import type { Logger } from '../common/logger';
 import type { StorageBackend } from '../storage/pool/backend';
@@ -12,15 +13,18 @@ export interface BackendConfig {
   capacityBytes: number;
   /** `--dir-quota` (dir only; the loop backend's images are their own limit). */
   dirQuota: DirQuotaMode;
+  /** `--copy-min-time` and `--copy-rate`: how long each snapshot, restore or clone copy may take. */
+  copyBudget?: CopyBudget;
 }
 
 export function createBackend(config: BackendConfig): StorageBackend {
   const pool = path.resolve(config.pool);
+  const { capacityBytes, copyBudget } = config;
   switch (config.kind) {
     case 'dir':
-      return new DirBackend({ pool, capacityBytes: config.capacityBytes, quota: config.dirQuota });
+      return new DirBackend({ pool, capacityBytes, copyBudget, quota: config.dirQuota });
     case 'loop':
-      return new LoopBackend({ pool, capacityBytes: config.capacityBytes });
+      return new LoopBackend({ pool, capacityBytes, copyBudget });
     default:
       throw new DriverError(FailureType.InvalidArgument, `backend "${config.kind}" is not supported (use dir or loop)`);
   }

@@ -4,6 +4,8 @@ import { armedFailpoints } from '../agent/failpoints';
 import { runNodeAgent, type NodeAgentConfig } from '../agent/node-agent';
 import { assertLocalEndpoint } from '../csi/endpoint';
 import { BACKEND_KINDS } from '../common/backend-kinds';
+import { DEFAULT_COPY_BUDGET } from '../common/copy-budget';
+import { parseDuration } from '../common/duration';
 import { isValidNodeId, MAX_NODE_ID_LENGTH } from '../common/node-id';
 import { parseQuantity } from '../common/quantity';
 import { DIR_QUOTA_MODES, type DirQuotaMode } from '../storage/dir/dir-quota';
@@ -22,6 +24,8 @@ interface NodeFlags extends TemporalFlags {
   kubeletRegistrationPath?: string;
   kubeletDir: string;
   dirQuota: DirQuotaMode;
+  copyMinTime: string;
+  copyRate: string;
   failpoints?: string;
 }
 
@@ -70,6 +74,17 @@ function addPoolOptions(command: Command): Command {
         .default('project'),
     )
     .option(
+      '--copy-min-time <duration>',
+      'each copy (snapshot, restore, clone) may take this long plus its size at --copy-rate; one that takes longer ' +
+        'is stopped and tried again (docs/snapshots.md)',
+      `${DEFAULT_COPY_BUDGET.floorMs / 60_000}m`,
+    )
+    .option(
+      '--copy-rate <size>',
+      "the copy rate per second the pool's disk sustains at the least, for a copy without reflinks",
+      `${DEFAULT_COPY_BUDGET.bytesPerSecond / 1024 ** 2}Mi`,
+    )
+    .option(
       '--accept-new-pool <pool-id>',
       "the operator's decision that the pool the node's record remembers (this identity) is gone for good: the " +
         'agent may make a new pool on an empty --pool directory, or serve the other pool found there (docs/operations.md)',
@@ -90,6 +105,12 @@ function addKubeletOptions(command: Command): Command {
       "kubelet's root directory: staging and target paths must resolve inside it (after .. and symbolic links)",
       '/var/lib/kubelet',
     );
+}
+
+function copyBudgetOf(flags: NodeFlags): { floorMs: number; bytesPerSecond: number } {
+  const bytesPerSecond = parseQuantity(flags.copyRate);
+  if (bytesPerSecond <= 0) throw new Error(`--copy-rate "${flags.copyRate}" must be more than 0 bytes (per second)`);
+  return { floorMs: parseDuration(flags.copyMinTime), bytesPerSecond };
 }
 
 /** Refuses flags that cannot work together, in the order they are checked; returns the armed failpoints. */
@@ -123,6 +144,7 @@ function nodeAgentConfig(flags: NodeFlags, failpoints: ReturnType<typeof armedFa
       pool: flags.pool,
       capacityBytes: parseQuantity(flags.capacity),
       dirQuota: flags.dirQuota,
+      copyBudget: copyBudgetOf(flags),
     },
     temporal: temporalConfig(flags),
     kubeletDir: flags.kubeletDir,

@@ -1,4 +1,5 @@
 import type { ActivityOptions, RetryPolicy } from '@temporalio/common';
+import { COPY_TIME_CEILING_MS, COPY_TIME_MARGIN_MS } from '../common/copy-budget';
 import { NON_RETRYABLE_TYPES } from '../common/failures';
 import { nodeTaskQueue } from '../common/names';
 
@@ -36,9 +37,13 @@ const ALLOCATE_OR_DELETE_TIMEOUT = '60s';
 const EXPAND_TIMEOUT = '5m';
 /**
  * A snapshot, a restore or a clone copies a whole volume (cp, reflinked where the filesystem can): as slow as the
- * disk when it cannot. The 1 s heartbeat shows the agent alive meanwhile, so this only bounds an honest copy.
+ * disk when it cannot. The node bounds each copy by a budget derived from its size (common/copy-budget.ts): the
+ * copy is stopped and the attempt fails, retryably, when it runs past it. The workflow does not know a snapshot's
+ * source size, so this is the ceiling of every budget plus the steps around the copy: the node's budget always ends
+ * an attempt first, and the 1 s heartbeat notices a dead agent in seconds. (It was 30 m, shorter than the budget of
+ * a large volume: Temporal then retried while the first copy still ran.)
  */
-const COPY_TIMEOUT = '30m';
+const COPY_TIMEOUT = COPY_TIME_CEILING_MS + COPY_TIME_MARGIN_MS;
 
 /**
  * The first attempt on a node may be abandoned only if it provably never ran (invariant 4). A node's queue has

@@ -83,12 +83,15 @@ export class DirBackend extends PoolBackend {
    * The (empty) directory joins its project before the limit is set: whatever is written later is charged, a
    * restore's or clone's copy included (its files inherit the project as they are made).
    */
-  protected async allocate(record: StoredRecord, origin?: CopyOrigin): Promise<void> {
+  protected async allocate(record: StoredRecord): Promise<void> {
     if (this.quotas && record.projectId !== undefined) {
       await this.quotas.assign(this.layout.volumeDir(record.key), record.projectId);
       await this.quotas.setLimit(record.projectId, record.capacityBytes);
     }
-    if (origin) await copyTree(origin.path, this.layout.volumeDir(record.key));
+  }
+
+  protected async copyIn(record: StoredRecord, origin: CopyOrigin, budgetMs: number): Promise<void> {
+    await copyTree(origin.path, this.layout.volumeDir(record.key), budgetMs);
   }
 
   protected snapshotDataPath(key: string): string {
@@ -100,8 +103,8 @@ export class DirBackend extends PoolBackend {
    * the pool's whole filesystem, every volume on it), so a snapshot of a volume in use is not point-in-time;
    * docs/snapshots.md says so. With reflinks (XFS, btrfs) the copy is quick and shares blocks until written.
    */
-  protected async copyToSnapshot(source: StoredRecord, target: string): Promise<void> {
-    await copyTree(this.layout.volumeDir(source.key), target);
+  protected async copyToSnapshot(source: StoredRecord, target: string, budgetMs: number): Promise<void> {
+    await copyTree(this.layout.volumeDir(source.key), target, budgetMs);
   }
 
   /**

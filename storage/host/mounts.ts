@@ -211,6 +211,23 @@ export async function unmountVolumeAt(target: string, matchers: MountMatcher[]):
   while (await isMountOf(target, matchers)) await unmount(target);
 }
 
+/**
+ * fsfreeze(8): flushes the filesystem mounted at mountPoint and holds every writer until the thaw. It acts on
+ * whatever filesystem holds the path, so callers pass only a mount point they checked shows the filesystem they mean.
+ */
+export async function freezeFilesystem(mountPoint: string): Promise<void> {
+  await runTool('fsfreeze', ['--freeze', assertAbsolute(mountPoint)]);
+}
+
+/** Thaws the filesystem mounted at mountPoint; one that is not frozen (EINVAL) is left as it is. */
+export async function thawFilesystem(mountPoint: string): Promise<void> {
+  try {
+    await runTool('fsfreeze', ['--unfreeze', assertAbsolute(mountPoint)]);
+  } catch (error) {
+    if (!(error instanceof ToolError && /invalid argument/i.test(error.stderr))) throw error;
+  }
+}
+
 function isUnder(candidate: string, dir: string): boolean {
   return dir === '/' || candidate === dir || candidate.startsWith(`${dir}/`);
 }

@@ -93,8 +93,11 @@ export interface OpenReport {
   }[];
   /** Things in the pool the journal and records do not explain; reported, never deleted. */
   strays: string[];
-  /** Staged volumes whose device or mount open() had to re-establish (after a reboot), or could not. */
-  repaired: { key: string; outcome: 'restaged' | 'detached' | 'limited' | 'failed'; message: string }[];
+  /**
+   * Staged volumes whose device or mount open() had to re-establish (after a reboot), or could not, and volumes
+   * whose filesystem a killed agent's copy left frozen.
+   */
+  repaired: { key: string; outcome: 'restaged' | 'detached' | 'limited' | 'failed' | 'thawed'; message: string }[];
 }
 
 export interface CreateVolumeSpec {

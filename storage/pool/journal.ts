@@ -1,9 +1,13 @@
 /**
  * The intent journal: one file per key under journal/, written before anything is allocated or freed and
- * removed when the operation is complete. Whatever is left there after a crash is settled by open().
+ * removed when the operation is complete. Whatever is left there after a crash is settled by open(). Freezes of a
+ * volume's filesystem for a copy are journaled too, under frozen/: written before the freeze, removed after the
+ * thaw, so that a freeze a killed agent left is thawed when the pool opens again (reconcile.ts).
  */
+import { promises as fs } from 'node:fs';
 import { DriverError } from '../../common/failures';
 import { readJson, removeFile, writeJsonAtomic } from '../host/atomic-file';
+import { pathExists } from '../host/fs-checks';
 import { readKeyedFiles } from './keyed-files';
 import type { PoolLayout } from './pool-layout';
 import { isProjectId } from './project-id';
@@ -61,6 +65,63 @@ export async function listIntents(layout: PoolLayout): Promise<{ intents: Intent
   const read = async (key: string) => parseIntent(await readJsonOrBad(layout.intentFile(key)), key);
   const { entries, strays } = await readKeyedFiles(layout.journalDir, read);
   return { intents: entries, strays };
+}
+
+/** A volume's filesystem frozen (or about to be) for a copy, as thawFrozen (reconcile.ts) needs to find it again. */
+export interface FreezeRecord {
+  /** The volume whose filesystem is frozen. */
+  key: string;
+  /** The mount point it was frozen through, as mountinfo shows it. */
+  mountPoint: string;
+  /** Its filesystem's device: a thaw goes only to a mount of this filesystem. */
+  majorMinor: string;
+  /** /proc/sys/kernel/random/boot_id: a reboot thaws everything, and may give the device number to another disk. */
+  bootId: string;
+  /** ISO 8601. */
+  at: string;
+}
+
+const BOOT_ID = '/proc/sys/kernel/random/boot_id';
+
+export async function currentBootId(): Promise<string> {
+  return (await fs.readFile(BOOT_ID, 'utf8')).trim();
+}
+
+function parseFreeze(value: unknown, key: string): FreezeRecord | undefined {
+  const record = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
+  const { mountPoint, majorMinor, bootId, at } = record;
+  if (
+    record.key !== key ||
+    typeof mountPoint !== 'string' ||
+    !mountPoint.startsWith('/') ||
+    typeof majorMinor !== 'string' ||
+    !/^\d+:\d+$/.test(majorMinor) ||
+    typeof bootId !== 'string' ||
+    typeof at !== 'string'
+  ) {
+    return undefined;
+  }
+  return { key, mountPoint, majorMinor, bootId, at };
+}
+
+/** Written (and fsynced) before the freeze: a crash right after the freeze must find it. */
+export async function writeFreeze(layout: PoolLayout, record: FreezeRecord): Promise<void> {
+  await fs.mkdir(layout.frozenDir, { recursive: true });
+  const { key, mountPoint, majorMinor, bootId, at } = record;
+  await writeJsonAtomic(layout.freezeFile(key), { key, mountPoint, majorMinor, bootId, at });
+}
+
+/** Removed only after the thaw. */
+export async function removeFreeze(layout: PoolLayout, key: string): Promise<void> {
+  await removeFile(layout.freezeFile(key));
+}
+
+/** Every readable freeze record, sorted by key; unreadable ones are strays, left for a person. */
+export async function listFreezes(layout: PoolLayout): Promise<{ freezes: FreezeRecord[]; strays: string[] }> {
+  if (!(await pathExists(layout.frozenDir))) return { freezes: [], strays: [] }; // a pool no copy froze yet
+  const read = async (key: string) => parseFreeze(await readJsonOrBad(layout.freezeFile(key)), key);
+  const { entries, strays } = await readKeyedFiles(layout.frozenDir, read);
+  return { freezes: entries, strays };
 }
 
 /** A journal entry that is not JSON is reported as a stray rather than stopping the pool from opening. */

@@ -5,6 +5,8 @@
  * Every call runs alone; the journaled work it does is in pool-volumes.ts and pool-snapshots.ts.
  */
 import { promises as fs } from 'node:fs';
+import { DEFAULT_COPY_BUDGET, copyTimeMs } from '../../common/copy-budget';
+import type { CopyBudget } from '../../common/copy-budget';
 import { DriverError, FailureType } from '../../common/failures';
 import { formatBytes } from '../../common/quantity';
 import type {
@@ -23,6 +25,7 @@ import type {
   VolumeStats,
 } from './backend';
 import { AsyncMutex } from './async-mutex';
+import { CopiesInFlight } from './copies-in-flight';
 import { fsyncDir } from '../host/atomic-file';
 import { ensurePoolIdentity, readIdentity } from './pool-identity';
 import type { NewIdentity, PoolIdentity } from './pool-identity';
@@ -35,7 +38,7 @@ import { createSnapshot, deleteSnapshot } from './pool-snapshots';
 import type { SnapshotPool } from './pool-snapshots';
 import { createVolume, deleteVolume, expandVolume, mustReadVolume } from './pool-volumes';
 import type { VolumePool } from './pool-volumes';
-import { reconcilePool } from './reconcile';
+import { reconcilePool, thawFrozen } from './reconcile';
 import type { Release } from './reconcile';
 import { assertCreateSnapshotSpec, readSnapshot } from './snapshots';
 import type { StoredSnapshot } from './snapshots';
@@ -49,6 +52,8 @@ export interface PoolBackendOptions {
   /** Absolute path of the pool directory; created if missing. */
   pool: string;
   capacityBytes: number;
+  /** How long each copy (snapshot, restore, clone) may take; DEFAULT_COPY_BUDGET unless the node says otherwise. */
+  copyBudget?: CopyBudget;
 }
 
 interface OpenPool {
@@ -63,8 +68,13 @@ export abstract class PoolBackend implements StorageBackend {
   abstract readonly capabilities: BackendCapabilities;
   protected readonly layout: PoolLayout;
   protected readonly capacityBytes: number;
-  /** Every call, reads included, runs alone: each sees a settled journal and a consistent pool. */
+  private readonly copyBudget: CopyBudget;
+  /**
+   * Every call, reads included, runs alone: each sees a settled journal and a consistent pool. A copy holds it only
+   * to begin and to record: kubelet's calls on other volumes are not kept waiting for minutes behind it.
+   */
   private readonly mutex = new AsyncMutex();
+  private readonly copies = new CopiesInFlight();
   private opened: OpenPool | undefined;
   /** The volumes and snapshots in memory, read from disk on first use after open(). */
   private readonly indexes: PoolIndexes;
@@ -81,7 +91,8 @@ export abstract class PoolBackend implements StorageBackend {
       );
     }
     this.capacityBytes = options.capacityBytes;
-    this.indexes = new PoolIndexes(this.layout, (size) => this.allocatedBytes(size), this.releaser);
+    this.copyBudget = options.copyBudget ?? DEFAULT_COPY_BUDGET;
+    this.indexes = new PoolIndexes(this.layout, (size) => this.allocatedBytes(size), this.releaser, this.copies);
   }
 
   /** The node side of the backend's volumes (storage/node/node-volumes.ts over its volume access). */
@@ -91,14 +102,20 @@ export abstract class PoolBackend implements StorageBackend {
   /** The volume's data inside the pool (VolumeRecord.path). */
   protected abstract dataPath(key: string): string;
   /**
-   * Fills the freshly made volume directory, from `origin` for a restore or clone (its capacity already checked to
-   * be at least the source's); the record is written only after it succeeds.
+   * Fills the freshly made volume directory, with the pool held; for a restore or clone (`origin`, its capacity
+   * already checked to be at least the source's) only what must precede the copy. The record is written only after
+   * it (and copyIn) succeeded.
    */
   protected abstract allocate(record: StoredRecord, origin?: CopyOrigin): Promise<void>;
+  /** A restore's or clone's copy from `origin` into the allocated volume, without the pool held, within budgetMs. */
+  protected abstract copyIn(record: StoredRecord, origin: CopyOrigin, budgetMs: number): Promise<void>;
   /** A snapshot's copy inside the pool (SnapshotRecord.path): dir: its directory; loop: its image file. */
   protected abstract snapshotDataPath(key: string): string;
-  /** Copies the volume's data to `target` (snapshotDataPath of the new snapshot, whose directory exists). */
-  protected abstract copyToSnapshot(source: StoredRecord, target: string): Promise<void>;
+  /**
+   * Copies the volume's data to `target` (snapshotDataPath of the new snapshot, whose directory exists), without the
+   * pool held (no call changes the source meanwhile: copies-in-flight.ts), within budgetMs.
+   */
+  protected abstract copyToSnapshot(source: StoredRecord, target: string, budgetMs: number): Promise<void>;
   /** Frees everything the volume holds in the pool; used by delete and by rolling back a create. Idempotent. */
   protected abstract release(key: string): Promise<void>;
   /** Makes the volume's storage (not its record) capacityBytes large. Idempotent. */
@@ -150,9 +167,8 @@ export abstract class PoolBackend implements StorageBackend {
   }
 
   /**
-   * While another call holds the pool (a snapshot, restore or clone copies a whole volume, for minutes without
-   * reflinks), the last figures are answered at once: the presence heartbeat reads them every 10 s, and waiting for
-   * the copy would make a busy node look offline. They are at most one call old.
+   * While another call holds the pool (a format, a growth), the last figures are answered at once: the presence
+   * heartbeat reads them every 10 s, and waiting would make a busy node look offline. They are at most one call old.
    */
   async status(): Promise<PoolStatus> {
     if (this.mutex.busy && this.lastStatus && this.opened) return { ...this.lastStatus };
@@ -179,7 +195,7 @@ export abstract class PoolBackend implements StorageBackend {
   async createVolume(spec: CreateVolumeSpec): Promise<VolumeRecord> {
     assertCreateVolumeSpec(spec);
     const shape = this.shapeOf(spec);
-    return this.whenOpen(async () => this.toVolume(await createVolume(this.work(), spec, shape)));
+    return this.toVolume(await createVolume(this.work(), spec, shape));
   }
 
   async deleteVolume(key: string): Promise<{ existed: boolean }> {
@@ -219,7 +235,7 @@ export abstract class PoolBackend implements StorageBackend {
 
   async createSnapshot(spec: CreateSnapshotSpec): Promise<SnapshotRecord> {
     assertCreateSnapshotSpec(spec);
-    return this.whenOpen(async () => this.toSnapshot(await createSnapshot(this.work(), spec)));
+    return this.toSnapshot(await createSnapshot(this.work(), spec));
   }
 
   async deleteSnapshot(key: string): Promise<'deleted' | 'absent'> {
@@ -239,20 +255,25 @@ export abstract class PoolBackend implements StorageBackend {
     return this.whenOpen(async () => (await this.indexes.snapshots()).all().map((record) => this.toSnapshot(record)));
   }
 
+  /**
+   * The node calls that mount or unmount (stage, unstage, publish, unpublish, filesystem growth) are refused
+   * (Aborted, kubelet retries) while the volume is copied: its filesystem may be frozen, and the copy reads it as it
+   * was when it began.
+   */
   stageVolume(key: string, stagingPath: string, options: StageOptions): Promise<void> {
-    return this.withVolume(key, (record) => this.node.stage(record, stagingPath, options));
+    return this.withVolume(key, (record) => this.node.stage(record, stagingPath, options), 'stage');
   }
 
   unstageVolume(key: string, stagingPath: string): Promise<void> {
-    return this.withVolume(key, (record) => this.node.unstage(record, stagingPath));
+    return this.withVolume(key, (record) => this.node.unstage(record, stagingPath), 'unstage');
   }
 
   publishVolume(key: string, stagingPath: string, targetPath: string, options: PublishOptions): Promise<void> {
-    return this.withVolume(key, (record) => this.node.publish(record, stagingPath, targetPath, options));
+    return this.withVolume(key, (record) => this.node.publish(record, stagingPath, targetPath, options), 'publish');
   }
 
   unpublishVolume(key: string, targetPath: string): Promise<void> {
-    return this.withVolume(key, (record) => this.node.unpublish(record, targetPath));
+    return this.withVolume(key, (record) => this.node.unpublish(record, targetPath), 'unpublish');
   }
 
   volumeStats(key: string, volumePath: string): Promise<VolumeStats> {
@@ -260,13 +281,21 @@ export abstract class PoolBackend implements StorageBackend {
   }
 
   expandFilesystem(key: string, volumePath: string): Promise<{ capacityBytes: number }> {
-    return this.withVolume(key, async (record) => ({ capacityBytes: await this.growFilesystem(record, volumePath) }));
+    return this.withVolume(
+      key,
+      async (record) => ({ capacityBytes: await this.growFilesystem(record, volumePath) }),
+      'expand the filesystem of',
+    );
   }
 
-  /** Runs a node call on an existing volume; NotFound when the pool does not hold it. */
-  private withVolume<T>(key: string, task: (record: StoredRecord) => Promise<T>): Promise<T> {
+  /** Runs a node call on an existing volume; NotFound when it is not in the pool, Aborted (`changing`) while copied. */
+  private withVolume<T>(key: string, task: (record: StoredRecord) => Promise<T>, changing?: string): Promise<T> {
     assertVolumeKey(key);
-    return this.whenOpen(async () => task(await mustReadVolume(this.layout, key)));
+    return this.whenOpen(async () => {
+      const record = await mustReadVolume(this.layout, key);
+      if (changing) this.copies.assertVolumeFree(key, `${changing} volume ${key}`);
+      return task(record);
+    });
   }
 
   /** A copy: the caller gets nothing it could change the index through. */
@@ -296,8 +325,10 @@ export abstract class PoolBackend implements StorageBackend {
     const lock = this.opened?.lock ?? (await acquirePoolLock(this.layout));
     try {
       const { identity, created } = await ensurePoolIdentity(this.layout, this.kind, fresh);
-      const { volumesDir, recordsDir, journalDir, stagingDir, snapshotsDir } = this.layout;
-      for (const dir of [volumesDir, recordsDir, journalDir, stagingDir]) await fs.mkdir(dir, { recursive: true });
+      const { volumesDir, recordsDir, journalDir, stagingDir, snapshotsDir, frozenDir } = this.layout;
+      for (const dir of [volumesDir, recordsDir, journalDir, stagingDir, frozenDir]) {
+        await fs.mkdir(dir, { recursive: true });
+      }
       const { snapshotDataDir, snapshotRecordsDir, snapshotJournalDir } = this.layout;
       for (const dir of [snapshotDataDir, snapshotRecordsDir, snapshotJournalDir]) {
         await fs.mkdir(dir, { recursive: true });
@@ -305,10 +336,19 @@ export abstract class PoolBackend implements StorageBackend {
       await fsyncDir(snapshotsDir);
       await fsyncDir(this.layout.root);
       this.indexes.drop();
-      const { reconciled, strays } = await reconcilePool(this.layout, this.releaser);
+      // First: a workload's filesystem that a killed agent left frozen waits for nothing else.
+      const thawed = (await thawFrozen(this.layout, (key) => this.copies.volumeBusy(key))).map((key) => ({
+        key,
+        outcome: 'thawed' as const,
+        message: 'its filesystem was left frozen by a copy that did not end (the agent was killed): thawed',
+      }));
+      const { reconciled, strays } = await reconcilePool(this.layout, this.releaser, {
+        volume: (key) => this.copies.volumeBusy(key),
+        snapshot: (key) => this.copies.snapshotBusy(key),
+      });
       // After a reboot nothing staged is attached or mounted any more; kubelet expects it to be.
       const restaged = await this.node.restageAll();
-      const repaired = [...restaged.repaired, ...(await this.sweep())];
+      const repaired = [...thawed, ...restaged.repaired, ...(await this.sweep())];
       this.opened = { poolId: identity.poolId, lock };
       return { poolId: identity.poolId, created, reconciled, strays: [...strays, ...restaged.strays].sort(), repaired };
     } catch (error) {
@@ -335,6 +375,7 @@ export abstract class PoolBackend implements StorageBackend {
     return {
       layout: this.layout,
       indexes: this.indexes,
+      copies: this.copies,
       capacityBytes: this.capacityBytes,
       release: this.releaser,
       dataPath: (key) => this.dataPath(key),
@@ -344,7 +385,10 @@ export abstract class PoolBackend implements StorageBackend {
       checkSpace: (bytes, what) => this.checkSpace(bytes, what),
       volumeIds: (key, existing) => this.volumeIds(key, existing),
       allocate: (record, origin) => this.allocate(record, origin),
-      copyToSnapshot: (source, target) => this.copyToSnapshot(source, target),
+      copyIn: (record, origin, budgetMs) => this.copyIn(record, origin, budgetMs),
+      copyTimeMs: (bytes) => copyTimeMs(bytes, this.copyBudget),
+      locked: (task) => this.whenOpen(() => task()),
+      copyToSnapshot: (source, target, budgetMs) => this.copyToSnapshot(source, target, budgetMs),
       grow: (record, capacityBytes) => this.grow(record, capacityBytes),
       needsNodeExpansion: (record) => this.needsNodeExpansion(record),
       assertNotInUse: (volume) => this.node.assertNotInUse(volume),

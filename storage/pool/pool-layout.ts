@@ -9,6 +9,7 @@
  *   <pool>/records/<key>.json   the volume's record (VolumeRecord without path)
  *   <pool>/journal/<key>.json   intent of an operation in progress
  *   <pool>/staging/<key>.json   where the volume is staged on this node, written before it is mounted
+ *   <pool>/frozen/<key>.json    the volume's filesystem is being frozen for a copy; written before the freeze
  *   <pool>/snapshots/data/<key>/            a snapshot's copy of its volume's data (dir: the directory's content)
  *   <pool>/snapshots/data/<key>/disk.img    a snapshot's copy of its volume's image (loop)
  *   <pool>/snapshots/records/<key>.json     the snapshot's record (SnapshotRecord without path)
@@ -84,6 +85,10 @@ export class PoolLayout {
     return path.join(this.root, 'staging');
   }
 
+  get frozenDir(): string {
+    return path.join(this.root, 'frozen');
+  }
+
   get snapshotsDir(): string {
     return path.join(this.root, 'snapshots');
   }
@@ -137,6 +142,11 @@ export class PoolLayout {
   stagingFile(key: string): string {
     assertVolumeKey(key);
     return this.inside(path.join(this.stagingDir, `${key}.json`));
+  }
+
+  freezeFile(key: string): string {
+    assertVolumeKey(key);
+    return this.inside(path.join(this.frozenDir, `${key}.json`));
   }
 
   volumeImage(key: string): string {

@@ -6,8 +6,9 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { OpenReport } from './backend';
 import { isTempFileName } from '../host/atomic-file';
-import { listIntents, removeIntent } from './journal';
-import type { Intent } from './journal';
+import { readMounts, thawFilesystem } from '../host/mounts';
+import { currentBootId, listFreezes, listIntents, removeFreeze, removeIntent } from './journal';
+import type { FreezeRecord, Intent } from './journal';
 import { isVolumeKey, keyOfJsonFileName } from './pool-layout';
 import type { PoolLayout } from './pool-layout';
 import { findSnapshotStrays, settleSnapshotJournal } from './snapshots';
@@ -38,32 +39,73 @@ export async function settleIntent(
   return intent.op === 'create' ? 'rolled-back' : 'completed';
 }
 
-/** Settles every readable journal entry; unreadable ones are returned as strays. */
+/** Keys whose work is under way in this process (a copy made outside the pool lock): their entries are left alone. */
+export type InFlight = (key: string) => boolean;
+
+const NONE_IN_FLIGHT: InFlight = () => false;
+
+/** Settles every readable journal entry but those in flight; unreadable ones are returned as strays. */
 export async function settleJournal(
   layout: PoolLayout,
   release?: Release,
+  inFlight: InFlight = NONE_IN_FLIGHT,
 ): Promise<{ reconciled: Reconciled[]; strays: string[] }> {
   const { intents, strays } = await listIntents(layout);
   const reconciled: Reconciled[] = [];
-  for (const intent of intents) {
+  for (const intent of intents.filter((entry) => !inFlight(entry.key))) {
     reconciled.push({ key: intent.key, op: intent.op, outcome: await settleIntent(layout, intent, release) });
   }
   return { reconciled, strays };
 }
 
+/**
+ * Thaws every filesystem a freeze record names, but those of copies in flight, and removes the records: an agent
+ * killed while it copied (a rollout's SIGKILL, the OOM killer) left the workload's filesystem frozen, and only this
+ * thaws it. The thaw goes only to a mount of the recorded filesystem; a record of an earlier boot is only removed
+ * (a reboot thawed everything, and the device number may now be another disk's). Returns the volumes thawed.
+ */
+export async function thawFrozen(layout: PoolLayout, inFlight: InFlight = NONE_IN_FLIGHT): Promise<string[]> {
+  const { freezes } = await listFreezes(layout);
+  const thawed: string[] = [];
+  const bootId = await currentBootId();
+  for (const freeze of freezes.filter((entry) => !inFlight(entry.key))) {
+    if (freeze.bootId === bootId && (await thawRecorded(freeze))) thawed.push(freeze.key);
+    await removeFreeze(layout, freeze.key);
+  }
+  return thawed;
+}
+
+/** Thaws through the recorded mount point if it still shows the filesystem, else through any mount of it. */
+async function thawRecorded(freeze: FreezeRecord): Promise<boolean> {
+  const mounts = (await readMounts()).filter((entry) => entry.majorMinor === freeze.majorMinor);
+  const mountPoints = [...new Set(mounts.map((entry) => entry.mountPoint))].sort((a, b) =>
+    a === freeze.mountPoint ? -1 : b === freeze.mountPoint ? 1 : 0,
+  );
+  for (const mountPoint of mountPoints) {
+    const top = (await readMounts()).filter((entry) => entry.mountPoint === mountPoint).pop();
+    if (top?.majorMinor !== freeze.majorMinor) continue; // covered by another mount: a thaw there would miss
+    await thawFilesystem(mountPoint);
+    return true;
+  }
+  return false; // not mounted any more: nothing writes to it, nothing to thaw
+}
+
+/** `inFlight`: the volume and snapshot keys of copies still running in this process (a pool opened again). */
 export async function reconcilePool(
   layout: PoolLayout,
   release?: Release,
+  inFlight: { volume: InFlight; snapshot: InFlight } = { volume: NONE_IN_FLIGHT, snapshot: NONE_IN_FLIGHT },
 ): Promise<Pick<OpenReport, 'reconciled' | 'strays'>> {
   // Only this process writes in records/, journal/ and staging/ (it holds the pool lock): temporary files there
   // are leftovers of a crash, never a write in progress.
   await removeTempFiles(layout.recordsDir);
   await removeTempFiles(layout.journalDir);
   await removeTempFiles(layout.stagingDir);
+  await removeTempFiles(layout.frozenDir);
   await removeTempFiles(layout.snapshotRecordsDir);
   await removeTempFiles(layout.snapshotJournalDir);
-  const { reconciled, strays } = await settleJournal(layout, release);
-  const snapshots = await settleSnapshotJournal(layout);
+  const { reconciled, strays } = await settleJournal(layout, release, inFlight.volume);
+  const snapshots = await settleSnapshotJournal(layout, inFlight.snapshot);
   reconciled.push(...snapshots.reconciled);
   strays.push(...snapshots.strays, ...(await findStrays(layout)), ...(await findSnapshotStrays(layout)));
   return { reconciled, strays: strays.sort() };

@@ -15,9 +15,14 @@ export class RecordIndex extends KeyedIndex<StoredRecord> {
   /** Keys in order, kept until the next change: paging through 20,000 records sorts them once, not per page. */
   private sortedKeys?: string[];
 
-  static async load(layout: PoolLayout, bytesOf: (capacityBytes: number) => number): Promise<RecordIndex> {
+  /** `inFlight`: keys whose intents a copy in progress reserves itself. */
+  static async load(
+    layout: PoolLayout,
+    bytesOf: (capacityBytes: number) => number,
+    inFlight: (key: string) => boolean = () => false,
+  ): Promise<RecordIndex> {
     const records = await listRecords(layout);
-    const { intents } = await listIntents(layout);
+    const intents = (await listIntents(layout)).intents.filter((intent) => !inFlight(intent.key));
     const index = new RecordIndex(bytesOf, reserved(records, intents, bytesOf) - reserved(records, [], bytesOf));
     for (const record of records) index.put(record);
     return index;

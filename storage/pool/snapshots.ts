@@ -169,12 +169,14 @@ export async function settleSnapshotIntent(layout: PoolLayout, intent: SnapshotI
   return intent.op === 'create' ? 'rolled-back' : 'completed';
 }
 
+/** Every readable intent but those of copies in flight (`inFlight`), which are theirs to settle. */
 export async function settleSnapshotJournal(
   layout: PoolLayout,
+  inFlight: (key: string) => boolean = () => false,
 ): Promise<{ reconciled: Reconciled[]; strays: string[] }> {
   const { intents, strays } = await listSnapshotIntents(layout);
   const reconciled: Reconciled[] = [];
-  for (const intent of intents) {
+  for (const intent of intents.filter((entry) => !inFlight(entry.key))) {
     const outcome = await settleSnapshotIntent(layout, intent);
     reconciled.push({ key: intent.key, op: `snapshot-${intent.op}`, outcome });
   }
@@ -201,12 +203,17 @@ export async function findSnapshotStrays(layout: PoolLayout): Promise<string[]> 
 
 /** The pool's snapshots in memory, read from disk after open() and again whenever a change failed part way. */
 export class SnapshotIndex extends KeyedIndex<StoredSnapshot> {
-  static async load(layout: PoolLayout, bytesOf: (sizeBytes: number) => number): Promise<SnapshotIndex> {
+  /** `inFlight`: keys whose intents a copy in progress reserves itself. */
+  static async load(
+    layout: PoolLayout,
+    bytesOf: (sizeBytes: number) => number,
+    inFlight: (key: string) => boolean = () => false,
+  ): Promise<SnapshotIndex> {
     const records = await listSnapshotRecords(layout);
     const keys = new Set(records.map((record) => record.key));
     const { intents } = await listSnapshotIntents(layout);
     const pending = intents
-      .filter((intent) => intent.op === 'create' && !keys.has(intent.key))
+      .filter((intent) => intent.op === 'create' && !keys.has(intent.key) && !inFlight(intent.key))
       .reduce((sum, intent) => sum + bytesOf(intent.sizeBytes), 0);
     const index = new SnapshotIndex(bytesOf, pending);
     for (const record of records) index.put(record);

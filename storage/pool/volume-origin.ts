@@ -19,6 +19,8 @@ import { describeSource } from './volume-spec';
 export interface CopyOrigin {
   path: string;
   volume?: StoredRecord;
+  /** The source's size (a snapshot's, a volume's capacity): what the copy's time budget is derived from. */
+  sizeBytes: number;
 }
 
 /** The shape a restore or clone must match: the source's access type and filesystem. */
@@ -53,8 +55,8 @@ export async function originOf(
         `snapshot ${source.snapshotKey} does not exist in pool ${layout.root}`,
       );
     }
-    copy = { path: paths.snapshotDataPath(snapshot.key) };
     ({ sizeBytes } = snapshot);
+    copy = { path: paths.snapshotDataPath(snapshot.key), sizeBytes };
     own = snapshot;
   } else {
     const volume = await readRecord(layout, source.volumeKey);
@@ -64,8 +66,8 @@ export async function originOf(
         `volume ${source.volumeKey} (the source to clone) does not exist in pool ${layout.root}`,
       );
     }
-    copy = { path: paths.dataPath(volume.key), volume };
     sizeBytes = volume.capacityBytes;
+    copy = { path: paths.dataPath(volume.key), volume, sizeBytes };
     own = volume;
   }
   if (spec.capacityBytes < sizeBytes) {

@@ -97,3 +97,27 @@ export function mountPoolFilesystem(kind: PoolFilesystem, image: string, mountPo
   fs.rmSync(path.join(mountPoint, 'lost+found'), { recursive: true, force: true });
   return device;
 }
+
+/**
+ * Whether the filesystem mounted at mountPoint is frozen: a freeze of a frozen filesystem fails with EBUSY, one of a
+ * thawed filesystem succeeds and is undone at once. Only ever on a loop device's mount, checked first, so that a
+ * test can never freeze the machine's own filesystems.
+ */
+export function isFrozen(mountPoint: string): boolean {
+  const real = fs.realpathSync(mountPoint);
+  const top = fs
+    .readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .flatMap((line) => parseMountInfoLine(line) ?? [])
+    .filter((entry) => entry.mountPoint === real)
+    .pop();
+  if (!top?.source.startsWith('/dev/loop')) throw new Error(`${mountPoint} is not a loop device's mount point`);
+  try {
+    execFileSync('fsfreeze', ['--freeze', real], { stdio: 'pipe' });
+  } catch (error) {
+    if (/busy/i.test(String((error as { stderr?: Buffer }).stderr))) return true;
+    throw error;
+  }
+  execFileSync('fsfreeze', ['--unfreeze', real]);
+  return false;
+}

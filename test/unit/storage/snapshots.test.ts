@@ -12,9 +12,11 @@ import type { CreateVolumeSpec } from '../../../storage/pool/backend';
 import { PoolLayout } from '../../../storage/pool/pool-layout';
 import { writeSnapshot, writeSnapshotIntent } from '../../../storage/pool/snapshots';
 import type { SnapshotIntent } from '../../../storage/pool/snapshots';
-import { writeIntent } from '../../../storage/pool/journal';
 import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
-import { isMountPoint, loopDevicesOf } from './mount-helpers';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { majorMinorOf } from '../../../storage/host/mounts';
+import { currentBootId, writeFreeze, writeIntent } from '../../../storage/pool/journal';
+import { isFrozen, isMountPoint, loopDevicesOf, mountPoolFilesystem } from './mount-helpers';
 
 const MiB = 1024 ** 2;
 
@@ -305,13 +307,16 @@ describe('dir snapshots', () => {
     expect(fixture.tree()).toEqual(before);
   });
 
-  it('answers status at once, with the last figures, while a copy holds the pool', async () => {
+  it('answers status at once while a copy runs, counting what the copy will take', async () => {
     let release: () => void = () => undefined;
     const held = new Promise<void>((resolve) => (release = resolve));
+    let entered: () => void = () => undefined;
+    const copyStarted = new Promise<void>((resolve) => (entered = resolve));
     class SlowCopy extends DirBackend {
-      protected override async copyToSnapshot(source: StoredRecord, target: string): Promise<void> {
+      protected override async copyToSnapshot(source: StoredRecord, target: string, budgetMs: number): Promise<void> {
+        entered();
         await held;
-        await super.copyToSnapshot(source, target);
+        await super.copyToSnapshot(source, target, budgetMs);
       }
     }
     const slow = new PoolFixture((options) => new SlowCopy({ ...options, quota: 'none' }));
@@ -320,17 +325,122 @@ describe('dir snapshots', () => {
       const source = await backend.createVolume(volume());
       expect(await backend.status()).toMatchObject({ reservedBytes: GI, snapshotCount: 0 });
       const copying = backend.createSnapshot({ snapshotKey: randomKey(), sourceKey: source.key, name: 's' });
+      await copyStarted;
       const during = await Promise.race([
         backend.status(),
         new Promise((resolve) => setTimeout(() => resolve('blocked'), 2000)),
       ]);
-      expect(during).toMatchObject({ reservedBytes: GI, snapshotCount: 0 });
+      expect(during).toMatchObject({ reservedBytes: 2 * GI, snapshotCount: 0 });
       release();
       await copying;
       expect(await backend.status()).toMatchObject({ reservedBytes: 2 * GI, snapshotCount: 1 });
     } finally {
       release();
       await slow.cleanup();
+    }
+  });
+
+  /** A dir backend whose copies (snapshot, restore, clone) wait until the test lets them go, or fail. */
+  function gatedFixture() {
+    const gate = { release: (): void => undefined, fail: false, started: (): void => undefined };
+    let held = new Promise<void>((resolve) => (gate.release = resolve));
+    let started = new Promise<void>((resolve) => (gate.started = resolve));
+    const wait = async () => {
+      gate.started();
+      await held;
+      if (gate.fail) throw new Error('the copy failed');
+    };
+    class Gated extends DirBackend {
+      protected override async copyToSnapshot(source: StoredRecord, target: string, budgetMs: number) {
+        await wait();
+        await super.copyToSnapshot(source, target, budgetMs);
+      }
+      protected override async copyIn(...args: Parameters<DirBackend['copyIn']>) {
+        await wait();
+        await super.copyIn(...args);
+      }
+    }
+    const gated = new PoolFixture((options) => new Gated({ ...options, quota: 'none' }));
+    /** The next copy waits again; resolves once the current one has started. */
+    const copying = () => started;
+    const rearm = () => {
+      held = new Promise<void>((resolve) => (gate.release = resolve));
+      started = new Promise<void>((resolve) => (gate.started = resolve));
+    };
+    return { gated, gate, copying, rearm };
+  }
+
+  it('while a copy runs without the pool held, nothing can delete or change its source or its target', async () => {
+    const { gated, gate, copying, rearm } = gatedFixture();
+    const pending: Promise<unknown>[] = [];
+    try {
+      const backend = await gated.opened(5 * GI);
+      const source = await filledVolume(backend);
+      const other = await backend.createVolume(volume());
+      const key = randomKey();
+      const snapping = backend.createSnapshot({ snapshotKey: key, sourceKey: source.key, name: 'snap-1' });
+      pending.push(snapping);
+      await copying();
+
+      // Other volumes are served meanwhile; the copy's reservation counts (3 GiB of 5).
+      const staging = path.join(gated.root, 'kubelet', 'staging');
+      fs.mkdirSync(path.dirname(staging));
+      await backend.stageVolume(other.key, staging, { accessType: 'mount', fsType: '', mountFlags: [] });
+      await backend.unstageVolume(other.key, staging);
+      await expectDriverError(backend.createVolume(volume({ capacityBytes: 3 * GI })), FailureType.ResourceExhausted);
+      // Its source and its target: every change is Aborted (retryable), nothing is touched.
+      await expectDriverError(backend.deleteVolume(source.key), FailureType.Aborted, /part of a copy in progress/);
+      await expectDriverError(backend.expandVolume(source.key, 2 * GI), FailureType.Aborted);
+      await expectDriverError(
+        backend.stageVolume(source.key, staging, { accessType: 'mount', fsType: '', mountFlags: [] }),
+        FailureType.Aborted,
+      );
+      await expectDriverError(backend.deleteSnapshot(key), FailureType.Aborted, /snapshot .* copy in progress/);
+      await expectDriverError(
+        backend.createSnapshot({ snapshotKey: key, sourceKey: source.key, name: 'snap-1' }),
+        FailureType.Aborted,
+      );
+      await expectDriverError(
+        backend.createVolume(volume({ contentSource: { volumeKey: source.key } })),
+        FailureType.Aborted,
+      );
+      expect(gated.list('snapshots/journal')).toEqual([`${key}.json`]);
+
+      gate.release();
+      const snapshot = await snapping;
+      expect(snapshot.key).toBe(key);
+      expect(await backend.status()).toMatchObject({ reservedBytes: 3 * GI, snapshotCount: 1 });
+
+      // A restore in flight: its source snapshot cannot be deleted, nor its target volume (no record yet).
+      rearm();
+      const target = volume({ contentSource: { snapshotKey: key } });
+      const restoring = backend.createVolume(target);
+      pending.push(restoring);
+      await copying();
+      await expectDriverError(backend.deleteSnapshot(key), FailureType.Aborted);
+      await expectDriverError(backend.deleteVolume(target.key), FailureType.Aborted);
+      await expectDriverError(backend.createVolume({ ...target }), FailureType.Aborted);
+      gate.release();
+      expect((await restoring).key).toBe(target.key);
+      expect(fs.readFileSync(path.join(new PoolLayout(gated.pool).volumeDir(target.key), 'data'), 'utf8')).toBe('one');
+
+      // A copy that fails is rolled back: no copy, no intent, no reservation left.
+      rearm();
+      gate.fail = true;
+      const failing = backend.createSnapshot({ snapshotKey: randomKey(), sourceKey: source.key, name: 'snap-2' });
+      pending.push(failing);
+      await copying();
+      gate.release();
+      await expect(failing).rejects.toThrow('the copy failed');
+      expect(gated.list('snapshots/data')).toEqual([key]);
+      expect(gated.list('snapshots/journal')).toEqual([]);
+      expect(await backend.status()).toMatchObject({ reservedBytes: 4 * GI, snapshotCount: 1 });
+      expect(await backend.deleteSnapshot(key)).toBe('deleted');
+      expect(await backend.deleteVolume(source.key)).toEqual({ existed: true });
+    } finally {
+      gate.release();
+      await Promise.allSettled(pending);
+      await gated.cleanup();
     }
   });
 
@@ -469,6 +579,109 @@ describe('loop snapshots', () => {
       /holds fsType xfs/,
     );
     expect(loopDevicesOf(source.path)).toEqual([]);
+  });
+
+  it('thaws what a journaled freeze left frozen: before the next change, and when the pool opens again', async () => {
+    const backend = await fixture.opened();
+    const source = await backend.createVolume(volume({ capacityBytes: 64 * MiB }));
+    const staging = coPath('staging');
+    await backend.stageVolume(source.key, staging, MOUNT);
+    const layout = new PoolLayout(fixture.pool);
+    const mountPoint = fs.realpathSync(staging);
+    const majorMinor = majorMinorOf(fs.statSync(mountPoint, { bigint: true }).dev);
+    const freeze = { key: source.key, mountPoint, majorMinor, bootId: await currentBootId(), at: '' };
+    /** What an agent killed mid-copy leaves: the record, and the volume's filesystem frozen. */
+    const killedMidCopy = async (bootId = freeze.bootId) => {
+      await writeFreeze(layout, { ...freeze, bootId });
+      execFileSync('fsfreeze', ['--freeze', mountPoint]);
+      expect(isFrozen(mountPoint)).toBe(true);
+    };
+    try {
+      // The retried snapshot: its call thaws first (else its own freeze fails with EBUSY for ever), then copies.
+      await killedMidCopy();
+      await backend.createSnapshot({ snapshotKey: randomKey(), sourceKey: source.key, name: 's-1' });
+      expect(isFrozen(mountPoint)).toBe(false);
+      expect(fixture.list('frozen')).toEqual([]);
+
+      // The agent started again: open() thaws, and says so.
+      await killedMidCopy();
+      const reopened = fixture.backend();
+      expect((await reopened.open()).repaired).toEqual([
+        { key: source.key, outcome: 'thawed', message: expect.stringMatching(/left frozen/) },
+      ]);
+      expect(isFrozen(mountPoint)).toBe(false);
+      expect(fixture.list('frozen')).toEqual([]);
+
+      // A record of an earlier boot is only removed: a reboot thawed everything (this freeze is someone else's).
+      await killedMidCopy('an-earlier-boot');
+      expect((await fixture.backend().open()).repaired).toEqual([]);
+      expect(fixture.list('frozen')).toEqual([]);
+      expect(isFrozen(mountPoint)).toBe(true);
+    } finally {
+      spawnSync('fsfreeze', ['--unfreeze', mountPoint]);
+    }
+    await backend.unstageVolume(source.key, staging);
+  });
+
+  /**
+   * A staging record outlives its mount when an unstage unmounted and its detach failed ("busy"), when xfs growth
+   * failed after the mount, or when a restage after a reboot failed. The staging path is then a plain directory of
+   * the filesystem holding it, which on a node is /var, where the pool lies too: freezing it would hold the copy's
+   * own writes, and the thaw after the copy would never come. Here that filesystem is one of the test's own.
+   */
+  it('never freezes the filesystem holding a staging path whose mount is gone; copies the idle filesystem', async () => {
+    let host = '';
+    const onHost = new PoolFixture(
+      (options) => new LoopBackend({ ...options, pool: path.join(host, 'pool') }),
+      'lhost',
+    );
+    host = path.join(onHost.root, 'host');
+    mountPoolFilesystem('ext4', path.join(onHost.root, 'host.img'), host, GI);
+    // Never a freeze of the machine's own filesystems: the staging path lies on the test's filesystem.
+    expect(isMountPoint(host)).toBe(true);
+    let snapping: Promise<unknown> | undefined;
+    try {
+      const backend = await onHost.opened();
+      const source = await backend.createVolume(volume({ capacityBytes: 64 * MiB }));
+      const staging = path.join(host, 'kubelet', 'staging');
+      fs.mkdirSync(path.dirname(staging));
+      await backend.stageVolume(source.key, staging, MOUNT);
+      fs.writeFileSync(path.join(staging, 'data'), 'before the failed unstage');
+      // The unstage whose detach failed: the mount is gone, the record and the device are left.
+      execFileSync('umount', [staging]);
+      expect(isMountPoint(staging)).toBe(false);
+      expect(loopDevicesOf(source.path)).toHaveLength(1);
+
+      const key = randomKey();
+      snapping = backend.createSnapshot({ snapshotKey: key, sourceKey: source.key, name: 's' });
+      const outcome = await Promise.race([
+        snapping.then(
+          () => 'done',
+          (error: unknown) => error,
+        ),
+        new Promise((resolve) => setTimeout(() => resolve('hung: the copy waits on a frozen filesystem'), 10_000)),
+      ]);
+      expect(outcome).toBe('done');
+      fs.writeFileSync(path.join(host, 'written-after'), 'the host filesystem takes writes');
+      const restored = await backend.createVolume(
+        volume({ capacityBytes: 64 * MiB, contentSource: { snapshotKey: key } }),
+      );
+      const at = path.join(host, 'kubelet', 'restored');
+      await backend.stageVolume(restored.key, at, MOUNT);
+      expect(fs.readFileSync(path.join(at, 'data'), 'utf8')).toBe('before the failed unstage');
+      await backend.unstageVolume(restored.key, at);
+      expect(fs.readdirSync(path.join(host, 'pool', 'snapshots', 'journal'))).toEqual([]);
+      expect(fs.readdirSync(path.join(host, 'pool', 'frozen'))).toEqual([]);
+    } finally {
+      // Should the code under test have frozen the test's filesystem, thaw it so that the copy ends and cleanup runs.
+      try {
+        execFileSync('fsfreeze', ['--unfreeze', host], { stdio: 'ignore' });
+      } catch {
+        // not frozen
+      }
+      await snapping?.catch(() => undefined);
+      await onHost.cleanup();
+    }
   });
 
   it('snapshots and clones a volume staged for raw block access by one reflink, where the pool has reflinks', async () => {
