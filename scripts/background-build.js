@@ -14,8 +14,11 @@ const LOG = path.join(root, '.tools', 'background-build.log');
 const STEPS = [
   { name: 'temporal-server', args: [path.join('scripts', 'install-temporal-server.js')] },
   { name: 'control plane', args: [path.join('scripts', 'install-k8s-tools.js'), 'kubernetes', 'sidecars'] },
+  // The real node's suites but the storage suite need the images and not the storage suite's binary: they run
+  // while it builds.
+  { name: 'images', args: [path.join('scripts', 'image', 'build.js'), '--node'], afterSetup: true },
   { name: 'storage suite', args: [path.join('scripts', 'install-k8s-tools.js'), 'storage-suite'] },
-  { name: 'images', args: [path.join('scripts', 'image', 'build.js'), '--all'], afterSetup: true },
+  { name: 'storage suite images', args: [path.join('scripts', 'image', 'build.js'), '--all'], afterSetup: true },
 ];
 
 /** `nice -n 19 [ionice -c 3]`: ionice is util-linux's, present on Debian but not everywhere. */

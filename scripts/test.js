@@ -1,25 +1,38 @@
 'use strict';
-// `npm test`: setup, lint, then every jest suite, with the slow Go builds overlapped with the suites that do not
-// need them. On a fresh machine the Go-built tools (temporal-server, the Kubernetes control plane, the sidecars,
-// the storage suite) and the real node's images take ~40 min of CPU: built before the first test, they made a cold
-// `.ci/run` take ~100 min. Here they build in the background at the lowest CPU and I/O priority while the suites
-// that need none of them run, and the suites that do need them run last, each after what it needs is ready.
-// Nothing is skipped: a background build that fails fails `npm test`, with its log.
+// `npm test`: setup, then lint and every jest suite, with the slow Go builds overlapped with the suites that do not
+// need them (docs/testing.md). On a fresh machine the Go-built tools (temporal-server, the Kubernetes control plane
+// and kubelet, the sidecars, the storage suite) and the real node's images take most of the CPU of a cold run: they
+// build in the background at the lowest CPU and I/O priority (scripts/background-build.js) while the suites that
+// need none of them run, and each later phase starts as soon as what it needs is ready. Nothing is skipped: a
+// background build that fails fails `npm test`, with its log.
 //
-//   phase 1  dev project, all but test/e2e-k8s and test/e2e-node   needs: setup (deps, build, CLI, csi-sanity)
-//   phase 2  prod-temporal project                                 needs: temporal-server
-//   phase 3  dev project, test/e2e-k8s                             needs: control plane and sidecars
-//   phase 4  dev project, test/e2e-node (real kubelet, the suite)  needs: the storage suite and the images
-// The Go builds start before setup (they need nothing of it); the images wait for setup's dist/.
+//   lint      eslint and prettier                                   needs: setup     beside phase 1
+//   phase 1   dev project, all but the Kubernetes suites, in parallel needs: setup (deps, build, CLI, csi-sanity)
+//   phase 2   prod-temporal project                                  needs: temporal-server
+//   phase 3   dev project, test/e2e-k8s                              needs: the control plane and sidecars
+//   phase 4   dev project, test/e2e-node but the storage suite       needs: kubelet, the sidecars and the images
+//   phase 5   dev project, test/e2e-node/storage-suite               needs: all of it
+// Phases 2 to 5 run one at a time, each once phase 1 is done and its needs are ready, in whichever order they
+// become ready (phases 4 and 5 each start a real node, of which a machine runs one at a time).
 const { spawn } = require('child_process');
+const os = require('os');
 const path = require('path');
 const { startBackgroundBuild } = require('./background-build');
+const { EXCLUSIVE_SUITES } = require('../test/support/exclusive-suites');
 
 const root = path.resolve(__dirname, '..');
 const jest = path.join(root, 'node_modules', 'jest', 'bin', 'jest.js');
 const E2E_K8S = 'test/e2e-k8s/';
 const E2E_NODE = 'test/e2e-node/';
+const STORAGE_SUITE = 'test/e2e-node/storage-suite/';
 const TIMING_REPORTER = path.join(root, 'test', 'support', 'timing-reporter.js');
+
+/**
+ * Phase 1's suites mostly wait (on timers, on Temporal, on processes starting: docs/testing.md has the table): they
+ * run this many at a time. Each is isolated by its driver name, its own ports, pools and sockets; the few that are
+ * not are test/support/exclusive-suites.js's, run alone after the others.
+ */
+const PHASE1_WORKERS = Number(process.env.DURABLE_CSI_TEST_WORKERS ?? Math.max(3, os.cpus().length + 1));
 
 /**
  * A child process, awaited without blocking this one (never spawnSync): the background build moves on to its next
@@ -39,19 +52,88 @@ function step(name, command, args, env = {}) {
 }
 
 /**
- * Paths go before --selectProjects, which would take them as more project names. Every phase also writes its
- * per-suite wall and CPU times to test-artifacts/timings/ (test/support/timing-reporter.js).
+ * Paths go before --selectProjects, which would take them as more project names. Every run also writes its
+ * per-suite wall and CPU times to test-artifacts/timings/<timing>.json (test/support/timing-reporter.js).
  */
-const jestRun = (name, args, env = {}) =>
-  step(
+function jestRun(name, timing, args, { env = {}, workers } = {}) {
+  const parallel = workers === undefined ? ['--runInBand'] : [`--maxWorkers=${workers}`];
+  return step(
     name,
     process.execPath,
-    [jest, '--runInBand', '--reporters=default', `--reporters=${TIMING_REPORTER}`, ...args],
-    { DURABLE_CSI_TIMING_PHASE: name.replace(/ .*/, '').concat(name.match(/\d+/)?.[0] ?? ''), ...env },
+    // The reporters last: --reporters takes every word after it that is not an option, paths included.
+    [jest, ...parallel, ...args, '--reporters=default', `--reporters=${TIMING_REPORTER}`],
+    { DURABLE_CSI_TIMING_PHASE: timing, ...env },
   );
+}
+
+/** Phase 1: the isolated suites side by side, then the exclusive ones alone (jest.config.js says why each is). */
+async function phase1() {
+  const env = { DURABLE_CSI_SKIP_KUBERNETES_SUITES: '1' };
+  const parallel = await jestRun('phase 1 (dev, in parallel)', 'phase1', ['--selectProjects', 'dev'], {
+    env: { ...env, DURABLE_CSI_SUITES: 'parallel' },
+    workers: PHASE1_WORKERS,
+  });
+  if (Object.keys(EXCLUSIVE_SUITES).length === 0) return [parallel];
+  const alone = await jestRun('phase 1 (dev, exclusive suites)', 'phase1-exclusive', ['--selectProjects', 'dev'], {
+    env: { ...env, DURABLE_CSI_SUITES: 'exclusive' },
+  });
+  return [parallel, alone];
+}
+
+const LATER_PHASES = [
+  {
+    name: 'phase 2 (prod-temporal)',
+    timing: 'phase2',
+    needs: ['temporal-server'],
+    args: ['--selectProjects', 'prod-temporal'],
+  },
+  {
+    name: 'phase 3 (Kubernetes control plane)',
+    timing: 'phase3',
+    needs: ['control plane'],
+    args: [E2E_K8S, '--selectProjects', 'dev'],
+  },
+  {
+    name: 'phase 4 (real node)',
+    timing: 'phase4',
+    needs: ['control plane', 'images'],
+    args: [E2E_NODE, `--testPathIgnorePatterns=${STORAGE_SUITE}`, '--selectProjects', 'dev'],
+  },
+  {
+    name: 'phase 5 (storage suite)',
+    timing: 'phase5',
+    needs: ['all'],
+    args: [STORAGE_SUITE, '--selectProjects', 'dev'],
+  },
+];
+
+/** Runs the later phases one at a time, each as soon as its needs are built, in the order they become ready. */
+async function laterPhases(background) {
+  const results = [];
+  const pending = LATER_PHASES.map((phase) => ({
+    phase,
+    ready: Promise.all(phase.needs.map((need) => background.ready(need))).then((readies) => ({
+      phase,
+      failed: readies.find((ready) => !ready.ok),
+    })),
+  }));
+  while (pending.length > 0) {
+    const { phase, failed } = await Promise.race(pending.map((entry) => entry.ready));
+    pending.splice(
+      pending.findIndex((entry) => entry.phase === phase),
+      1,
+    );
+    results.push(
+      failed
+        ? { ...failed, name: `${phase.name}: ${failed.name}` }
+        : await jestRun(phase.name, phase.timing, phase.args),
+    );
+  }
+  return results;
+}
 
 async function main() {
-  const results = [];
+  const started = Date.now();
   // The Go builds need nothing of setup's (npm ci, the build): they start first.
   const background = startBackgroundBuild();
   const setup = await step('setup', process.execPath, [path.join(root, 'scripts', 'setup.js'), '--defer-go-tools']);
@@ -61,24 +143,16 @@ async function main() {
   }
   console.error(`test: setup took ${setup.seconds} s`);
   background.setupDone();
-  results.push(await step('lint', 'npm', ['run', 'lint', '--silent']));
-  const phase1 = ['--selectProjects', 'dev'];
-  results.push(await jestRun('phase 1 (dev)', phase1, { DURABLE_CSI_SKIP_KUBERNETES_SUITES: '1' }));
-  const phases = [
-    { name: 'phase 2 (prod-temporal)', needs: 'temporal-server', args: ['--selectProjects', 'prod-temporal'] },
-    { name: 'phase 3 (Kubernetes control plane)', needs: 'control plane', args: [E2E_K8S, '--selectProjects', 'dev'] },
-    { name: 'phase 4 (real node)', needs: 'all', args: [E2E_NODE, '--selectProjects', 'dev'] },
-  ];
-  for (const phase of phases) {
-    const ready = await background.ready(phase.needs);
-    results.push(ready.ok ? await jestRun(phase.name, phase.args) : { ...ready, name: `${phase.name}: ${ready.name}` });
-  }
+  // Lint is CPU and phase 1 mostly waits: they run side by side.
+  const [lint, phase1Results] = await Promise.all([step('lint', 'npm', ['run', 'lint', '--silent']), phase1()]);
+  const results = [lint, ...phase1Results, ...(await laterPhases(background))];
   console.error(`test: background build: ${background.summary()}`);
   for (const result of results)
     console.error(
       `test: ${result.ok ? 'ok    ' : 'FAILED'} ${result.name}` +
         `${result.seconds === undefined ? '' : ` (${result.seconds} s)`}${result.ok ? '' : `: ${result.why}`}`,
     );
+  console.error(`test: ${Math.round((Date.now() - started) / 1000)} s in all`);
   process.exit(results.every((result) => result.ok) ? 0 : 1);
 }
 

@@ -250,8 +250,13 @@ function sidecarImage(sidecar) {
 }
 
 function smallImages() {
-  const suite = SUITE_SHELL_IMAGES.map(({ name, ref }) => busyboxImage(name, ref, true));
-  return [...SIDECARS.map(sidecarImage), pauseImage(), busyboxImage(), agnhostImage(), ...suite];
+  const suite = [agnhostImage(), ...SUITE_SHELL_IMAGES.map(({ name, ref }) => busyboxImage(name, ref, true))];
+  return [
+    ...SIDECARS.map(sidecarImage),
+    pauseImage(),
+    busyboxImage(),
+    ...suite.map((image) => ({ ...image, suiteOnly: true })),
+  ];
 }
 
 module.exports = { busyboxApplets, smallImages };

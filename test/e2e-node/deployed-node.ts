@@ -20,14 +20,20 @@ export interface DeployedNode {
 /**
  * Registers the file's beforeAll/afterAll: a real node named `name` with the snapshot CRDs and snapshot-controller,
  * deploy/base (plus shipped `components`) applied through the overlay, the controller Deployment and node DaemonSet Ready;
- * the pool on a `poolFilesystem` of its own when one is named. afterAll stops the node and
+ * the pool on a `poolFilesystem` of its own when one is named; `imageSet` 'suite' loads Kubernetes' storage suite's
+ * images too. afterAll stops the node and
  * prints node.timings. A start that fails stops the node and throws with every part's log tail.
  */
-export function deployedNode(name: string, components: string[] = [], poolFilesystem?: PoolFilesystem): DeployedNode {
+export function deployedNode(
+  name: string,
+  components: string[] = [],
+  poolFilesystem?: PoolFilesystem,
+  imageSet: 'node' | 'suite' = 'node',
+): DeployedNode {
   const deployed = { node: new RealNode(name, poolFilesystem) } as DeployedNode;
   beforeAll(async () => {
     const { node } = deployed;
-    const images = nodeImages();
+    const images = nodeImages(imageSet);
     try {
       await node.start(images);
       deployed.work = new Workloads(node, imageRef(images, 'library/busybox'));

@@ -8,10 +8,12 @@ export type ImageTars = Record<string, string>;
 
 /**
  * The images the node runs, built by the project (`npm run image`, cached; docs/kubernetes.md): the driver, the
- * sidecars from the e2e's own Go builds, a pause and a busybox image. DURABLE_CSI_NODE_IMAGES=<json file> names
- * prebuilt tars instead (same shape). A missing image fails the test: it is never skipped.
+ * sidecars from the e2e's own Go builds, a pause and a busybox image; for Kubernetes' storage suite (`set` 'suite')
+ * also the suite's own (agnhost and its shell images), which need the suite's Go build. DURABLE_CSI_NODE_IMAGES=<json
+ * file> names prebuilt tars instead (same shape). A missing image fails the test: it is never skipped.
  */
-export function nodeImages(): ImageTars {
+export function nodeImages(set: 'node' | 'suite' = 'node'): ImageTars {
+  const which = set === 'suite' ? '--all' : '--node';
   const override = process.env.DURABLE_CSI_NODE_IMAGES;
   const root = findProjectRoot();
   let images: ImageTars;
@@ -20,12 +22,15 @@ export function nodeImages(): ImageTars {
     const scripts = (JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: object })
       .scripts;
     if (!('image' in scripts)) throw new Error('package.json has no `image` script: the node has no images to run');
-    execFileSync('npm', ['run', '--silent', 'image', '--', '--all'], {
+    execFileSync('npm', ['run', '--silent', 'image', '--', which], {
       cwd: root,
       stdio: ['ignore', 'inherit', 'inherit'],
     });
     images = JSON.parse(
-      execFileSync('npm', ['run', '--silent', 'image', '--', '--print'], { cwd: root, encoding: 'utf8' }),
+      execFileSync('npm', ['run', '--silent', 'image', '--', '--print', ...(set === 'suite' ? [] : ['--node'])], {
+        cwd: root,
+        encoding: 'utf8',
+      }),
     ) as ImageTars;
   }
   const missing = Object.entries(images).filter(([, tar]) => !fs.existsSync(tar));

@@ -9,7 +9,7 @@ import { expectSuitePasses } from './expect-suite';
  */
 jest.setTimeout(4 * 60 * 60_000);
 
-const real = deployedNode('dcsi-suite-loop', ['loop-backend'], 'xfs-reflink');
+const real = deployedNode('dcsi-suite-loop', ['loop-backend'], 'xfs-reflink', 'suite');
 
 test('the storage suite passes for loop ext4 (filesystem and raw block)', async () => {
   await expectSuitePasses(real.node, 'loop-ext4');
