@@ -8,6 +8,7 @@ const base = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', diagnostics: { warnOnly: false } }] },
+  testSequencer: '<rootDir>/test/support/sequencer.js',
 };
 
 /** Create/delete, the rollout scenario, crash tests and the operator CLI, again on the production-style server. */

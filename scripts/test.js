@@ -12,8 +12,8 @@
 //   phase 3   dev project, test/e2e-k8s                              needs: the control plane and sidecars
 //   phase 4   dev project, test/e2e-node but the storage suite       needs: kubelet, the sidecars and the images
 //   phase 5   dev project, test/e2e-node/storage-suite               needs: all of it
-// Phases 2 to 5 run one at a time, each once phase 1 is done and its needs are ready, in whichever order they
-// become ready (phases 4 and 5 each start a real node, of which a machine runs one at a time).
+// Phases 2 to 5 start once phase 1 is done, each as soon as its needs are ready, side by side, but phases 4 and 5 one
+// after the other (each starts a real node, of which a machine runs one at a time).
 const { spawn } = require('child_process');
 const os = require('os');
 const path = require('path');
@@ -97,39 +97,34 @@ const LATER_PHASES = [
     name: 'phase 4 (real node)',
     timing: 'phase4',
     needs: ['control plane', 'images'],
+    realNode: true,
     args: [E2E_NODE, `--testPathIgnorePatterns=${STORAGE_SUITE}`, '--selectProjects', 'dev'],
   },
   {
     name: 'phase 5 (storage suite)',
     timing: 'phase5',
     needs: ['all'],
+    realNode: true,
     args: [STORAGE_SUITE, '--selectProjects', 'dev'],
   },
 ];
 
-/** Runs the later phases one at a time, each as soon as its needs are built, in the order they become ready. */
+/**
+ * Runs each later phase as soon as its needs are built, side by side (they mostly wait, and on different servers),
+ * but the real node's phases one at a time: a machine runs one real node (test/e2e-node/node-lock.ts).
+ */
 async function laterPhases(background) {
-  const results = [];
-  const pending = LATER_PHASES.map((phase) => ({
-    phase,
-    ready: Promise.all(phase.needs.map((need) => background.ready(need))).then((readies) => ({
-      phase,
-      failed: readies.find((ready) => !ready.ok),
-    })),
-  }));
-  while (pending.length > 0) {
-    const { phase, failed } = await Promise.race(pending.map((entry) => entry.ready));
-    pending.splice(
-      pending.findIndex((entry) => entry.phase === phase),
-      1,
-    );
-    results.push(
-      failed
-        ? { ...failed, name: `${phase.name}: ${failed.name}` }
-        : await jestRun(phase.name, phase.timing, phase.args),
-    );
-  }
-  return results;
+  let realNode = Promise.resolve();
+  const run = async (phase) => {
+    const readies = await Promise.all(phase.needs.map((need) => background.ready(need)));
+    const failed = readies.find((ready) => !ready.ok);
+    if (failed) return { ...failed, name: `${phase.name}: ${failed.name}` };
+    if (!phase.realNode) return jestRun(phase.name, phase.timing, phase.args);
+    const turn = realNode.then(() => jestRun(phase.name, phase.timing, phase.args));
+    realNode = turn;
+    return turn;
+  };
+  return Promise.all(LATER_PHASES.map(run));
 }
 
 async function main() {
