@@ -42,7 +42,8 @@ function createCommand(): Command {
     const made = await withSnapshots(flags, async (operations) => {
       for (;;) {
         try {
-          return await operations.create(name, flags.source, wait);
+          // Each attempt is a request of its own, as the CO's retries are; the operator waits for this one.
+          return await operations.create(name, flags.source, wait, { receivedAt: new Date(), abandoned: () => false });
         } catch (error) {
           if (!(error instanceof DriverError) || error.type !== FailureType.Aborted) throw error;
           process.stderr.write(`${error.message}\n`);

@@ -10,7 +10,7 @@ import { parseVolumeId } from '../common/volume-id';
 import { silentNode } from '../operations/snapshot-operations';
 import type { SnapshotOperations } from '../operations/snapshot-operations';
 import type { ListedSnapshot } from '../workflows/list-snapshots';
-import { callWaitMs } from './call-wait';
+import { callAbandoned, callWaitMs } from './call-wait';
 import { deleteOutcomeHeaders } from './delete-outcome';
 import type { CreateSnapshotRequest__Output } from './generated/csi/v1/CreateSnapshotRequest';
 import type { CreateSnapshotResponse } from './generated/csi/v1/CreateSnapshotResponse';
@@ -32,6 +32,7 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
       request: CreateSnapshotRequest__Output,
       call: ServerUnaryCall<unknown, unknown>,
     ): Promise<CreateSnapshotResponse> {
+      const receivedAt = new Date();
       const name = checkName(request.name);
       if (!request.source_volume_id) throw invalid('source_volume_id is required');
       if (Object.keys(request.parameters ?? {}).length > 0) {
@@ -39,7 +40,10 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
           `parameters: this driver takes none for snapshots (got ${Object.keys(request.parameters).join(', ')})`,
         );
       }
-      const result = await snapshots.create(name, request.source_volume_id, callWaitMs(call, options.callWaitMs));
+      const result = await snapshots.create(name, request.source_volume_id, callWaitMs(call, options.callWaitMs), {
+        receivedAt,
+        abandoned: () => callAbandoned(call),
+      });
       return { snapshot: toCsiSnapshot(result) };
     },
 

@@ -1,5 +1,4 @@
-import type { Client, WorkflowHandle } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import { readNodeRecord } from '../node-records/reads';
 import type { NodeRecordView } from '../node-records/reads';
 import { DriverError, FailureType } from '../common/failures';
@@ -19,8 +18,8 @@ import type { ListSnapshotsResult } from '../workflows/list-snapshots';
 import { NodeIdKey, OperationKey, VolumeIdKey } from '../workflows/search-attribute-keys';
 import { boundedResult } from './bounded-result';
 import { describeWait } from './describe-wait';
-import { snapshotKeyOf } from './snapshot-key';
-import { startOrAttach } from './start-or-attach';
+import { newSnapshotKey } from './snapshot-key';
+import { attachToCreate, startOrAttach, type CreateRequestTiming, type ReusableName } from './start-or-attach';
 import { deliverForget, phaseAttributes } from './volume-operations';
 
 /**
@@ -38,9 +37,15 @@ export class SnapshotOperations {
    * The name's snapshot of `sourceVolumeId`; the name already taken by a snapshot of another volume: ALREADY_EXISTS.
    * A copy not done (running, or waiting for its node) is ABORTED, never an ID the CO could delete meanwhile: a
    * DeleteSnapshot that reached the pool before the copy would find nothing, answer OK, and the copy would land
-   * after it, unowned (docs/snapshots.md).
+   * after it, unowned (docs/snapshots.md). A name whose snapshot was deleted makes a new one, as a volume's does
+   * (attachToCreate): only for a request sent after the deletion ended, and ABORTED while it runs.
    */
-  async create(name: string, sourceVolumeId: string, waitMs: number): Promise<CreateSnapshotResult> {
+  async create(
+    name: string,
+    sourceVolumeId: string,
+    waitMs: number,
+    request: CreateRequestTiming,
+  ): Promise<CreateSnapshotResult> {
     const parts = parseVolumeId(sourceVolumeId);
     if (!parts) {
       throw new DriverError(FailureType.NotFound, `source volume ${sourceVolumeId} was not issued by this driver`);
@@ -52,15 +57,18 @@ export class SnapshotOperations {
         `volume ${sourceVolumeId} was on node ${parts.nodeId}, forgotten for good (${record.forgotten.reason})`,
       );
     }
-    let attached = await this.startCreate(name, sourceVolumeId, parts, record, false);
-    if (attached.completedEarlier) {
-      // A completed run whose snapshot has since been deleted is started again: the name makes a new snapshot.
-      const earlier = await this.earlierResult(attached.handle);
-      if (earlier && (await this.deletionCompleted(earlier.snapshotId)) && earlier.sourceVolumeId === sourceVolumeId) {
-        attached = await this.startCreate(name, sourceVolumeId, parts, record, true);
-      }
-    }
-    const { handle } = attached;
+    const reusable: ReusableName<typeof workflows.createSnapshot> = {
+      noun: 'snapshot',
+      name,
+      driverName: this.driverName,
+      start: (replaceCompleted) => this.startCreate(name, sourceVolumeId, parts, record, replaceCompleted),
+      made: ({ snapshotId, nodeId }) => ({
+        id: snapshotId,
+        nodeId,
+        deletionWorkflowId: deleteSnapshotWorkflowId(this.driverName, snapshotId),
+      }),
+    };
+    const handle = await attachToCreate(this.client, reusable, request);
     const description = await handle.describe();
     const asked = (description.memo as { sourceVolumeId?: string } | undefined)?.sourceVolumeId;
     if (asked !== undefined && asked !== sourceVolumeId) {
@@ -149,7 +157,7 @@ export class SnapshotOperations {
           nodeId: parts.nodeId,
           poolIdPrefix: parts.poolIdPrefix,
           sourceKey: parts.key,
-          snapshotKey: snapshotKeyOf(name, sourceVolumeId),
+          snapshotKey: newSnapshotKey(),
           nodeLive: record?.node?.live,
         },
       ],
@@ -163,24 +171,6 @@ export class SnapshotOperations {
       staticSummary: `snapshot ${sourceVolumeId} as "${name}" on node ${parts.nodeId}`,
       replaceCompleted,
     });
-  }
-
-  private async earlierResult(
-    handle: WorkflowHandle<typeof workflows.createSnapshot>,
-  ): Promise<CreateSnapshotResult | undefined> {
-    const latest = await handle.describe();
-    if (latest.status.name !== 'COMPLETED') return undefined;
-    return this.client.workflow.getHandle<typeof workflows.createSnapshot>(handle.workflowId, latest.runId).result();
-  }
-
-  private async deletionCompleted(snapshotId: string): Promise<boolean> {
-    try {
-      const handle = this.client.workflow.getHandle(deleteSnapshotWorkflowId(this.driverName, snapshotId));
-      return (await handle.describe()).status.name === 'COMPLETED';
-    } catch (error) {
-      if (error instanceof WorkflowNotFoundError) return false;
-      throw error;
-    }
   }
 }
 
