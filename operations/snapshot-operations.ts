@@ -14,10 +14,14 @@ import { parseVolumeId } from '../common/volume-id';
 import type * as workflows from '../workflows';
 import type { CreateSnapshotResult } from '../workflows/create-snapshot';
 import type { DeleteSnapshotResult } from '../workflows/delete-snapshot';
+import type { NodeSnapshotFilter } from '../activities/node-activities';
+import { MAX_PAGE_ENTRIES } from '../common/list-position';
 import type { ListSnapshotsResult } from '../workflows/list-snapshots';
+import type { ListSnapshotsPage } from '../workflows/list-snapshots-page';
 import { NodeIdKey, OperationKey, VolumeIdKey } from '../workflows/search-attribute-keys';
 import { boundedResult } from './bounded-result';
 import { describeWait } from './describe-wait';
+import { everyPage } from './list-volumes';
 import { newSnapshotKey } from './snapshot-key';
 import { attachToCreate, startOrAttach, type CreateRequestTiming, type ReusableName } from './start-or-attach';
 import { deliverForget, phaseAttributes } from './volume-operations';
@@ -128,14 +132,23 @@ export class SnapshotOperations {
     );
   }
 
-  /** Every snapshot of the named nodes (all live nodes when none are named), sorted by snapshot ID. */
-  async list(nodeIds?: string[]): Promise<ListSnapshotsResult> {
-    return this.client.workflow.execute<typeof workflows.listSnapshots>('listSnapshots', {
+  /** One page of the snapshots after the list position `after`, sorted by snapshot ID; a lookup asks its node only. */
+  async listPage(after: string, maxEntries: number, lookup?: SnapshotLookup): Promise<ListSnapshotsPage> {
+    return this.client.workflow.execute<typeof workflows.listSnapshotsPage>('listSnapshotsPage', {
       workflowId: listSnapshotsWorkflowId(this.driverName, oneOffTag()),
       taskQueue: controlTaskQueue(this.driverName),
-      args: [{ driverName: this.driverName, ...(nodeIds ? { nodeIds } : {}) }],
+      args: [{ driverName: this.driverName, after, maxEntries, ...(lookup ? { lookup } : {}) }],
       workflowExecutionTimeout: '1m',
     });
+  }
+
+  /** Every snapshot (or every one the lookup names), page after page, sorted by snapshot ID. */
+  async list(lookup?: SnapshotLookup): Promise<ListSnapshotsResult> {
+    const every = await everyPage(async (after) => {
+      const { snapshots, ...page } = await this.listPage(after, MAX_PAGE_ENTRIES, lookup);
+      return { entries: snapshots, ...page };
+    });
+    return { snapshots: every.entries, unreachableNodes: every.unreachableNodes, answeredNodes: every.answeredNodes };
   }
 
   private startCreate(
@@ -172,6 +185,37 @@ export class SnapshotOperations {
       replaceCompleted,
     });
   }
+}
+
+/** A ListSnapshots by snapshot or source volume ID: the one node that can hold them, and what its pool filters. */
+export interface SnapshotLookup {
+  nodeId: string;
+  only: NodeSnapshotFilter;
+}
+
+/**
+ * What a ListSnapshots by snapshot ID and/or source volume ID asks: nothing at all (undefined), 'nothing' when no
+ * snapshot can match (an ID this driver could not have issued, or two IDs of different nodes or pools: CSI lists
+ * nothing, and no node is asked), else the lookup.
+ */
+export function snapshotLookup(ids: {
+  snapshotId?: string;
+  sourceVolumeId?: string;
+}): SnapshotLookup | 'nothing' | undefined {
+  const snapshot = ids.snapshotId ? parseSnapshotId(ids.snapshotId) : undefined;
+  const source = ids.sourceVolumeId ? parseVolumeId(ids.sourceVolumeId) : undefined;
+  if ((ids.snapshotId && !snapshot) || (ids.sourceVolumeId && !source)) return 'nothing';
+  const where = snapshot ?? source;
+  if (!where) return undefined;
+  if (snapshot && source && (snapshot.nodeId !== source.nodeId || snapshot.poolIdPrefix !== source.poolIdPrefix)) {
+    return 'nothing';
+  }
+  const only: NodeSnapshotFilter = {
+    poolIdPrefix: where.poolIdPrefix,
+    ...(snapshot && { key: snapshot.key }),
+    ...(source && { sourceKey: source.key }),
+  };
+  return { nodeId: where.nodeId, only };
 }
 
 /** A lookup naming one node must not read its silence as "no such snapshot": only that node's pool knows. */
