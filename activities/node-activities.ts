@@ -76,6 +76,22 @@ export interface NodeSnapshotList {
   snapshots: NodeSnapshot[];
 }
 
+/** A lookup: only the snapshot of this key, or those of this source volume, made on the pool of this prefix. */
+export interface NodeSnapshotFilter {
+  poolIdPrefix: string;
+  key?: string;
+  sourceKey?: string;
+}
+
+export interface NodeSnapshotListInput extends NodeListInput {
+  only?: NodeSnapshotFilter;
+}
+
+export interface NodeSnapshotPage extends NodeSnapshotList {
+  /** The pool holds (matching) snapshots after the last one listed. */
+  more: boolean;
+}
+
 export interface NodeExpandInput extends NodeDeleteInput {
   capacityBytes: number;
 }
@@ -173,13 +189,35 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
       );
     },
 
-    /** Every snapshot of the pool, sorted by key (a pool holds few: they are full copies). */
+    /**
+     * Every snapshot at once: only for list workflows of earlier releases, which take the answer as the whole pool.
+     * A pool holding more than one answer carries fails the listing (its node is reported unanswered) rather than
+     * answer part of it as all; listSnapshotPageOnNode pages.
+     */
     async listSnapshotsOnNode(): Promise<NodeSnapshotList> {
-      return withFailureTypes(async () => ({
-        nodeId,
-        poolId,
-        snapshots: withinBytes((await backend.listSnapshots()).map(nodeSnapshot), NODE_LIST_PAGE_BYTES),
-      }));
+      return withFailureTypes(async () => {
+        const snapshots = (await backend.listSnapshots()).map(nodeSnapshot);
+        if (withinBytes(snapshots, NODE_LIST_PAGE_BYTES).length < snapshots.length) {
+          throw new DriverError(
+            FailureType.FailedPrecondition,
+            `${snapshots.length} snapshots do not fit one answer; a controller of this release lists them page by page`,
+          );
+        }
+        return { nodeId, poolId, snapshots };
+      });
+    },
+
+    /** A page of the pool's snapshots after the position, sorted by key (so by snapshot ID); `only` for a lookup. */
+    async listSnapshotPageOnNode(input: NodeSnapshotListInput): Promise<NodeSnapshotPage> {
+      return withFailureTypes(async () => {
+        const { only } = input;
+        if (only && !ownsVolume(poolId, only.poolIdPrefix)) return { nodeId, poolId, snapshots: [], more: false };
+        const { entries, more } = await pageOnNode(deps, input, async (afterKey, limit) => {
+          const page = await backend.listSnapshotPage(afterKey, limit, only);
+          return { entries: page.snapshots.map(nodeSnapshot), more: page.more };
+        });
+        return { nodeId, poolId, snapshots: entries, more };
+      });
     },
 
     /** Undefined when this pool does not hold the volume. */
@@ -193,7 +231,14 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
 
     /** A page of the pool's volumes after the position, sorted by key (so by volume ID). */
     async listVolumePageOnNode(input: NodeListInput): Promise<NodeListPage> {
-      return withFailureTypes(() => listVolumePage(deps, input));
+      return withFailureTypes(async () => {
+        const { entries, more } = await pageOnNode(deps, input, async (afterKey, limit) => {
+          const page = await backend.listVolumePage(afterKey, limit);
+          const volumes = page.volumes.map((v) => ({ key: v.key, name: v.name, capacityBytes: v.capacityBytes }));
+          return { entries: volumes, more: page.more };
+        });
+        return { nodeId, poolId, volumes: entries, more };
+      });
     },
 
     /** Every volume at once: only for list workflows of earlier releases (unbounded; listVolumePageOnNode pages). */
@@ -240,18 +285,20 @@ async function volumeSpec(backend: StorageBackend, poolId: string, input: NodeCr
   return { ...spec, capacityBytes, contentSource: own };
 }
 
-async function listVolumePage(
-  deps: { backend: StorageBackend; poolId: string; nodeId: string },
+/**
+ * A page of the pool's entries after the list position (nothing when the position is past this pool), within
+ * {@link NODE_LIST_PAGE_BYTES}: `more` also when the bytes cut it short.
+ */
+async function pageOnNode<T>(
+  deps: { poolId: string; nodeId: string },
   input: NodeListInput,
-): Promise<NodeListPage> {
-  const { backend, poolId, nodeId } = deps;
-  const empty: NodeListPage = { nodeId, poolId, volumes: [], more: false };
-  const from = continueInPool(input.after, nodeId, poolIdPrefix(poolId));
-  if (!from) return empty;
-  const page = await backend.listVolumePage(from.afterKey, input.maxEntries);
-  const volumes = page.volumes.map((v) => ({ key: v.key, name: v.name, capacityBytes: v.capacityBytes }));
-  const kept = withinBytes(volumes, NODE_LIST_PAGE_BYTES);
-  return { ...empty, volumes: kept, more: page.more || kept.length < volumes.length };
+  read: (afterKey: string | undefined, limit: number) => Promise<{ entries: T[]; more: boolean }>,
+): Promise<{ entries: T[]; more: boolean }> {
+  const from = continueInPool(input.after, deps.nodeId, poolIdPrefix(deps.poolId));
+  if (!from) return { entries: [], more: false };
+  const page = await read(from.afterKey, input.maxEntries);
+  const kept = withinBytes(page.entries, NODE_LIST_PAGE_BYTES);
+  return { entries: kept, more: page.more || kept.length < page.entries.length };
 }
 
 /** The longest prefix (at least one entry) whose JSON fits in `bytes`. */

@@ -4,7 +4,7 @@ import { Command } from 'commander';
 import { DriverError, FailureType } from '../common/failures';
 import { formatBytes } from '../common/quantity';
 import { toGrpcStatus } from '../csi/errors';
-import { SnapshotOperations, silentNode } from '../operations/snapshot-operations';
+import { SnapshotOperations, silentNode, snapshotLookup } from '../operations/snapshot-operations';
 import type { ListedSnapshot } from '../workflows/list-snapshots';
 import { describeSnapshotDeleteOutcome } from './delete-outcome-text';
 import { describeUnanswered } from './list-all-volumes';
@@ -42,7 +42,8 @@ function createCommand(): Command {
     const made = await withSnapshots(flags, async (operations) => {
       for (;;) {
         try {
-          return await operations.create(name, flags.source, wait);
+          // Each attempt is a request of its own, as the CO's retries are; the operator waits for this one.
+          return await operations.create(name, flags.source, wait, { receivedAt: new Date(), abandoned: () => false });
         } catch (error) {
           if (!(error instanceof DriverError) || error.type !== FailureType.Aborted) throw error;
           process.stderr.write(`${error.message}\n`);
@@ -77,10 +78,10 @@ function listCommand(): Command {
   return addOperatorOptions(command).action(async (flags: OperatorFlags & { source?: string; json?: boolean }) => {
     const source = flags.source === undefined ? undefined : checkSourceVolumeId(flags.source);
     const listed = await withSnapshots(flags, async (operations) => {
-      const found = await operations.list(source ? [source.nodeId] : undefined);
+      const lookup = source ? snapshotLookup({ sourceVolumeId: flags.source }) : undefined;
+      const found = await operations.list(lookup === 'nothing' ? undefined : lookup);
       if (source && found.unreachableNodes.includes(source.nodeId)) throw silentNode(source.nodeId);
-      const snapshots = found.snapshots.filter((s) => !flags.source || s.sourceVolumeId === flags.source);
-      return { snapshots, unansweredNodes: found.unreachableNodes };
+      return { snapshots: found.snapshots, unansweredNodes: found.unreachableNodes };
     });
     if (flags.json || flags.output === 'json') return printJson(listed);
     if (listed.snapshots.length === 0) process.stdout.write('no snapshots\n');

@@ -1,44 +1,49 @@
 /**
- * A position in the list of every volume sorted by volume ID: "the volumes whose ID sorts after this string".
- * ListVolumes's starting_token is one: the last volume ID of the previous page, or `v1_<node-id>_~` (past every
- * volume of that node: "~" sorts after every character of a volume ID) when a page ended between nodes. An empty
- * position is the start. Node IDs contain no "_", so each node's volumes form one run in this order, sorted by pool
- * prefix, then key: a node continues a listing from a key, with no lookup and no state kept between pages.
+ * A position in the list of every volume sorted by volume ID, or of every snapshot sorted by snapshot ID: "the
+ * entries whose ID sorts after this string". ListVolumes's and ListSnapshots's starting_token is one: the last ID
+ * of the previous page, or `<version>_<node-id>_~` (past every entry of that node: "~" sorts after every character
+ * of an ID) when a page ended between nodes. An empty position is the start. Node IDs contain no "_", so each
+ * node's entries form one run in this order, sorted by pool prefix, then key: a node continues a listing from a
+ * key, with no lookup and no state kept between pages. Volume IDs (`v1_`) and snapshot IDs (`s1_`) differ only in
+ * their first letter, so nodes come in the same order in both lists, and a position says which list it is of.
  * No Node built-ins here: workflow code imports this file.
  */
 import { isValidNodeId } from './node-id';
-import { parseVolumeId, volumeIdPrefix } from './volume-id';
+import { parseScopedId, volumeIdPrefix } from './volume-id';
+
+/** Which list a position is of: the version its IDs start with. */
+export type ListedIds = 'v1' | 's1';
 
 export const LIST_START = '';
 /** Entries per page at most, whatever the caller asks (CSI lets the plugin return fewer, with a next_token). */
 export const MAX_PAGE_ENTRIES = 1000;
 const PAST = '~';
 
-/** Past every volume the node may hold. */
-export function pastNode(nodeId: string): string {
-  return `${volumeIdPrefix(nodeId)}${PAST}`;
+/** Past every entry the node may hold, in the list of volumes (the default) or of snapshots. */
+export function pastNode(nodeId: string, ids: ListedIds = 'v1'): string {
+  return `${ids}_${nodeId}_${PAST}`;
 }
 
-/** Only positions this driver issues (or an old one: a volume ID) are accepted; anything else is unknown. */
-export function isListPosition(position: string): boolean {
-  if (position === LIST_START || parseVolumeId(position)) return true;
+/** Only positions this driver issues (or an old one: an ID) are accepted; anything else is unknown. */
+export function isListPosition(position: string, ids: ListedIds = 'v1'): boolean {
+  if (position === LIST_START || parseScopedId(ids, position)) return true;
   if (!position.endsWith(`_${PAST}`)) return false;
   const [version, nodeId, ...rest] = position.slice(0, -PAST.length - 1).split('_');
   return (
-    version === 'v1' &&
+    version === ids &&
     rest.length === 0 &&
     nodeId !== undefined &&
     isValidNodeId(nodeId) &&
-    pastNode(nodeId) === position
+    pastNode(nodeId, ids) === position
   );
 }
 
-/** True while some volume of the node may still come after the position. */
+/** True while some entry of the node may still come after the position (of either list). */
 export function nodeRemains(nodeId: string, position: string): boolean {
-  return pastNode(nodeId) > position;
+  return pastNode(nodeId, listOf(position)) > position;
 }
 
-/** Nodes in the order their volume IDs sort. */
+/** Nodes in the order their IDs sort (the same for volume and snapshot IDs). */
 export function byVolumeIdOrder(a: string, b: string): number {
   const left = volumeIdPrefix(a);
   const right = volumeIdPrefix(b);
@@ -47,14 +52,19 @@ export function byVolumeIdOrder(a: string, b: string): number {
 
 /**
  * Where a pool continues after the position: from its first key (`{}`), after a key, or not at all (`undefined`:
- * the position is past all of it). `poolPrefix` is the pool identity's 16-hex prefix, as in the pool's volume IDs.
+ * the position is past all of it). `poolPrefix` is the pool identity's 16-hex prefix, as in the pool's IDs.
  */
 export function continueInPool(
   position: string,
   nodeId: string,
   poolPrefix: string,
 ): { afterKey?: string } | undefined {
-  const own = `${volumeIdPrefix(nodeId)}${poolPrefix}_`;
+  const own = `${listOf(position)}_${nodeId}_${poolPrefix}_`;
   if (position < own) return {};
   return position.startsWith(own) ? { afterKey: position.slice(own.length) } : undefined;
+}
+
+/** The list a position is of; the start is of either (volumes, as before snapshots were paged). */
+function listOf(position: string): ListedIds {
+  return position.startsWith('s1_') ? 's1' : 'v1';
 }

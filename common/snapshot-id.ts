@@ -1,8 +1,8 @@
 /**
  * A snapshot ID names the node holding the copy and the identity of the pool it was made on, as a volume ID does,
- * so DeleteSnapshot needs no lookup: `s1_<node-id>_<pool-id prefix>_<snapshot key>`. The key is derived from the
- * CSI snapshot name and the source volume ID (operations/snapshot-key.ts), so every controller replica, and every
- * retry, asks the node for the same key. The longest ID is exactly the CSI limit of 128 bytes.
+ * so DeleteSnapshot needs no lookup: `s1_<node-id>_<pool-id prefix>_<snapshot key>`. The key is random, one per
+ * create run (operations/snapshot-key.ts), so an ID names one copy only. The longest ID is exactly the CSI limit of
+ * 128 bytes.
  * No Node built-ins here: workflow code imports this file.
  */
 import { MAX_NODE_ID_LENGTH } from './node-id';

@@ -5,12 +5,11 @@
  */
 import type { ServerUnaryCall } from '@grpc/grpc-js';
 import { DriverError, FailureType } from '../common/failures';
-import { parseSnapshotId } from '../common/snapshot-id';
-import { parseVolumeId } from '../common/volume-id';
-import { silentNode } from '../operations/snapshot-operations';
+import { isListPosition } from '../common/list-position';
+import { silentNode, snapshotLookup } from '../operations/snapshot-operations';
 import type { SnapshotOperations } from '../operations/snapshot-operations';
 import type { ListedSnapshot } from '../workflows/list-snapshots';
-import { callWaitMs } from './call-wait';
+import { callAbandoned, callWaitMs } from './call-wait';
 import { deleteOutcomeHeaders } from './delete-outcome';
 import type { CreateSnapshotRequest__Output } from './generated/csi/v1/CreateSnapshotRequest';
 import type { CreateSnapshotResponse } from './generated/csi/v1/CreateSnapshotResponse';
@@ -23,15 +22,13 @@ import { checkName } from './validate-create';
 
 export const SNAPSHOT_CAPABILITIES = ['CREATE_DELETE_SNAPSHOT', 'LIST_SNAPSHOTS', 'CLONE_VOLUME'];
 
-/** Entries per ListSnapshots page at most, also when max_entries is 0 or larger. */
-const MAX_SNAPSHOT_PAGE = 1000;
-
 export function createSnapshotHandlers(snapshots: SnapshotOperations, options: { callWaitMs: number }) {
   return {
     async CreateSnapshot(
       request: CreateSnapshotRequest__Output,
       call: ServerUnaryCall<unknown, unknown>,
     ): Promise<CreateSnapshotResponse> {
+      const receivedAt = new Date();
       const name = checkName(request.name);
       if (!request.source_volume_id) throw invalid('source_volume_id is required');
       if (Object.keys(request.parameters ?? {}).length > 0) {
@@ -39,7 +36,10 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
           `parameters: this driver takes none for snapshots (got ${Object.keys(request.parameters).join(', ')})`,
         );
       }
-      const result = await snapshots.create(name, request.source_volume_id, callWaitMs(call, options.callWaitMs));
+      const result = await snapshots.create(name, request.source_volume_id, callWaitMs(call, options.callWaitMs), {
+        receivedAt,
+        abandoned: () => callAbandoned(call),
+      });
       return { snapshot: toCsiSnapshot(result) };
     },
 
@@ -56,30 +56,19 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
     ): Promise<ListSnapshotsResponse> {
       assertMaxEntries(request.max_entries);
       const token = request.starting_token;
-      // A token is the last snapshot ID of the previous page.
-      if (token && !parseSnapshotId(token)) throw unusableToken(token);
-      const bySnapshot = request.snapshot_id ? parseSnapshotId(request.snapshot_id) : undefined;
-      const bySource = request.source_volume_id ? parseVolumeId(request.source_volume_id) : undefined;
+      // A token is a list position of snapshots: the last snapshot ID of the previous page, or past a node's.
+      if (!isListPosition(token, 's1')) throw unusableToken(token);
+      const lookup = snapshotLookup({ snapshotId: request.snapshot_id, sourceVolumeId: request.source_volume_id });
       // An ID this driver could not have issued names no snapshot: the list is empty (CSI), and no node is asked.
-      if ((request.snapshot_id && !bySnapshot) || (request.source_volume_id && !bySource)) return { entries: [] };
-      const nodes = [bySnapshot?.nodeId, bySource?.nodeId].filter((node): node is string => node !== undefined);
-      if (new Set(nodes).size > 1) return { entries: [] };
-      const listed = await snapshots.list(nodes.length > 0 ? [nodes[0]!] : undefined);
-      // A lookup that names one node must not read its silence as "no such snapshot": only its pool knows.
-      if (nodes.length > 0 && listed.unreachableNodes.includes(nodes[0]!)) throw silentNode(nodes[0]!);
-      call.sendMetadata(listCoverageHeaders(listed.unreachableNodes));
-      const matching = listed.snapshots.filter(
-        (snapshot) =>
-          (!request.snapshot_id || snapshot.snapshotId === request.snapshot_id) &&
-          (!request.source_volume_id || snapshot.sourceVolumeId === request.source_volume_id) &&
-          (!token || snapshot.snapshotId > token),
-      );
-      const limit = request.max_entries > 0 ? Math.min(request.max_entries, MAX_SNAPSHOT_PAGE) : MAX_SNAPSHOT_PAGE;
-      const page = matching.slice(0, limit);
-      const more = matching.length > page.length;
+      if (lookup === 'nothing') return { entries: [] };
+      // One bounded page per call (at most 1,000 entries, also when max_entries is 0 or larger), read from the pools.
+      const page = await snapshots.listPage(token, request.max_entries, lookup);
+      // A lookup names one node: its silence is no "no such snapshot", only its pool knows.
+      if (lookup && page.unreachableNodes.includes(lookup.nodeId)) throw silentNode(lookup.nodeId);
+      call.sendMetadata(listCoverageHeaders(page.unreachableNodes));
       return {
-        entries: page.map((snapshot) => ({ snapshot: toCsiSnapshot(snapshot) })),
-        next_token: more ? page[page.length - 1]!.snapshotId : '',
+        entries: page.snapshots.map((snapshot) => ({ snapshot: toCsiSnapshot(snapshot) })),
+        next_token: page.nextToken,
       };
     },
   };

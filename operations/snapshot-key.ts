@@ -1,11 +1,12 @@
 /**
- * The pool key of a snapshot, derived from what the CO sends rather than chosen at random: every controller replica
- * and every retry of one CreateSnapshot asks the node for the same key, so the node's create is idempotent by key
- * even before a workflow has recorded anything. The source volume ID is part of it: the same name asked of another
- * volume is another key, which the node and the workflow answer ALREADY_EXISTS.
+ * The pool key of a new snapshot: random, chosen by the controller whose start created the name's create run, and
+ * kept in that run's input (its history), as a volume's key is kept by its run. Every retry of the run's node
+ * activity asks the node for the same key, so the node's create stays idempotent by key; a start that attaches to a
+ * running run has its key dropped with the rest of its arguments. A re-create after a deletion is a new run, so a
+ * new key and a new ID: a snapshot ID names one copy only, and a deletion of it never stands for another copy.
  */
-import { createHash } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 
-export function snapshotKeyOf(name: string, sourceVolumeId: string): string {
-  return createHash('sha256').update(`${name}\u0000${sourceVolumeId}`).digest('hex').slice(0, 32);
+export function newSnapshotKey(): string {
+  return randomUUID().replace(/-/g, '');
 }

@@ -1,5 +1,4 @@
-import type { Client, WorkflowHandle } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import { readNodeRecord } from '../node-records/reads';
 import type { NodeRecordView } from '../node-records/reads';
 import { DriverError, FailureType } from '../common/failures';
@@ -15,12 +14,16 @@ import { parseVolumeId } from '../common/volume-id';
 import type * as workflows from '../workflows';
 import type { CreateSnapshotResult } from '../workflows/create-snapshot';
 import type { DeleteSnapshotResult } from '../workflows/delete-snapshot';
+import type { NodeSnapshotFilter } from '../activities/node-activities';
+import { MAX_PAGE_ENTRIES } from '../common/list-position';
 import type { ListSnapshotsResult } from '../workflows/list-snapshots';
+import type { ListSnapshotsPage } from '../workflows/list-snapshots-page';
 import { NodeIdKey, OperationKey, VolumeIdKey } from '../workflows/search-attribute-keys';
 import { boundedResult } from './bounded-result';
 import { describeWait } from './describe-wait';
-import { snapshotKeyOf } from './snapshot-key';
-import { startOrAttach } from './start-or-attach';
+import { everyPage } from './list-volumes';
+import { newSnapshotKey } from './snapshot-key';
+import { attachToCreate, startOrAttach, type CreateRequestTiming, type ReusableName } from './start-or-attach';
 import { deliverForget, phaseAttributes } from './volume-operations';
 
 /**
@@ -38,9 +41,15 @@ export class SnapshotOperations {
    * The name's snapshot of `sourceVolumeId`; the name already taken by a snapshot of another volume: ALREADY_EXISTS.
    * A copy not done (running, or waiting for its node) is ABORTED, never an ID the CO could delete meanwhile: a
    * DeleteSnapshot that reached the pool before the copy would find nothing, answer OK, and the copy would land
-   * after it, unowned (docs/snapshots.md).
+   * after it, unowned (docs/snapshots.md). A name whose snapshot was deleted makes a new one, as a volume's does
+   * (attachToCreate): only for a request sent after the deletion ended, and ABORTED while it runs.
    */
-  async create(name: string, sourceVolumeId: string, waitMs: number): Promise<CreateSnapshotResult> {
+  async create(
+    name: string,
+    sourceVolumeId: string,
+    waitMs: number,
+    request: CreateRequestTiming,
+  ): Promise<CreateSnapshotResult> {
     const parts = parseVolumeId(sourceVolumeId);
     if (!parts) {
       throw new DriverError(FailureType.NotFound, `source volume ${sourceVolumeId} was not issued by this driver`);
@@ -52,15 +61,18 @@ export class SnapshotOperations {
         `volume ${sourceVolumeId} was on node ${parts.nodeId}, forgotten for good (${record.forgotten.reason})`,
       );
     }
-    let attached = await this.startCreate(name, sourceVolumeId, parts, record, false);
-    if (attached.completedEarlier) {
-      // A completed run whose snapshot has since been deleted is started again: the name makes a new snapshot.
-      const earlier = await this.earlierResult(attached.handle);
-      if (earlier && (await this.deletionCompleted(earlier.snapshotId)) && earlier.sourceVolumeId === sourceVolumeId) {
-        attached = await this.startCreate(name, sourceVolumeId, parts, record, true);
-      }
-    }
-    const { handle } = attached;
+    const reusable: ReusableName<typeof workflows.createSnapshot> = {
+      noun: 'snapshot',
+      name,
+      driverName: this.driverName,
+      start: (replaceCompleted) => this.startCreate(name, sourceVolumeId, parts, record, replaceCompleted),
+      made: ({ snapshotId, nodeId }) => ({
+        id: snapshotId,
+        nodeId,
+        deletionWorkflowId: deleteSnapshotWorkflowId(this.driverName, snapshotId),
+      }),
+    };
+    const handle = await attachToCreate(this.client, reusable, request);
     const description = await handle.describe();
     const asked = (description.memo as { sourceVolumeId?: string } | undefined)?.sourceVolumeId;
     if (asked !== undefined && asked !== sourceVolumeId) {
@@ -120,14 +132,23 @@ export class SnapshotOperations {
     );
   }
 
-  /** Every snapshot of the named nodes (all live nodes when none are named), sorted by snapshot ID. */
-  async list(nodeIds?: string[]): Promise<ListSnapshotsResult> {
-    return this.client.workflow.execute<typeof workflows.listSnapshots>('listSnapshots', {
+  /** One page of the snapshots after the list position `after`, sorted by snapshot ID; a lookup asks its node only. */
+  async listPage(after: string, maxEntries: number, lookup?: SnapshotLookup): Promise<ListSnapshotsPage> {
+    return this.client.workflow.execute<typeof workflows.listSnapshotsPage>('listSnapshotsPage', {
       workflowId: listSnapshotsWorkflowId(this.driverName, oneOffTag()),
       taskQueue: controlTaskQueue(this.driverName),
-      args: [{ driverName: this.driverName, ...(nodeIds ? { nodeIds } : {}) }],
+      args: [{ driverName: this.driverName, after, maxEntries, ...(lookup ? { lookup } : {}) }],
       workflowExecutionTimeout: '1m',
     });
+  }
+
+  /** Every snapshot (or every one the lookup names), page after page, sorted by snapshot ID. */
+  async list(lookup?: SnapshotLookup): Promise<ListSnapshotsResult> {
+    const every = await everyPage(async (after) => {
+      const { snapshots, ...page } = await this.listPage(after, MAX_PAGE_ENTRIES, lookup);
+      return { entries: snapshots, ...page };
+    });
+    return { snapshots: every.entries, unreachableNodes: every.unreachableNodes, answeredNodes: every.answeredNodes };
   }
 
   private startCreate(
@@ -149,7 +170,7 @@ export class SnapshotOperations {
           nodeId: parts.nodeId,
           poolIdPrefix: parts.poolIdPrefix,
           sourceKey: parts.key,
-          snapshotKey: snapshotKeyOf(name, sourceVolumeId),
+          snapshotKey: newSnapshotKey(),
           nodeLive: record?.node?.live,
         },
       ],
@@ -164,24 +185,37 @@ export class SnapshotOperations {
       replaceCompleted,
     });
   }
+}
 
-  private async earlierResult(
-    handle: WorkflowHandle<typeof workflows.createSnapshot>,
-  ): Promise<CreateSnapshotResult | undefined> {
-    const latest = await handle.describe();
-    if (latest.status.name !== 'COMPLETED') return undefined;
-    return this.client.workflow.getHandle<typeof workflows.createSnapshot>(handle.workflowId, latest.runId).result();
-  }
+/** A ListSnapshots by snapshot or source volume ID: the one node that can hold them, and what its pool filters. */
+export interface SnapshotLookup {
+  nodeId: string;
+  only: NodeSnapshotFilter;
+}
 
-  private async deletionCompleted(snapshotId: string): Promise<boolean> {
-    try {
-      const handle = this.client.workflow.getHandle(deleteSnapshotWorkflowId(this.driverName, snapshotId));
-      return (await handle.describe()).status.name === 'COMPLETED';
-    } catch (error) {
-      if (error instanceof WorkflowNotFoundError) return false;
-      throw error;
-    }
+/**
+ * What a ListSnapshots by snapshot ID and/or source volume ID asks: nothing at all (undefined), 'nothing' when no
+ * snapshot can match (an ID this driver could not have issued, or two IDs of different nodes or pools: CSI lists
+ * nothing, and no node is asked), else the lookup.
+ */
+export function snapshotLookup(ids: {
+  snapshotId?: string;
+  sourceVolumeId?: string;
+}): SnapshotLookup | 'nothing' | undefined {
+  const snapshot = ids.snapshotId ? parseSnapshotId(ids.snapshotId) : undefined;
+  const source = ids.sourceVolumeId ? parseVolumeId(ids.sourceVolumeId) : undefined;
+  if ((ids.snapshotId && !snapshot) || (ids.sourceVolumeId && !source)) return 'nothing';
+  const where = snapshot ?? source;
+  if (!where) return undefined;
+  if (snapshot && source && (snapshot.nodeId !== source.nodeId || snapshot.poolIdPrefix !== source.poolIdPrefix)) {
+    return 'nothing';
   }
+  const only: NodeSnapshotFilter = {
+    poolIdPrefix: where.poolIdPrefix,
+    ...(snapshot && { key: snapshot.key }),
+    ...(source && { sourceKey: source.key }),
+  };
+  return { nodeId: where.nodeId, only };
 }
 
 /** A lookup naming one node must not read its silence as "no such snapshot": only that node's pool knows. */

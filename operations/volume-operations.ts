@@ -34,13 +34,7 @@ import {
 import { boundedResult, type Bounded } from './bounded-result';
 import { describeWait } from './describe-wait';
 import { listEveryVolume, listVolumePage } from './list-volumes';
-import { startOrAttach } from './start-or-attach';
-
-/** When a CreateVolume call arrived, and whether its caller has given up on it (cancelled, or past its deadline). */
-export interface CreateRequestTiming {
-  receivedAt: Date;
-  abandoned(): boolean;
-}
+import { attachToCreate, startOrAttach, type CreateRequestTiming } from './start-or-attach';
 
 export type { CapacityRange };
 
@@ -91,34 +85,22 @@ export class VolumeOperations {
     throw new DriverError(FailureType.Aborted, `creation of volume "${input.name}" is still in progress; retry`);
   }
 
-  private async attachCreate(input: CreateVolumeInput, request: CreateRequestTiming) {
-    for (;;) {
-      const attached = await this.startCreate(input, false);
-      if (!attached.completedEarlier) return attached.handle;
-      const latest = await attached.handle.describe();
-      if (latest.status.name !== 'COMPLETED') return attached.handle; // a run started since: attach to it
-      const runId = latest.runId;
-      const earlier = await this.client.workflow
-        .getHandle<typeof workflows.createVolume>(attached.handle.workflowId, runId)
-        .result();
-      const deletion = await this.deletionOf(earlier.volumeId);
-      if (!deletion || deletion.status === 'ENDED_OTHERWISE') return attached.handle;
-      // Answering the volume now would hand the CO a volume its own deletion is about to remove (a lost volume).
-      if (deletion.status === 'RUNNING') throw await this.deletionStillRunning(input.name, earlier.volumeId, deletion);
-      const deletionStarted = deletion.startTime;
-      if (request.receivedAt < deletionStarted)
-        throw new DriverError(
-          FailureType.Aborted,
-          `volume "${input.name}" (${earlier.volumeId}) was deleted after this request arrived; ` +
-            'only a request sent after the deletion creates it again: retry',
-        );
-      // A call frozen before it was read (a paused process) arrives late but is already abandoned by its caller.
-      if (request.abandoned())
-        throw new DriverError(FailureType.Aborted, `the caller gave up on this request to create "${input.name}"`);
-      // Another request may have started the new run since we looked: judge that one instead of adding a second.
-      if ((await attached.handle.describe()).runId !== runId) continue;
-      return (await this.startCreate(input, true)).handle;
-    }
+  private attachCreate(input: CreateVolumeInput, request: CreateRequestTiming) {
+    return attachToCreate<typeof workflows.createVolume>(
+      this.client,
+      {
+        noun: 'volume',
+        name: input.name,
+        driverName: this.driverName,
+        start: (replaceCompleted) => this.startCreate(input, replaceCompleted),
+        made: ({ volumeId, nodeId }) => ({
+          id: volumeId,
+          nodeId,
+          deletionWorkflowId: deleteWorkflowId(this.driverName, volumeId),
+        }),
+      },
+      request,
+    );
   }
 
   /**
@@ -264,43 +246,6 @@ export class VolumeOperations {
     const request = description.memo?.request as CreateRequestShape | undefined;
     if (request) assertCompatible(request, input, range);
   }
-
-  /**
-   * The deletion of `volumeId`, if one was ever asked: running (the volume may still be there, and will not be),
-   * completed (gone), or ended otherwise (terminated by hand: the volume may still be there, so it stands).
-   */
-  private async deletionOf(volumeId: string): Promise<Deletion | undefined> {
-    try {
-      const description = await this.client.workflow.getHandle(deleteWorkflowId(this.driverName, volumeId)).describe();
-      const status = description.status.name;
-      return {
-        workflowId: description.workflowId,
-        startTime: description.startTime,
-        status: status === 'RUNNING' || status === 'COMPLETED' ? status : 'ENDED_OTHERWISE',
-      };
-    } catch (error) {
-      if (error instanceof WorkflowNotFoundError) return undefined;
-      throw error;
-    }
-  }
-
-  /** ABORTED naming the deletion that holds the name: the CO retries, and gets a new volume once it has ended. */
-  private async deletionStillRunning(name: string, volumeId: string, deletion: Deletion): Promise<DriverError> {
-    const nodeId = parseVolumeId(volumeId)?.nodeId ?? 'unknown';
-    const record = await readNodeRecord(this.client, this.driverName, nodeId);
-    const waiting = describeWait('deletion', volumeId, nodeId, record, deletion.startTime, new Date());
-    return new DriverError(
-      FailureType.Aborted,
-      `volume "${name}" was created as ${volumeId}, whose deletion is still running (workflow ${deletion.workflowId}): ` +
-        `${waiting}. A new volume is created for "${name}" once that deletion has ended: retry`,
-    );
-  }
-}
-
-interface Deletion {
-  workflowId: string;
-  startTime: Date;
-  status: 'RUNNING' | 'COMPLETED' | 'ENDED_OTHERWISE';
 }
 
 /**

@@ -25,7 +25,11 @@ export interface CreateSnapshotInput {
   nodeId: string;
   poolIdPrefix: string;
   sourceKey: string;
-  /** Derived from the name and the source volume ID (operations/snapshot-key.ts): the same for every replica. */
+  /**
+   * Chosen at random by the controller whose start made this run (operations/snapshot-key.ts): every retry of the
+   * run asks for the same key, and a later run of the name gets another (runs started before 2026-12 derived it from
+   * the name and the source, so a re-create after a deletion reused the deleted copy's ID).
+   */
   snapshotKey: string;
   /** The node's liveness as its record showed when the request arrived (undefined: no record); drives the phase. */
   nodeLive?: boolean;

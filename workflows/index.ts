@@ -6,6 +6,7 @@ export { deleteVolume } from './delete-volume';
 export { expandVolume } from './expand-volume';
 export { inspectVolume } from './inspect-volume';
 export { listSnapshots } from './list-snapshots';
+export { listSnapshotsPage } from './list-snapshots-page';
 export { listVolumes } from './list-volumes';
 export { listVolumesPage } from './list-volumes-page';
 export { nodeRegistry } from './node-registry';

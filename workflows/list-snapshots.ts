@@ -1,9 +1,10 @@
-import { ActivityFailure, proxyActivities } from '@temporalio/workflow';
+import { proxyActivities } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities, NodeSnapshotList } from '../activities/node-activities';
 import { pastNode } from '../common/list-position';
 import { formatSnapshotId } from '../common/snapshot-id';
 import { formatVolumeId, poolIdPrefix } from '../common/volume-id';
+import { unlessSilent } from './list-page-builder';
 import { listOptions } from './node-activity-options';
 
 export interface ListSnapshotsInput {
@@ -40,8 +41,9 @@ const MAX_SNAPSHOTS = 5000;
 const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 3 } });
 
 /**
- * Every snapshot of the named (or all) live nodes, from their pools: the pools are the truth, as for ListVolumes.
- * A short read-only workflow; the controller pages through its result (csi/controller-snapshots.ts).
+ * Every snapshot of the named (or all) live nodes, in one result: what controllers of earlier releases start, kept
+ * for them during a rollout (this release pages, listSnapshotsPage). Its result names every node whose snapshots it
+ * does not hold in full (not asked once the bound was reached, or cut by it) as unreachable, never as answered.
  */
 export async function listSnapshots(input: ListSnapshotsInput): Promise<ListSnapshotsResult> {
   const nodes: { nodeId: string; live: boolean }[] = [];
@@ -59,8 +61,10 @@ export async function listSnapshots(input: ListSnapshotsInput): Promise<ListSnap
   const snapshots: ListedSnapshot[] = [];
   const unreachableNodes: string[] = [];
   const answeredNodes: string[] = [];
-  for (let start = 0; start < nodes.length; start += NODES_AT_ONCE) {
-    const batch = nodes.slice(start, start + NODES_AT_ONCE);
+  let asked = 0;
+  while (asked < nodes.length && snapshots.length < MAX_SNAPSHOTS) {
+    const batch = nodes.slice(asked, asked + NODES_AT_ONCE);
+    asked += batch.length;
     const answers = await Promise.all(batch.map((node) => askNode(input.driverName, node.nodeId, node.live)));
     for (const [index, answer] of answers.entries()) {
       if (!answer) {
@@ -68,32 +72,36 @@ export async function listSnapshots(input: ListSnapshotsInput): Promise<ListSnap
         continue;
       }
       answeredNodes.push(answer.nodeId);
-      const prefix = poolIdPrefix(answer.poolId);
-      for (const snapshot of answer.snapshots) {
-        snapshots.push({
-          snapshotId: formatSnapshotId({ nodeId: answer.nodeId, poolIdPrefix: prefix, key: snapshot.key }),
-          name: snapshot.name,
-          sourceVolumeId: formatVolumeId({ nodeId: answer.nodeId, poolIdPrefix: prefix, key: snapshot.sourceKey }),
-          nodeId: answer.nodeId,
-          sizeBytes: snapshot.sizeBytes,
-          createdAt: snapshot.createdAt,
-        });
-      }
+      snapshots.push(...listedSnapshots(answer));
     }
-    if (snapshots.length >= MAX_SNAPSHOTS) break;
   }
+  unreachableNodes.push(...nodes.slice(asked).map((node) => node.nodeId));
   snapshots.sort((a, b) => (a.snapshotId < b.snapshotId ? -1 : a.snapshotId > b.snapshotId ? 1 : 0));
-  return { snapshots: snapshots.slice(0, MAX_SNAPSHOTS), unreachableNodes, answeredNodes };
+  const cut = new Set(snapshots.slice(MAX_SNAPSHOTS).map((snapshot) => snapshot.nodeId));
+  unreachableNodes.push(...cut);
+  return {
+    snapshots: snapshots.slice(0, MAX_SNAPSHOTS),
+    unreachableNodes,
+    answeredNodes: answeredNodes.filter((nodeId) => !cut.has(nodeId)),
+  };
+}
+
+/** A node's snapshots as a listing shows them: IDs formed from the pool that answered. */
+export function listedSnapshots(answer: NodeSnapshotList): ListedSnapshot[] {
+  const prefix = poolIdPrefix(answer.poolId);
+  return answer.snapshots.map((snapshot) => ({
+    snapshotId: formatSnapshotId({ nodeId: answer.nodeId, poolIdPrefix: prefix, key: snapshot.key }),
+    name: snapshot.name,
+    sourceVolumeId: formatVolumeId({ nodeId: answer.nodeId, poolIdPrefix: prefix, key: snapshot.sourceKey }),
+    nodeId: answer.nodeId,
+    sizeBytes: snapshot.sizeBytes,
+    createdAt: snapshot.createdAt,
+  }));
 }
 
 /** Undefined when the node is offline, did not pick the work up in 5 s, or failed. */
 async function askNode(driverName: string, nodeId: string, live: boolean): Promise<NodeSnapshotList | undefined> {
   if (!live) return undefined;
   const onNode = proxyActivities<NodeActivities>(listOptions(driverName, nodeId));
-  try {
-    return await onNode.listSnapshotsOnNode();
-  } catch (error) {
-    if (!(error instanceof ActivityFailure)) throw error;
-    return undefined;
-  }
+  return unlessSilent(() => onNode.listSnapshotsOnNode());
 }

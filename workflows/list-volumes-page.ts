@@ -1,9 +1,9 @@
-import { ActivityFailure, proxyActivities } from '@temporalio/workflow';
+import { proxyActivities } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control-activities';
-import type { NodeActivities, NodeListPage } from '../activities/node-activities';
-import { LIST_START, MAX_PAGE_ENTRIES } from '../common/list-position';
+import type { NodeActivities } from '../activities/node-activities';
+import { LIST_START } from '../common/list-position';
 import { listOptions } from './node-activity-options';
-import { PageBuilder, type ListVolumesPage } from './list-page-builder';
+import { PageBuilder, VOLUME_LIST, fillPage, pageLimit, unlessSilent, type ListVolumesPage } from './list-page-builder';
 
 export type { ListVolumesPage };
 
@@ -17,48 +17,22 @@ export interface ListVolumesPageInput {
   driverName: string;
   /** A list position: '' for the first page, else the previous page's `nextToken`. */
   after: string;
-  /** 0 or more than {@link MAX_PAGE_ENTRIES}: {@link MAX_PAGE_ENTRIES}. */
+  /** 0 or more than MAX_PAGE_ENTRIES (common/list-position.ts): MAX_PAGE_ENTRIES. */
   maxEntries: number;
 }
 
 /** Nodes asked per page at most: a page over thousands of empty pools ends early, with a token, rather than late. */
 export const MAX_PAGE_NODES = 64;
-/** Nodes asked at once; answers past the page's end are dropped, so this bounds the waste too. */
-const NODES_AT_ONCE = 8;
 
 const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 3 } });
 
 export async function listVolumesPage(input: ListVolumesPageInput): Promise<ListVolumesPage> {
-  const limit = input.maxEntries > 0 ? Math.min(input.maxEntries, MAX_PAGE_ENTRIES) : MAX_PAGE_ENTRIES;
+  const limit = pageLimit(input.maxEntries);
   const registry = await control.readNodesAfter({ after: input.after, limit: MAX_PAGE_NODES });
-  const builder = new PageBuilder(limit, input.after || LIST_START);
-  for (let start = 0; start < registry.nodes.length; start += NODES_AT_ONCE) {
-    const batch = registry.nodes.slice(start, start + NODES_AT_ONCE);
-    const { after, room } = builder;
-    const answers = await Promise.all(
-      batch.map((node) => (node.live ? askNode(input.driverName, node.nodeId, after, room) : undefined)),
-    );
-    for (const [index, node] of batch.entries()) {
-      const lastNode = !registry.more && start + index === registry.nodes.length - 1;
-      const full = builder.add(node.nodeId, answers[index], lastNode);
-      if (full) return full;
-    }
-  }
-  return builder.finish(registry.more);
-}
-
-/** Undefined when the node did not pick the work up or failed: its volumes are missing from this page. */
-async function askNode(
-  driverName: string,
-  nodeId: string,
-  after: string,
-  maxEntries: number,
-): Promise<NodeListPage | undefined> {
-  const onNode = proxyActivities<NodeActivities>(listOptions(driverName, nodeId));
-  try {
-    return await onNode.listVolumePageOnNode({ after, maxEntries });
-  } catch (error) {
-    if (!(error instanceof ActivityFailure)) throw error;
-    return undefined;
-  }
+  const builder = new PageBuilder(VOLUME_LIST, limit, input.after || LIST_START);
+  const { entries, ...page } = await fillPage(builder, registry.nodes, registry.more, (nodeId, after, maxEntries) => {
+    const onNode = proxyActivities<NodeActivities>(listOptions(input.driverName, nodeId));
+    return unlessSilent(() => onNode.listVolumePageOnNode({ after, maxEntries }));
+  });
+  return { volumes: entries, ...page };
 }

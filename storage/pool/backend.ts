@@ -70,6 +70,12 @@ export interface VolumePage {
   more: boolean;
 }
 
+/** One page of a pool's snapshots; `more` when snapshots with later keys exist. */
+export interface SnapshotPage {
+  snapshots: SnapshotRecord[];
+  more: boolean;
+}
+
 export interface PoolStatus {
   /** UUID written once when the pool is first opened. */
   poolId: string;
@@ -214,6 +220,15 @@ export interface StorageBackend {
   getSnapshot(key: string): Promise<SnapshotRecord | undefined>;
   /** Sorted by key. */
   listSnapshots(): Promise<SnapshotRecord[]>;
+  /**
+   * At most `limit` snapshots whose key sorts after `afterKey` (from the first when undefined), sorted by key; with
+   * `only`, just those of that key or of that source volume key.
+   */
+  listSnapshotPage(
+    afterKey: string | undefined,
+    limit: number,
+    only?: { key?: string; sourceKey?: string },
+  ): Promise<SnapshotPage>;
   /** Releases the pool (its lock) and waits for calls in progress; open() may be called again afterwards. */
   close(): Promise<void>;
 }

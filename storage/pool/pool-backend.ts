@@ -20,6 +20,7 @@ import type {
   StageOptions,
   SnapshotRecord,
   StorageBackend,
+  SnapshotPage,
   VolumePage,
   VolumeRecord,
   VolumeStats,
@@ -216,12 +217,10 @@ export abstract class PoolBackend implements StorageBackend {
   }
 
   async listVolumePage(afterKey: string | undefined, limit: number): Promise<VolumePage> {
-    if (!Number.isInteger(limit) || limit < 1) {
-      throw new DriverError(FailureType.InvalidArgument, `page limit ${limit} is not a positive whole number`);
-    }
+    assertPageLimit(limit);
     return this.whenOpen(async () => {
-      const { records, more } = (await this.indexes.records()).page(afterKey, limit);
-      return { volumes: records.map((record) => this.toVolume(record)), more };
+      const { entries, more } = (await this.indexes.records()).page(afterKey, limit);
+      return { volumes: entries.map((record) => this.toVolume(record)), more };
     });
   }
 
@@ -253,6 +252,21 @@ export abstract class PoolBackend implements StorageBackend {
 
   listSnapshots(): Promise<SnapshotRecord[]> {
     return this.whenOpen(async () => (await this.indexes.snapshots()).all().map((record) => this.toSnapshot(record)));
+  }
+
+  async listSnapshotPage(
+    afterKey: string | undefined,
+    limit: number,
+    only: { key?: string; sourceKey?: string } = {},
+  ): Promise<SnapshotPage> {
+    assertPageLimit(limit);
+    const matches = (record: StoredSnapshot) =>
+      (only.key === undefined || record.key === only.key) &&
+      (only.sourceKey === undefined || record.sourceKey === only.sourceKey);
+    return this.whenOpen(async () => {
+      const { entries, more } = (await this.indexes.snapshots()).page(afterKey, limit, matches);
+      return { snapshots: entries.map((record) => this.toSnapshot(record)), more };
+    });
   }
 
   /**
@@ -393,5 +407,11 @@ export abstract class PoolBackend implements StorageBackend {
       needsNodeExpansion: (record) => this.needsNodeExpansion(record),
       assertNotInUse: (volume) => this.node.assertNotInUse(volume),
     };
+  }
+}
+
+function assertPageLimit(limit: number): void {
+  if (!Number.isInteger(limit) || limit < 1) {
+    throw new DriverError(FailureType.InvalidArgument, `page limit ${limit} is not a positive whole number`);
   }
 }

@@ -12,8 +12,6 @@ import type { StoredRecord } from './volume-records';
 
 export class RecordIndex extends KeyedIndex<StoredRecord> {
   private readonly keysByName = new Map<string, Set<string>>();
-  /** Keys in order, kept until the next change: paging through 20,000 records sorts them once, not per page. */
-  private sortedKeys?: string[];
 
   /** `inFlight`: keys whose intents a copy in progress reserves itself. */
   static async load(
@@ -38,46 +36,14 @@ export class RecordIndex extends KeyedIndex<StoredRecord> {
     return first === undefined ? undefined : this.byKey.get(first);
   }
 
-  /** Sorted by key. */
-  all(): StoredRecord[] {
-    return this.keys().map((key) => this.byKey.get(key)!);
-  }
-
-  /** At most `limit` records with a key after `afterKey` (from the first when undefined), sorted by key. */
-  page(afterKey: string | undefined, limit: number): { records: StoredRecord[]; more: boolean } {
-    const keys = this.keys();
-    const start = afterKey === undefined ? 0 : firstAfter(keys, afterKey);
-    const records = keys.slice(start, start + limit).map((key) => this.byKey.get(key)!);
-    return { records, more: start + records.length < keys.length };
-  }
-
-  private keys(): string[] {
-    this.sortedKeys ??= [...this.byKey.keys()].sort();
-    return this.sortedKeys;
-  }
-
   protected override added(record: StoredRecord): void {
-    this.sortedKeys = undefined;
     const keys = this.keysByName.get(record.name) ?? new Set<string>();
     this.keysByName.set(record.name, keys.add(record.key));
   }
 
   protected override removed(record: StoredRecord): void {
-    this.sortedKeys = undefined;
     const keys = this.keysByName.get(record.name);
     keys?.delete(record.key);
     if (keys?.size === 0) this.keysByName.delete(record.name);
   }
-}
-
-/** The index of the first key greater than `after` in sorted `keys` (binary search). */
-function firstAfter(keys: string[], after: string): number {
-  let low = 0;
-  let high = keys.length;
-  while (low < high) {
-    const middle = (low + high) >>> 1;
-    if (keys[middle]! <= after) low = middle + 1;
-    else high = middle;
-  }
-  return low;
 }

@@ -228,9 +228,4 @@ export class SnapshotIndex extends KeyedIndex<StoredSnapshot> {
   byName(name: string): StoredSnapshot | undefined {
     return this.all().find((record) => record.name === name);
   }
-
-  /** Sorted by key. */
-  all(): StoredSnapshot[] {
-    return [...this.byKey.keys()].sort().map((key) => this.byKey.get(key)!);
-  }
 }

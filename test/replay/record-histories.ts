@@ -6,7 +6,7 @@ import path from 'node:path';
 import { createWorkflowId, deleteWorkflowId, nodeRecordWorkflowId } from '../../common/names';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
-import { renewRecordSignal } from '../../workflows/node-presence';
+import { forgetNodeRecordSignal, renewRecordSignal } from '../../workflows/node-presence';
 import { startDevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
 
@@ -14,14 +14,19 @@ import { TestCluster } from '../support/cluster';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { call, withDeadline } from '../../csi/client';
 import { recordCreateScenarios } from './create-scenarios';
+import { recordReleaseDeletionOfUnknownNode } from './record-legacy';
+import { recordSnapshotScenarios, type Recording } from './snapshot-scenarios';
 
 /**
- * Records the workflow histories that replay.test.ts replays against the current workflow code: a create, a
- * delete, a delete that waited for its node (its phase following the node), a delete for a node with no record
- * ended by `nodes forget`, an expansion, a node record through offline, online and a renewal, and creates whose
- * first try dies on the node (create-scenarios.ts: completion, forget, a notice naming another node). Run it after a
- * deliberate, patched() change to workflow code (docs/workflow-changes.md): `node dist/test/replay/record-histories.js`.
- * Histories of earlier releases stay in their own folders (release-*), replayed too.
+ * Records the workflow histories that replay.test.ts replays against the current workflow code: a create, a create
+ * with no room anywhere, a delete, a delete that waited for its node (its phase following the node), a delete for a
+ * node with no record ended by `nodes forget`, an expansion, a node record through offline, online, a forget signal
+ * refused while live and a renewal, creates whose first try dies on the node (create-scenarios.ts: completion,
+ * forget, a notice naming another node), snapshots, a restore, every listing and a record deleting what was written
+ * off (snapshot-scenarios.ts), and a deletion started by release 0.1 and finished by this code (record-legacy.ts).
+ * replay.test.ts fails when a workflow type or a patch has no fixture. Run it after a deliberate, patched() change
+ * to workflow code (docs/workflow-changes.md): `node dist/test/replay/record-histories.js`. Histories of earlier
+ * builds and releases stay in their own folders, replayed too.
  */
 export const FIXTURES = path.join(__dirname, '..', '..', '..', 'test', 'fixtures', 'histories');
 
@@ -33,10 +38,14 @@ async function main(): Promise<void> {
   try {
     await cluster.startNode('node-1');
     const node2 = await cluster.startNode('node-2');
-    const clients = cluster.csi((await cluster.startController()).endpoint);
-    // The creates that die on their node run on nodes of their own, alongside the rest.
+    const clients = cluster.csi((await cluster.startController('controller', ['--snapshots'])).endpoint);
+    // The creates that die on their node, and the snapshots, run on nodes of their own, alongside the rest.
     const createScenarios = recordCreateScenarios(cluster, clients, await cluster.temporal());
     createScenarios.catch(() => undefined); // awaited below; a failure there must not go unhandled meanwhile
+    const snapshotScenarios = recordSnapshotScenarios(cluster, clients, await cluster.temporal());
+    snapshotScenarios.catch(() => undefined);
+    const legacy = recordReleaseDeletionOfUnknownNode(server.address, 'default');
+    legacy.catch(() => undefined);
     const created = await retryLikeCo(() =>
       createVolume(clients, createRequest('pvc-recorded', undefined, onNode('node-1'))),
     );
@@ -64,7 +73,18 @@ async function main(): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 2000)); // the announcement reaches the deletion
     await cluster.startNode('node-2');
     await retryLikeCo(() => deleteVolume(clients, waitingId));
-    await temporal.workflow.getHandle(nodeRecordWorkflowId(cluster.driverName, 'node-2')).signal(renewRecordSignal);
+    // A forget by signal, as release 0.1 sent it, reaches the record while the node answers: it is refused.
+    const node2Record = temporal.workflow.getHandle(nodeRecordWorkflowId(cluster.driverName, 'node-2'));
+    await node2Record.signal(forgetNodeRecordSignal, {
+      nodeId: 'node-2',
+      reason: 'recorded',
+      at: new Date().toISOString(),
+    });
+    await node2Record.signal(renewRecordSignal);
+
+    // Larger than any pool: no node is placed, and the create says what it knows.
+    const noRoom = createVolume(clients, createRequest('pvc-no-room', 1024 ** 4, onNode('node-1')));
+    if ((await codeOf(noRoom)) !== 'RESOURCE_EXHAUSTED') throw new Error('expected no room');
 
     const unknownId = `v1_node-gone_0123456789abcdef_${'c'.repeat(32)}`;
     if ((await codeOf(deleteVolume(clients, unknownId, 4000))) !== 'ABORTED') throw new Error('expected a wait');
@@ -74,23 +94,31 @@ async function main(): Promise<void> {
     await retryLikeCo(() => deleteVolume(clients, unknownId));
 
     const expandId = `${cluster.driverName}/expand/${createdId}/${128 * 1024 * 1024}`;
-    const recordings: Record<string, string> = {
-      'create-volume': createWorkflowId(cluster.driverName, 'pvc-recorded'),
-      'delete-volume': deleteWorkflowId(cluster.driverName, createdId),
-      'delete-volume-waiting-for-node': deleteWorkflowId(cluster.driverName, waitingId),
-      'delete-volume-unknown-node': deleteWorkflowId(cluster.driverName, unknownId),
-      'expand-volume': expandId,
-      'node-presence': nodeRecordWorkflowId(cluster.driverName, 'node-2'),
-      ...(await createScenarios),
-    };
-    fs.mkdirSync(FIXTURES, { recursive: true });
-    for (const [name, workflowId] of Object.entries(recordings)) {
-      // Binary protobuf: the SDK's JSON helpers trip over its two protobufjs copies; the encoding does not.
+    const nodeRecord = nodeRecordWorkflowId(cluster.driverName, 'node-2');
+    const recordings: Record<string, Recording> = {
+      ...Object.fromEntries(
+        Object.entries({
+          'create-volume': createWorkflowId(cluster.driverName, 'pvc-recorded'),
+          'create-volume-no-room': createWorkflowId(cluster.driverName, 'pvc-no-room'),
+          'delete-volume': deleteWorkflowId(cluster.driverName, createdId),
+          'delete-volume-waiting-for-node': deleteWorkflowId(cluster.driverName, waitingId),
+          'delete-volume-unknown-node': deleteWorkflowId(cluster.driverName, unknownId),
+          'expand-volume': expandId,
+          ...(await createScenarios),
+          'release-0.1/delete-volume-unknown-node-waits': await legacy,
+        }).map(([name, workflowId]) => [name, { workflowId }]),
+      ),
       // The node record continued as new: its first run holds the offline/online history.
-      const runId = name === 'node-presence' ? await firstRun(temporal, workflowId) : undefined;
+      'node-presence': { workflowId: nodeRecord, runId: await firstRun(temporal, nodeRecord) },
+      ...(await snapshotScenarios),
+    };
+    for (const [name, { workflowId, runId }] of Object.entries(recordings)) {
+      // Binary protobuf: the SDK's JSON helpers trip over its two protobufjs copies; the encoding does not.
       const history = await temporal.workflow.getHandle(workflowId, runId).fetchHistory();
       const events = history.events?.length ?? 0;
-      fs.writeFileSync(path.join(FIXTURES, `${name}.pb`), temporal_api.api.history.v1.History.encode(history).finish());
+      const file = path.join(FIXTURES, `${name}.pb`);
+      fs.mkdirSync(path.dirname(file), { recursive: true });
+      fs.writeFileSync(file, temporal_api.api.history.v1.History.encode(history).finish());
       process.stdout.write(`recorded ${name} (${events} events)\n`);
     }
   } finally {

@@ -6,9 +6,13 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { pastNode } from '../../../common/list-position';
+import { promises as fs } from 'node:fs';
+import { formatSnapshotId } from '../../../common/snapshot-id';
 import { formatVolumeId, poolIdPrefix } from '../../../common/volume-id';
+import { PoolLayout } from '../../../storage/pool/pool-layout';
+import { writeSnapshot } from '../../../storage/pool/snapshots';
 import { FailureType } from '../../../common/failures';
-import { createNodeActivities } from '../../../activities/node-activities';
+import { createNodeActivities, type NodeSnapshotFilter } from '../../../activities/node-activities';
 import { PoolFixture, randomKey } from '../storage/pool-fixture';
 
 const NODE = 'node-1';
@@ -17,6 +21,7 @@ const OTHER_POOL_PREFIX = '0123456789abcdef';
 
 let fixture: PoolFixture;
 let activities: ReturnType<typeof createNodeActivities>;
+let backend: ReturnType<PoolFixture['backend']>;
 let poolId: string;
 const env = new MockActivityEnvironment();
 /** env.run with the activity's own types (the SDK's signature infers `unknown`). */
@@ -24,7 +29,7 @@ const run = <A, R>(activity: (input: A) => Promise<R>, input: A): Promise<R> => 
 
 beforeEach(async () => {
   fixture = new PoolFixture();
-  const backend = fixture.backend();
+  backend = fixture.backend();
   ({ poolId } = await backend.open());
   activities = createNodeActivities({ backend, poolId, nodeId: NODE });
 });
@@ -195,4 +200,77 @@ describe('snapshot activities', () => {
     );
     expect(replaced.type).toBe(FailureType.NotFound);
   });
+});
+
+describe('listSnapshotPageOnNode', () => {
+  const snapshotOf = (snapshotKey: string, sourceKey: string) =>
+    run(activities.createSnapshotOnNode, {
+      snapshotKey,
+      sourceKey,
+      sourcePoolIdPrefix: poolIdPrefix(poolId),
+      name: `snap-${snapshotKey}`,
+    });
+
+  it('pages by snapshot list position, and filters a lookup by key or source on its own pool only', async () => {
+    const [first, second] = [randomKey(), randomKey()];
+    await create(first);
+    await create(second);
+    const ofFirst = Array.from({ length: 4 }, () => randomKey()).sort();
+    const ofSecond = Array.from({ length: 2 }, () => randomKey()).sort();
+    for (const key of ofFirst) await snapshotOf(key, first);
+    for (const key of ofSecond) await snapshotOf(key, second);
+    const every = [...ofFirst, ...ofSecond].sort();
+    const prefix = poolIdPrefix(poolId);
+    const page = (after: string, maxEntries: number, only?: NodeSnapshotFilter) =>
+      run(activities.listSnapshotPageOnNode, { after, maxEntries, ...(only && { only }) });
+
+    const start = await page('', 4);
+    expect(start.snapshots.map((s) => s.key)).toEqual(every.slice(0, 4));
+    expect(start.more).toBe(true);
+    const after = formatSnapshotId({ nodeId: NODE, poolIdPrefix: prefix, key: every[3]! });
+    expect(await page(after, 4)).toMatchObject({ more: false });
+    expect((await page(after, 4)).snapshots.map((s) => s.key)).toEqual(every.slice(4));
+    expect((await page(pastNode(NODE, 's1'), 10)).snapshots).toEqual([]);
+
+    const bySource = await page('', 1, { poolIdPrefix: prefix, sourceKey: second });
+    expect(bySource.snapshots.map((s) => s.key)).toEqual(ofSecond.slice(0, 1));
+    expect(bySource.more).toBe(true);
+    expect((await page('', 10, { poolIdPrefix: prefix, key: ofFirst[2] })).snapshots.map((s) => s.key)).toEqual([
+      ofFirst[2],
+    ]);
+    // A lookup issued on another pool finds nothing here, whatever keys this pool holds.
+    expect(await page('', 10, { poolIdPrefix: OTHER_POOL_PREFIX, key: ofFirst[2] })).toMatchObject({
+      snapshots: [],
+      more: false,
+    });
+  });
+
+  it('the single-answer listing of the previous release fails rather than answer part of a pool as all of it', async () => {
+    const source = randomKey();
+    await create(source);
+    const layout = new PoolLayout(fixture.pool);
+    const createdAt = new Date().toISOString();
+    // Names of 253 bytes (the longest CSI allows): 900 of them are past one answer's 256 KiB.
+    for (let index = 0; index < 900; index++) {
+      const key = randomKey();
+      await fs.mkdir(layout.snapshotDir(key));
+      await writeSnapshot(layout, {
+        key,
+        name: `snapshot-${key}`.padEnd(253, 'x'),
+        sourceKey: source,
+        sizeBytes: MiB,
+        createdAt,
+      });
+    }
+    await backend.close(); // as an agent restarting: the new one reads the records written meanwhile
+    const reopened = fixture.backend();
+    await reopened.open();
+    const again = createNodeActivities({ backend: reopened, poolId, nodeId: NODE });
+    const failure = await failureOf(run(again.listSnapshotsOnNode, undefined));
+    expect(failure.type).toBe(FailureType.FailedPrecondition);
+    expect(failure.message).toContain('900 snapshots do not fit one answer');
+    const page = await run(again.listSnapshotPageOnNode, { after: '', maxEntries: 1_000 });
+    expect(page.more).toBe(true);
+    expect(page.snapshots.length).toBeLessThan(900);
+  }, 60_000);
 });

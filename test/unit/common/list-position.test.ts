@@ -6,6 +6,7 @@ import {
   nodeRemains,
   pastNode,
 } from '../../../common/list-position';
+import { formatSnapshotId } from '../../../common/snapshot-id';
 import { formatVolumeId } from '../../../common/volume-id';
 
 const pool = '0123456789abcdef';
@@ -53,5 +54,22 @@ describe('list positions', () => {
     // The pool was replaced between pages: by the order of the prefixes, all or nothing of the new one.
     expect(continueInPool(id('node-2', key, '0'.repeat(16)), 'node-2', pool)).toEqual({});
     expect(continueInPool(id('node-2', key, 'f'.repeat(16)), 'node-2', pool)).toBeUndefined();
+  });
+
+  it('are of one list: snapshot positions (s1_) page snapshots the same way, never volumes', () => {
+    const snapshot = (nodeId: string, k = key) => formatSnapshotId({ nodeId, poolIdPrefix: pool, key: k });
+    for (const position of [LIST_START, snapshot('node-1'), pastNode('node-1', 's1')]) {
+      expect(isListPosition(position, 's1')).toBe(true);
+    }
+    for (const position of [id('node-1'), pastNode('node-1'), 's1_node-1_zz', `${snapshot('node-1')}x`]) {
+      expect(isListPosition(position, 's1')).toBe(false);
+    }
+    expect(isListPosition(snapshot('node-1'))).toBe(false);
+    expect(nodeRemains('node-1', pastNode('node-1', 's1'))).toBe(false);
+    expect(nodeRemains('node-2', pastNode('node-1', 's1'))).toBe(true);
+    expect(nodeRemains('node-2', snapshot('node-2'))).toBe(true);
+    expect(continueInPool(snapshot('node-2'), 'node-2', pool)).toEqual({ afterKey: key });
+    expect(continueInPool(pastNode('node-1', 's1'), 'node-2', pool)).toEqual({});
+    expect(continueInPool(pastNode('node-2', 's1'), 'node-2', pool)).toBeUndefined();
   });
 });

@@ -1,9 +1,9 @@
 import type { ServerUnaryCall } from '@grpc/grpc-js';
 import { FailureType } from '../../../common/failures';
-import { formatSnapshotId } from '../../../common/snapshot-id';
-import { formatVolumeId } from '../../../common/volume-id';
+import { formatSnapshotId, parseSnapshotId } from '../../../common/snapshot-id';
+import { formatVolumeId, parseVolumeId } from '../../../common/volume-id';
 import { createSnapshotHandlers } from '../../../csi/controller-snapshots';
-import type { SnapshotOperations } from '../../../operations/snapshot-operations';
+import type { SnapshotLookup, SnapshotOperations } from '../../../operations/snapshot-operations';
 import type { ListedSnapshot } from '../../../workflows/list-snapshots';
 
 const PREFIX = '0123456789abcdef';
@@ -22,16 +22,25 @@ function listed(nodeId: string, n: number, source = 1): ListedSnapshot {
 
 const ALL = [listed('node-a', 1), listed('node-a', 2, 2), listed('node-a', 3), listed('node-b', 4)];
 
-/** A fake of what the handlers ask Temporal: the nodes asked are recorded. */
+/** A fake of what the handlers ask Temporal, a page as listSnapshotsPage cuts it: the lookups asked are recorded. */
 function fakeOperations(unreachable: string[] = []) {
-  const asked: (string[] | undefined)[] = [];
+  const asked: (SnapshotLookup | undefined)[] = [];
+  const matches = (snapshot: ListedSnapshot, lookup?: SnapshotLookup) =>
+    !lookup ||
+    (snapshot.nodeId === lookup.nodeId &&
+      (!lookup.only.key || parseSnapshotId(snapshot.snapshotId)!.key === lookup.only.key) &&
+      (!lookup.only.sourceKey || parseVolumeId(snapshot.sourceVolumeId)!.key === lookup.only.sourceKey));
   const operations = {
-    async list(nodeIds?: string[]) {
-      asked.push(nodeIds);
-      const answering = ALL.filter((s) => !unreachable.includes(s.nodeId));
+    async listPage(after: string, maxEntries: number, lookup?: SnapshotLookup) {
+      asked.push(lookup);
+      const limit = maxEntries > 0 ? maxEntries : 1000;
+      const matching = ALL.filter((s) => !unreachable.includes(s.nodeId) && s.snapshotId > after && matches(s, lookup));
+      const snapshots = matching.slice(0, limit);
       return {
-        snapshots: answering.filter((s) => !nodeIds || nodeIds.includes(s.nodeId)),
-        unreachableNodes: unreachable.filter((node) => !nodeIds || nodeIds.includes(node)),
+        snapshots,
+        unreachableNodes: unreachable.filter((node) => !lookup || node === lookup.nodeId),
+        answeredNodes: [],
+        nextToken: matching.length > limit ? snapshots[snapshots.length - 1]!.snapshotId : '',
       };
     },
   } as unknown as SnapshotOperations;
@@ -78,13 +87,18 @@ describe('ListSnapshots', () => {
       ALL[0]!.snapshotId,
       ALL[2]!.snapshotId,
     ]);
-    expect(asked).toEqual([['node-a'], ['node-a']]);
+    expect(asked).toEqual([
+      { nodeId: 'node-a', only: { poolIdPrefix: PREFIX, key: key(2) } },
+      { nodeId: 'node-a', only: { poolIdPrefix: PREFIX, sourceKey: key(1) } },
+    ]);
   });
 
-  it('lists nothing for IDs this driver could not have issued, asking no node', async () => {
+  it('lists nothing for IDs this driver could not have issued, or of two nodes, asking no node', async () => {
     const { asked, handlers } = fakeOperations();
     expect((await handlers.ListSnapshots(request({ snapshot_id: 'no-such' }), call)).entries).toEqual([]);
     expect((await handlers.ListSnapshots(request({ source_volume_id: 'no-such' }), call)).entries).toEqual([]);
+    const twoNodes = request({ snapshot_id: ALL[3]!.snapshotId, source_volume_id: ALL[0]!.sourceVolumeId });
+    expect((await handlers.ListSnapshots(twoNodes, call)).entries).toEqual([]);
     expect(asked).toEqual([]);
   });
 
@@ -104,9 +118,19 @@ describe('ListSnapshots', () => {
 
   it('answers a token it did not issue ABORTED and a negative max_entries INVALID_ARGUMENT', async () => {
     const { handlers } = fakeOperations();
-    await expect(handlers.ListSnapshots(request({ starting_token: 'x' }), call)).rejects.toMatchObject({
-      type: FailureType.Aborted,
-    });
+    for (const token of [
+      'x',
+      's1_node-a_~x',
+      'v1_node-a_~',
+      formatVolumeId({ nodeId: 'node-a', poolIdPrefix: PREFIX, key: key(1) }),
+    ]) {
+      await expect(handlers.ListSnapshots(request({ starting_token: token }), call)).rejects.toMatchObject({
+        type: FailureType.Aborted,
+      });
+    }
+    // Past a node is a position this driver issues.
+    const pastNodeA = await handlers.ListSnapshots(request({ starting_token: 's1_node-a_~' }), call);
+    expect(pastNodeA.entries!.map((entry) => entry.snapshot!.snapshot_id)).toEqual([ALL[3]!.snapshotId]);
     await expect(handlers.ListSnapshots(request({ max_entries: -1 }), call)).rejects.toMatchObject({
       type: FailureType.InvalidArgument,
     });
