@@ -11,7 +11,7 @@ describe('soak (short run)', () => {
   it(
     'loses, leaks and duplicates no volume or snapshot through rollouts, crashes, a Temporal restart and a version-skew upgrade',
     () => {
-      const args = ['--ops', '200', '--long-down', '35s'];
+      const args = ['--ops', '200', '--long-down', '35s', '--long-outage', '65s'];
       const report = runSoakForTest(args, 'soak-short-report.json', TIMEOUT_MS - 30_000);
       expect(report.problems).toEqual([]);
       expect(report.audit).toMatchObject({ leaked: [], lost: [], duplicated: [], torn: [], pending: [] });
