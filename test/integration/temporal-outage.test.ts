@@ -7,11 +7,10 @@ import { parseDuration } from '../../common/duration';
 import { parseVolumeId } from '../../common/volume-id';
 import { call, withDeadline, type CsiClients } from '../../csi/client';
 import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
+import { startDevServer, type DevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
-import { untilRefused } from '../soak/faults/after-outage';
-import { TestCluster } from '../support/cluster';
+import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
-import { startRunTemporal, type RunTemporal } from '../support/run-temporal';
 import { ADDRESS_ENV, CONFIG_ENV, testTemporalFlags } from '../support/test-temporal';
 import { isMountPoint, releaseMountsUnder } from '../unit/storage/mount-helpers';
 import { kubeletPaths, nodeRpcs } from './node-helpers';
@@ -19,7 +18,8 @@ import { kubeletPaths, nodeRpcs } from './node-helpers';
 /**
  * A long outage of the Temporal server (issue 33, item 12): 10 minutes, or DURABLE_CSI_TEMPORAL_OUTAGE (a duration,
  * e.g. 90s) for a quicker look. The suite runs its own dev server (its own port and database file), kills it with
- * volumes in place and brings it back on the same database and port, as the soak's faults do. Meanwhile:
+ * volumes in place and starts it again on the same database and port, as test/support/run-temporal.ts restart()
+ * does (here by hand, so that a failure during the outage ends the suite at once). Meanwhile:
  * - the node agents serve kubelet (stage, publish, stats, unpublish, unstage on volumes that exist), through real
  *   gRPC on their unix sockets;
  * - CreateVolume and DeleteVolume answer UNAVAILABLE or ABORTED, never OK, and nothing changes in the pools;
@@ -35,26 +35,28 @@ jest.setTimeout(OUTAGE_MS + 5 * 60_000);
 const RETRIABLE = ['UNAVAILABLE', 'ABORTED'];
 const log = (message: string) => process.stderr.write(`[temporal-outage] ${message}\n`);
 
-let temporal: RunTemporal | undefined;
-let outage: Promise<void> | undefined;
+let server: DevServer | undefined;
 let workDir: string;
+let startServer: () => Promise<DevServer>;
 let cluster: TestCluster;
 let controller: CsiClients;
 let late: { child: ChildProcess; endpoint: string; metrics: string; health: string; clients?: CsiClients };
 const saved = { address: process.env[ADDRESS_ENV], config: process.env[CONFIG_ENV] };
 /** name -> volume ID of the volumes made before the outage. */
 const volumes = new Map<string, string>();
-const nodeEndpoints = new Map<string, string>();
+const nodes = new Map<string, ManagedProcess>();
 
 beforeAll(async () => {
   workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-outage-'));
-  temporal = await startRunTemporal('dev', workDir, log);
+  const port = await findFreePort();
+  startServer = () => startDevServer({ dataDir: path.join(workDir, 'temporal'), port, headless: true });
+  server = await startServer();
   // Every process of this suite (and TestCluster's own client) talks to this server, not jest's.
-  process.env[ADDRESS_ENV] = temporal.config.address;
+  process.env[ADDRESS_ENV] = server.address;
   delete process.env[CONFIG_ENV];
   cluster = new TestCluster('outage');
   controller = cluster.csi((await cluster.startController('controller-1')).endpoint);
-  for (const nodeId of ['node-1', 'node-2']) nodeEndpoints.set(nodeId, (await cluster.startNode(nodeId)).endpoint);
+  for (const nodeId of ['node-1', 'node-2']) nodes.set(nodeId, await cluster.startNode(nodeId));
   const made = await Promise.all(
     ['keep-1', 'keep-2', 'gone-1', 'gone-2'].map(async (name) => {
       const node = `node-${name.slice(-1)}`;
@@ -66,13 +68,11 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  // A failed outage test must still let the server come back before the processes stop.
-  await outage?.catch(() => undefined);
-  releaseMountsUnder(cluster?.root ?? '/nonexistent');
+  if (cluster) releaseMountsUnder(cluster.root);
   late?.clients?.close();
   if (late) await stopChild(late.child);
   await cluster?.teardown();
-  await temporal?.stop();
+  await server?.stop();
   if (saved.address === undefined) delete process.env[ADDRESS_ENV];
   else process.env[ADDRESS_ENV] = saved.address;
   if (saved.config !== undefined) process.env[CONFIG_ENV] = saved.config;
@@ -140,30 +140,30 @@ async function kubeletCycle(nodeClients: CsiClients, volumeId: string, round: nu
 }
 
 it(`keeps kubelet served, answers retriably and acknowledges nothing through a ${OUTAGE_MS / 1000} s outage`, async () => {
-  const nodeClients = new Map([...nodeEndpoints].map(([nodeId, endpoint]) => [nodeId, cluster.csi(endpoint)]));
+  const nodeClients = new Map([...nodes].map(([nodeId, node]) => [nodeId, cluster.csi(node.endpoint)]));
   const before = { 'node-1': namesOnDisk('node-1'), 'node-2': namesOnDisk('node-2') };
-  const server = temporal!;
-  outage = server.restart('SIGKILL', OUTAGE_MS);
+  const down = server!;
+  process.kill(down.pid, 'SIGKILL');
+  await down.stop();
+  server = undefined;
   const downAt = Date.now();
-  await untilRefused(server.config.address, 15_000);
   log(`Temporal is down for ${OUTAGE_MS / 1000} s`);
 
   late = await startLateController();
   late.clients = cluster.csi(late.endpoint);
   const codes: Record<string, number> = {};
   const count = (what: string, code: string) => (codes[`${what} ${code}`] = (codes[`${what} ${code}`] ?? 0) + 1);
-  let outageOver = false;
-  void outage.then(() => (outageOver = true));
   let round = 0;
   let slowest = 0;
-  // Calls still in flight when the server comes back may succeed: only answers that arrived while it was down count.
-  while (!outageOver && Date.now() - downAt < OUTAGE_MS - ROUND_MS) {
+  while (Date.now() - downAt < OUTAGE_MS - ROUND_MS) {
     const roundStart = Date.now();
     round++;
-    const lateAlive = late.child.exitCode === null && late.child.signalCode === null;
-    if (!lateAlive) {
-      const tail = fs.readFileSync(cluster.log('controller-late'), 'utf8').slice(-3000);
-      throw new Error(`the controller started during the outage exited (${late.child.exitCode}):\n${tail}`);
+    const processes: [string, ChildProcess][] = [['controller-late', late.child]];
+    for (const [nodeId, node] of nodes) processes.push([nodeId, node.child]);
+    for (const [name, child] of processes) {
+      if (child.exitCode === null && child.signalCode === null) continue;
+      const tail = fs.readFileSync(cluster.log(name), 'utf8').slice(-3000);
+      throw new Error(`${name} exited during the outage (${child.exitCode ?? child.signalCode}):\n${tail}`);
     }
     const targets = [controller, ...(round > 2 ? [late.clients] : [])];
     const via = targets[round % targets.length] as CsiClients;
@@ -195,10 +195,13 @@ it(`keeps kubelet served, answers retriably and acknowledges nothing through a $
     /cannot connect to Temporal at .*retrying in/,
   );
   expect(late.child.exitCode).toBeNull();
-  await outage;
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, downAt + OUTAGE_MS - Date.now())));
+  server = await startServer();
+  log(`Temporal is back after ${Math.round((Date.now() - downAt) / 1000)} s`);
 });
 
 it('settles once Temporal is back: the late controller serves, the retried creates and deletes complete', async () => {
+  if (!server) throw new Error('the outage test failed: Temporal was not started again');
   const backAt = Date.now();
   const clients = late.clients!;
   await retryLikeCo(async () => {
@@ -208,6 +211,8 @@ it('settles once Temporal is back: the late controller serves, the retried creat
   log(`the late controller turned ready ${readyAfterMs} ms after Temporal was back`);
   expect(readyAfterMs).toBeLessThan(15_000);
   expect(await httpStatus(late.metrics, '/readyz')).toBe(200);
+  // The node agents stayed up and ready; the creates below, one aimed at each, show their queues are served.
+  for (const node of nodes.values()) expect(await probe(cluster.csi(node.endpoint))).toBe(true);
 
   const created = await Promise.all(
     [1, 2].map((n) =>
