@@ -17,13 +17,15 @@ describe('soak (short run)', () => {
       expect(report.audit).toMatchObject({ leaked: [], lost: [], duplicated: [], torn: [], pending: [] });
       expect(report.audit?.snapshots).toMatchObject({ leaked: [], lost: [], duplicated: [], torn: [] });
       expect(report.audit?.restoresElsewhere).toEqual([]);
-      // The mix made, restored and deleted snapshots (a soak with none would pass the audit trivially).
-      const { created, restored, deleted } = report.workload.snapshots;
+      // The mix made, restored and deleted snapshots (a soak with none would pass the audit trivially), and
+      // delete-then-create used snapshot names again (issue 33).
+      const { created, restored, deleted, recreates } = report.workload.snapshots;
       expect({ created: created > 0, restored: restored > 0, deleted: deleted > 0 }).toEqual({
         created: true,
         restored: true,
         deleted: true,
       });
+      if (report.options.faults.includes('delete-then-create')) expect(recreates).toBeGreaterThan(0);
       expect(new Set(report.faults.map((fault) => fault.kind))).toEqual(new Set(report.options.faults));
       expect(report.faults.every((fault) => fault.hit.total > 0)).toBe(true);
     },
