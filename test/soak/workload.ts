@@ -290,17 +290,32 @@ export class Workload {
   }
 
   /**
-   * DeleteSnapshot of an idle snapshot on `node` whose source volume still exists and is idle, reserving that source
-   * (busy, released by resnapshot's end) so that the name can be asked for again with the same source.
+   * Snapshots of `count` idle volumes on `node`, made now and waited for (bounded). Each one's source stays held
+   * (busy) for a re-create of the name: resnapshot, or releaseSnapshotDeletion, frees it.
    */
-  deleteSnapshotForRecreate(origin: string, node: string): OpRecord | undefined {
-    const candidates = this.model.idleSnapshots(node).filter((snapshot) => {
-      const source = this.model.state(snapshot.sourceName);
-      return source.volumeId === snapshot.sourceVolumeId && !source.busy;
+  async snapshotsForRecreate(
+    node: string,
+    count: number,
+    origin: string,
+    timeoutMs = 60_000,
+  ): Promise<SnapshotState[]> {
+    await this.ensureOn(node, count, origin, timeoutMs);
+    const ops = Array.from({ length: count }, () => this.snapshotOne(origin, { node })).flatMap((op) =>
+      op ? [op] : [],
+    );
+    await Promise.race([Promise.all(ops.map((op) => this.done(op))), sleep(timeoutMs)]);
+    // In the same turn as the snapshots' own release: no background operation takes a source in between.
+    return ops.flatMap((op) => {
+      if (op.outcome !== 'ok' || op.snapshotId === undefined) return [];
+      const snapshot = this.model.snapshotState(op.name);
+      if (snapshot.busy || snapshot.snapshotId !== op.snapshotId) return [];
+      this.model.state(snapshot.sourceName).busy = true;
+      return [snapshot];
     });
-    if (candidates.length === 0) return undefined;
-    const snapshot = this.prng.pick(candidates);
-    this.model.state(snapshot.sourceName).busy = true;
+  }
+
+  /** DeleteSnapshot of a snapshot from snapshotsForRecreate: the name stays busy until its re-create ends too. */
+  deleteSnapshotForRecreate(snapshot: SnapshotState, origin: string): OpRecord {
     return this.launchSnapshotDelete(snapshot, origin, undefined, false);
   }
 

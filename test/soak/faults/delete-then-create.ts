@@ -35,17 +35,15 @@ export const deleteThenCreate: Fault = {
     const count = prng.int(2, 3);
     const snapshotCount = prng.int(1, 2);
     await workload.ensureOn(node.name, count + snapshotCount, record.kind, 60_000);
-    await workload.ensureSnapshotsOn(node.name, snapshotCount, record.kind, 60_000);
+    // Made now, their sources held: the volume deletions below leave them alone, and the names can be asked for again.
+    const snapshots = await workload.snapshotsForRecreate(node.name, snapshotCount, record.kind, 60_000);
     step(
       context,
       record,
-      `stop ${node.name}; delete ${count} of its volumes and ${snapshotCount} of its snapshots, then create their names again`,
+      `stop ${node.name}; delete ${count} of its volumes and ${snapshots.length} of its snapshots, then create their names again`,
     );
     await node.stop();
-    // Snapshots first: each reserves its source volume, which the volume deletions below then leave alone.
-    const snapshotDeletions = Array.from({ length: snapshotCount }, () =>
-      workload.deleteSnapshotForRecreate(record.kind, node.name),
-    ).filter((op): op is OpRecord => op !== undefined);
+    const snapshotDeletions = snapshots.map((snapshot) => workload.deleteSnapshotForRecreate(snapshot, record.kind));
     const deletions = Array.from({ length: count }, () => workload.deleteOne(record.kind, { node: node.name })).filter(
       (op): op is OpRecord => op !== undefined,
     );
