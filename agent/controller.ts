@@ -1,15 +1,17 @@
 import { Client } from '@temporalio/client';
 import { Worker, type NativeConnection } from '@temporalio/worker';
+import type { ServerUnaryCall } from '@grpc/grpc-js';
 import fs from 'node:fs';
 import { createControlActivities, type ControlDeps } from '../activities/control-activities';
 import { createLogger, type Logger } from '../common/logger';
 import { controlTaskQueue } from '../common/names';
 import type { TemporalConfig } from '../temporal/config';
-import { connectTemporal } from '../temporal/connection';
+import { connectTemporal, TemporalConnectionError } from '../temporal/connection';
 import { driverVersion } from '../common/version';
 import { createControllerService } from '../csi/controller-service';
 import { createIdentityService } from '../csi/identity-service';
-import { serveCsi } from '../csi/server';
+import { serveCsi, type AsyncService } from '../csi/server';
+import { DriverError, FailureType } from '../common/failures';
 import { VolumeOperations } from '../operations/volume-operations';
 import { SnapshotOperations } from '../operations/snapshot-operations';
 import { missingSearchAttributes } from '../temporal/check-search-attributes';
@@ -19,6 +21,7 @@ import { installTemporalRuntime } from './runtime';
 import { applyAgentHeapTuning } from './process-tuning';
 import { controllerWorkerTuning } from './worker-options';
 import { onShutdownSignal } from './shutdown';
+import { backoff, retrying, Stopped } from './retrying';
 import { serveHealth } from './health-endpoint';
 import { registerControllerMetrics } from '../metrics/controller-metrics';
 import { createProcessMetrics, serveMetrics } from '../metrics/registry';
@@ -48,28 +51,26 @@ export interface RunningController {
   stop(): Promise<void>;
 }
 
+/** How long the controller waits between attempts to reach Temporal: few replicas, so a short cap (agent/retrying.ts). */
+const CONNECT_RETRY_MAX_MS = 5000;
+
 /**
  * The controller: CSI Identity + Controller for external-provisioner, a Temporal client, and the worker that
  * runs every workflow. It keeps nothing in memory that it needs after a restart.
+ *
+ * It serves before it has reached Temporal, and keeps trying (a controller started during an outage, as a
+ * Deployment's Pod is rescheduled meanwhile): CSI Probe and /readyz say not ready and why, /healthz says live (a
+ * restart does not bring Temporal back, and a crash loop's back-off, up to 5 minutes, would outlast the outage),
+ * and every Controller call answers UNAVAILABLE, which the sidecars retry. A misconfigured connection (TLS, the
+ * address) or namespace still stops it at once, saying why.
  */
 export async function runController(config: ControllerConfig): Promise<RunningController> {
   applyAgentHeapTuning();
   installTemporalRuntime(config.sdkMetricsAddress);
   const logger = createLogger('controller');
-  const connection = await connectTemporal(config.temporal, (message) => logger.error(message));
-  const client = new Client({ connection, namespace: config.temporal.namespace });
-  await assertSearchAttributes(connection, config);
-
-  // Filled in once Kubernetes is watched (below): the worker starts first, and Events are only reports.
-  const writtenOffEvents: ControlDeps['writtenOffEvents'] = {};
-  const worker = await createControlWorker(connection, client, config, writtenOffEvents);
-  const workerDone = worker.run();
-
-  const services = csiServices(client, worker, config);
   const metrics = createProcessMetrics('controller');
-  registerControllerMetrics(metrics.registry, client, config.driverName, logger);
-  const kubernetes = await startKubernetes(config, client, metrics.registry, logger);
-  writtenOffEvents.report = kubernetes?.reportWrittenOff;
+  const temporal = startControllerTemporal(config, metrics.registry, logger);
+  const services = csiServices(temporal, config);
   const stopMetrics = config.metricsAddress
     ? await serveMetrics(config.metricsAddress, metrics.registry, logger, services.readiness)
     : undefined;
@@ -77,7 +78,7 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
   const stopHealth = config.healthAddress
     ? await serveHealth(config.healthAddress, { live: services.live }, logger)
     : undefined;
-  logger.info({ driver: config.driverName, temporal: config.temporal.address }, 'controller ready');
+  logger.info({ driver: config.driverName, temporal: config.temporal.address }, 'controller serving CSI');
 
   let stopped: Promise<void> | undefined;
   const stop = () =>
@@ -85,28 +86,119 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
       await server.close();
       await stopHealth?.();
       await stopMetrics?.();
-      await kubernetes?.stop();
-      worker.shutdown();
-      await workerDone;
-      await connection.close();
+      await temporal.stop();
     })());
   onShutdownSignal(logger, stop);
-  workerDone.catch((error: unknown) => {
-    logger.fatal({ err: error }, 'workflow worker stopped');
-    process.exit(1);
-  });
   return { stop };
 }
 
-/** A namespace without the driver's search attributes is refused, with the commands that register them. */
-async function assertSearchAttributes(connection: NativeConnection, config: ControllerConfig): Promise<void> {
-  const missing = await missingSearchAttributes(connection, config.temporal.namespace);
-  if (missing.length > 0) {
-    const commands = searchAttributeCreateCommands(config.temporal, missing).join('\n  ');
-    throw new Error(
-      `namespace "${config.temporal.namespace}" lacks the search attributes ${missing.join(', ')}; register them:\n  ${commands}`,
+/** The controller's Temporal side, once reached: the client and the worker (with what runs beside them). */
+interface Connected {
+  client: Client;
+  worker: Worker;
+}
+
+interface ControllerTemporal {
+  /** Set once the worker was created; until then, what the controller waits for. */
+  connected(): Connected | undefined;
+  waitingFor(): string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Connects in the background, retrying while Temporal does not answer; then checks the namespace, starts the
+ * worker, the metrics that read Temporal and the Kubernetes watch. Anything else that fails exits the process.
+ */
+function startControllerTemporal(
+  config: ControllerConfig,
+  registry: ReturnType<typeof createProcessMetrics>['registry'],
+  logger: Logger,
+): ControllerTemporal {
+  const abort = new AbortController();
+  let waitingFor = `connecting to Temporal at ${config.temporal.address}`;
+  let connection: NativeConnection | undefined;
+  let connected: Connected | undefined;
+  let workerDone: Promise<void> | undefined;
+  let kubernetes: Awaited<ReturnType<typeof startKubernetes>>;
+
+  // A failure no retry fixes (a misconfigured connection, a namespace without the search attributes): it stops the
+  // retries and the process, saying why.
+  let fatal: Error | undefined;
+  const retryOptions = {
+    logger,
+    signal: abort.signal,
+    onFailure: (message: string) => (waitingFor = message),
+    delayMs: (n: number) => backoff(n, 1000, CONNECT_RETRY_MAX_MS),
+  };
+  const giveUp = (error: Error): never => {
+    fatal = error;
+    abort.abort();
+    throw error;
+  };
+
+  const start = async () => {
+    const reached = await retrying(
+      'Temporal',
+      () =>
+        connectTemporal(config.temporal, (message) => logger.error(message)).catch((error: unknown) =>
+          error instanceof TemporalConnectionError && !error.unreachable ? giveUp(error) : Promise.reject(error),
+        ),
+      retryOptions,
     );
-  }
+    connection = reached;
+    if (abort.signal.aborted) throw new Stopped();
+    const client = new Client({ connection: reached, namespace: config.temporal.namespace });
+    // Filled in once Kubernetes is watched (below): the worker starts first, and Events are only reports.
+    const writtenOffEvents: ControlDeps['writtenOffEvents'] = {};
+    const worker = await retrying(
+      'workflow worker',
+      async () => {
+        const missing = await missingSearchAttributes(reached, config.temporal.namespace);
+        if (missing.length > 0) giveUp(missingAttributesError(config, missing));
+        return createControlWorker(reached, client, config, writtenOffEvents);
+      },
+      { ...retryOptions, onFailure: (message: string) => (waitingFor = `starting the workflow worker: ${message}`) },
+    );
+    if (abort.signal.aborted) throw new Stopped();
+    workerDone = worker.run();
+    workerDone.catch((error: unknown) => {
+      logger.fatal({ err: error }, 'workflow worker stopped');
+      process.exit(1);
+    });
+    connected = { client, worker };
+    registerControllerMetrics(registry, client, config.driverName, logger);
+    kubernetes = await startKubernetes(config, client, registry, logger);
+    writtenOffEvents.report = kubernetes?.reportWrittenOff;
+    logger.info({ driver: config.driverName, temporal: config.temporal.address }, 'controller ready');
+  };
+  start().catch((error: unknown) => {
+    if (error instanceof Stopped && !fatal) return;
+    const cause = fatal ?? error;
+    logger.fatal({ err: cause }, 'controller cannot start');
+    // As the CLI reports a failed start (cli/main.ts): the plain message, for `kubectl logs` and the tests.
+    process.stderr.write(`durable-csi: ${cause instanceof Error ? cause.message : String(cause)}\n`);
+    process.exit(1);
+  });
+
+  return {
+    connected: () => connected,
+    waitingFor: () => waitingFor,
+    async stop() {
+      abort.abort();
+      await kubernetes?.stop();
+      if (connected?.worker.getState() === 'RUNNING') connected.worker.shutdown();
+      await workerDone?.catch(() => undefined);
+      await connection?.close();
+    },
+  };
+}
+
+/** A namespace without the driver's search attributes is refused, with the commands that register them. */
+function missingAttributesError(config: ControllerConfig, missing: string[]): Error {
+  const commands = searchAttributeCreateCommands(config.temporal, missing).join('\n  ');
+  return new Error(
+    `namespace "${config.temporal.namespace}" lacks the search attributes ${missing.join(', ')}; register them:\n  ${commands}`,
+  );
 }
 
 /** The worker of the control queue: every workflow, and the controller's own activities. */
@@ -130,28 +222,60 @@ function createControlWorker(
 }
 
 /** CSI Identity and Controller, and the liveness and readiness the probes read. */
-function csiServices(client: Client, worker: Worker, config: ControllerConfig) {
-  // Eager start: the client shares the worker's connection and the worker polls the control queue.
-  const operations = new VolumeOperations(client, config.driverName, { eagerStart: true });
+function csiServices(temporal: ControllerTemporal, config: ControllerConfig) {
+  const running = () => temporal.connected()?.worker.getState() === 'RUNNING';
   const identity = createIdentityService({
     driverName: config.driverName,
     version: driverVersion(),
     // Initialised (csi/identity-service.ts); whether Temporal answers now is /readyz below.
-    ready: async () => worker.getState() === 'RUNNING',
+    ready: async () => running(),
   });
-  // The Pod's liveness (/healthz): the worker runs; Temporal's health is readiness (/readyz on the metrics port).
-  const live = async () => worker.getState() === 'RUNNING';
+  // The Pod's liveness (/healthz): the worker runs, or Temporal is still being reached (which a restart would not
+  // hasten); Temporal's health is readiness (/readyz on the metrics port).
+  const live = async () => temporal.connected() === undefined || running();
   // Cached: every probe (kubelet's, a scraper's) would otherwise be a Temporal call.
-  const readiness = cachedCheck(
-    async () =>
-      (await temporalAnswers(client)) ? undefined : `Temporal at ${config.temporal.address} does not answer`,
-    READINESS_TTL_MS,
+  const answers = cachedCheck(async () => {
+    const connected = temporal.connected();
+    if (!connected) return `not connected to Temporal yet: ${temporal.waitingFor()}`;
+    return (await temporalAnswers(connected.client))
+      ? undefined
+      : `Temporal at ${config.temporal.address} does not answer`;
+  }, READINESS_TTL_MS);
+  return { csi: { identity, controller: untilConnected(temporal, config) }, live, readiness: answers };
+}
+
+/**
+ * The Controller service, which needs Temporal: until the controller has reached it, every call answers
+ * UNAVAILABLE saying what it waits for (the sidecars retry); then the real handlers, made once.
+ */
+function untilConnected(temporal: ControllerTemporal, config: ControllerConfig): AsyncService {
+  let service: AsyncService | undefined;
+  const handlers = (): AsyncService | undefined => {
+    const connected = temporal.connected();
+    if (!connected || service) return service;
+    // Eager start: the client shares the worker's connection and the worker polls the control queue.
+    const operations = new VolumeOperations(connected.client, config.driverName, { eagerStart: true });
+    const snapshots = config.snapshots
+      ? new SnapshotOperations(connected.client, config.driverName, { eagerStart: true })
+      : undefined;
+    service = createControllerService(operations, config, snapshots) as AsyncService;
+    return service;
+  };
+  // Which methods are served depends on the configuration only, and making the handlers calls nothing: the names
+  // come from a service made over operations that are never called.
+  const unused = {} as VolumeOperations & SnapshotOperations;
+  const names = Object.keys(createControllerService(unused, config, config.snapshots ? unused : undefined));
+  return Object.fromEntries(
+    names.map((name) => [
+      name,
+      async (request: never, call: ServerUnaryCall<unknown, unknown>) => {
+        const handler = handlers()?.[name];
+        if (!handler)
+          throw new DriverError(FailureType.Unavailable, `not connected to Temporal yet: ${temporal.waitingFor()}`);
+        return handler(request, call);
+      },
+    ]),
   );
-  const snapshots = config.snapshots
-    ? new SnapshotOperations(client, config.driverName, { eagerStart: true })
-    : undefined;
-  const controller = createControllerService(operations, config, snapshots);
-  return { csi: { identity, controller }, live, readiness };
 }
 
 /** Loaded only when asked for: @kubernetes/client-node is large (and ESM, which only Node >= 20.19 requires). */

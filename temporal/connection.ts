@@ -34,13 +34,37 @@ export async function connectTemporal(
   return connection;
 }
 
-export async function explainConnectionFailure(config: TemporalConfig, error: unknown): Promise<Error> {
+/**
+ * A connection that failed, and whether a retry may outlast the cause. `unreachable`: nothing answered at the
+ * address (refused, no route, no name, no handshake in time), or the transport works and the SDK still failed (a
+ * server starting): an outage. Otherwise the transport diagnosis names a misconfiguration (the CA, a client
+ * certificate, the server name, TLS on one side only, a malformed address) that no retry fixes.
+ */
+export class TemporalConnectionError extends Error {
+  constructor(
+    message: string,
+    readonly unreachable: boolean,
+    options: ErrorOptions,
+  ) {
+    super(message, options);
+    this.name = 'TemporalConnectionError';
+  }
+}
+
+/** The transport diagnoses (temporal/tls-diagnosis.ts) that mean nothing answered, as opposed to a misconfiguration. */
+const NOTHING_ANSWERED = /^(cannot reach it \(|no TLS handshake within )/;
+
+export async function explainConnectionFailure(
+  config: TemporalConfig,
+  error: unknown,
+): Promise<TemporalConnectionError> {
   const original = error instanceof Error ? error.message : String(error);
   const diagnosis = await diagnoseTemporalTransport(config).catch(() => undefined);
   const how = usesTls(config) ? ' over TLS' : '';
-  return new Error(
+  return new TemporalConnectionError(
     `cannot connect to Temporal at ${config.address}${how}: ${diagnosis ?? original}` +
       (diagnosis ? ` (SDK: ${original})` : ''),
+    diagnosis === undefined || NOTHING_ANSWERED.test(diagnosis),
     { cause: error },
   );
 }

@@ -157,6 +157,15 @@ async function runningWorkflows(client: Client, driverName: string): Promise<Aud
   return pending;
 }
 
+/** Whether a snapshot's copy is on its node's disk now: the harness's probe for Model.copyOnDisk. */
+export function snapshotCopyProbe(cluster: Cluster): (snapshotId: string) => boolean | undefined {
+  return (snapshotId) => {
+    const parts = parseSnapshotId(snapshotId);
+    if (!parts || !cluster.nodes.some((node) => node.name === parts.nodeId)) return undefined;
+    return fs.existsSync(path.join(cluster.pool(parts.nodeId), 'snapshots', 'data', parts.key));
+  };
+}
+
 /** Waits (bounded) for visibility to show no running workflow of this driver besides the node records. */
 export async function pendingWorkflows(client: Client, driverName: string, timeoutMs: number) {
   const until = Date.now() + timeoutMs;
@@ -253,7 +262,8 @@ export function auditPools(cluster: Cluster, model: Model, pending: AuditResult[
 /**
  * Every snapshot the orchestrator holds must be on its node's pool (copy and record, the pool the ID names, the
  * record naming it), and every snapshot on disk must be one it holds: a copy of a snapshot deleted (or written off
- * by a forget) or never answered ready is a leak.
+ * by a forget) or never answered ready is a leak. What the model saw on the way counts too, each once: a held
+ * snapshot whose copy a deletion removed (lost), a deletion answered OK with the copy on disk (leaked).
  */
 function auditSnapshots(
   pools: { node: string; summary: PoolSummary; snapshots: DiskSnapshot[] }[],
@@ -277,10 +287,22 @@ function auditSnapshots(
       lost.push({ name, snapshotId, reason: `the pool of ${parts.nodeId} is ${pool.summary.poolId ?? 'unreadable'}` });
     else if (found.name !== name) lost.push({ name, snapshotId, reason: `its record names "${found.name ?? '?'}"` });
   }
+  // Lost on the way, though the CO may have deleted it since (then the end's disk shows nothing).
+  for (const entry of model.lostSnapshots) {
+    if (!lost.some((other) => other.name === entry.name && other.snapshotId === entry.snapshotId))
+      lost.push({ name: entry.name, snapshotId: entry.snapshotId, reason: entry.reason });
+  }
   const disk = pools.flatMap((pool) => pool.snapshots);
-  const leaked = disk
+  const leaked: SnapshotAudit['leaked'] = disk
     .filter((snapshot) => !knownKeys.has(`${snapshot.node}/${snapshot.key}`))
     .map((snapshot) => ({ ...snapshot, reason: snapshotHistory(model, snapshot) }));
+  // Leaked when the deletion answered, though a later answer may have handed the same ID out again since.
+  for (const entry of model.falseSnapshotDeletes) {
+    const parts = parseSnapshotId(entry.snapshotId);
+    if (!parts || leaked.some((copy) => copy.node === parts.nodeId && copy.key === parts.key)) continue;
+    const reason = `DeleteSnapshot op ${entry.op} answered OK with the copy on disk; ${snapshotHistory(model, { node: parts.nodeId, key: parts.key, hasData: true, hasRecord: true, name: entry.name })}`;
+    leaked.push({ node: parts.nodeId, key: parts.key, hasData: true, hasRecord: true, name: entry.name, reason });
+  }
   const byName = new Map<string, string[]>();
   for (const snapshot of disk) {
     if (snapshot.name)

@@ -196,6 +196,7 @@ export class Cluster {
   constructor(readonly config: ClusterConfig) {
     const socket = (name: string) => `unix://${path.join(config.root, 'sock', `${name}.sock`)}`;
     fs.mkdirSync(path.join(config.root, 'sock'), { recursive: true });
+    fs.mkdirSync(path.join(config.root, 'kubelet'), { recursive: true });
     const temporal = config.temporalFlags;
     this.controllers = ['controller-1', 'controller-2'].map((name) => {
       const args = ['controller', '--endpoint', socket(name), '--driver-name', config.driverName];
@@ -212,12 +213,19 @@ export class Cluster {
       const nodeId = `node-${index + 1}`;
       const args = ['node', '--endpoint', socket(nodeId), '--node-id', nodeId, '--driver-name', config.driverName];
       args.push('--backend', config.backend, '--pool', this.pool(nodeId), '--capacity', config.capacity);
+      // Staging and target paths of the kubelet calls some faults make (faults/temporal-outage.ts).
+      args.push('--kubelet-dir', this.kubeletDir());
       return new DriverProcess(this, nodeId, 'node', socket(nodeId), [...args, ...DEV_NODE_FLAGS, ...temporal]);
     });
   }
 
   pool(nodeId: string): string {
     return path.join(this.config.root, 'pools', nodeId);
+  }
+
+  /** What the node agents take as kubelet's directory (one for all: their paths differ by volume). */
+  kubeletDir(): string {
+    return path.join(this.config.root, 'kubelet');
   }
 
   all(): DriverProcess[] {

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { listNodeViews } from '../../node-records/reads';
 import { connectionOptions } from '../../temporal/config';
 import { startRunTemporal } from '../support/run-temporal';
-import { auditPools, pendingWorkflows } from './audit';
+import { auditPools, pendingWorkflows, snapshotCopyProbe } from './audit';
 import { currentBuild, defaultBaselineRev, prepareBaseline, supportsSnapshots, type Build } from './baseline';
 import { Cluster } from './cluster';
 import { planSchedule, runSchedule } from './faults/schedule';
@@ -107,6 +107,7 @@ async function main(): Promise<number> {
       progress,
     });
     cluster = activeCluster;
+    model.copyOnDisk = snapshotCopyProbe(activeCluster);
     cleanups.push(() => activeCluster.stopAll());
     const first = baseline ?? current;
     // A baseline without the chosen backend cannot run node agents: version skew then covers the controllers only.

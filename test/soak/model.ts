@@ -16,6 +16,8 @@ export interface OpRecord {
   snapshotId?: string;
   /** A restore: CreateVolume with volume_content_source.snapshot of this snapshot ID. */
   fromSnapshot?: string;
+  /** A CreateSnapshot of a name used before: after its snapshot was deleted, or while its deletion was in flight. */
+  recreate?: boolean;
   /** The node a create preferred, a delete's home node, a snapshot op's or restore's node (the source's). */
   node?: string;
   /**
@@ -65,6 +67,12 @@ export interface SnapshotState {
   answeredId?: string;
   busy: boolean;
   deleted: boolean;
+  /** Snapshot IDs of this name whose DeleteSnapshot answered OK: a re-create must not answer one again. */
+  deletedIds: string[];
+  /** The model's event count when the create that set snapshotId answered (as NameState.answeredEvent). */
+  answeredEvent?: number;
+  /** A re-create issued while this snapshot's deletion was in flight: it must answer another snapshot. */
+  supersedes?: string;
 }
 
 export interface Anomaly {
@@ -80,6 +88,15 @@ const SIZES = [16 * MiB, 32 * MiB, 64 * MiB, 128 * MiB];
 export class Model {
   readonly ops: OpRecord[] = [];
   readonly anomalies: Anomaly[] = [];
+  /**
+   * Snapshots the CO held without a copy, counted when seen (for the audit's lost list): answered ready with no copy
+   * on disk, or held (a re-create answered with the ID being deleted) when a deletion of it ended OK.
+   */
+  readonly lostSnapshots: { op: number; name: string; snapshotId: string; reason: string }[] = [];
+  /** DeleteSnapshot answered OK while the copy was on disk (its node not forgotten): leaked copies, when answered. */
+  readonly falseSnapshotDeletes: { op: number; name: string; snapshotId: string }[] = [];
+  /** Whether a snapshot's copy is on its node's disk now (set by the harness; undefined: not known). */
+  copyOnDisk?: (snapshotId: string) => boolean | undefined;
   /** While a node was forgotten (faults/forget-then-return.ts): deletes acknowledged then are the operator's call. */
   readonly forgotten: { node: string; from: number; to?: number }[] = [];
   private readonly names = new Map<string, NameState>();
@@ -204,6 +221,7 @@ export class Model {
       sizeBytes: source.sizeBytes,
       busy: false,
       deleted: false,
+      deletedIds: [],
     };
     this.snapshots.set(state.name, state);
     return state;
@@ -226,6 +244,19 @@ export class Model {
     return [...this.snapshots.values()].filter((s) => s.snapshotId !== undefined).length;
   }
 
+  /**
+   * Snapshots whose name can be asked for again with the same source (a re-create after the deletion answered OK):
+   * deleted, nothing in flight, and the source volume still the one the name was made of, idle.
+   */
+  recreatableSnapshots(): SnapshotState[] {
+    return [...this.snapshots.values()].filter((s) => {
+      const source = this.names.get(s.sourceName);
+      return (
+        s.deleted && !s.busy && s.snapshotId === undefined && source?.volumeId === s.sourceVolumeId && !source.busy
+      );
+    });
+  }
+
   snapshotCreated(op: OpRecord, snapshotId: string): void {
     const state = this.snapshotState(op.name);
     const parts = parseSnapshotId(snapshotId);
@@ -236,15 +267,61 @@ export class Model {
       if (other !== state && other.answeredId === snapshotId)
         this.anomaly(op, `CreateSnapshot ${op.name} answered ${snapshotId}, the snapshot of ${other.name}`);
     }
-    if (state.answeredId !== undefined && state.answeredId !== snapshotId)
-      this.anomaly(op, `CreateSnapshot ${op.name} answered ${snapshotId} after ${state.answeredId}`);
+    const key = (id: string) => parseSnapshotId(id)?.key;
+    const reused = state.deletedIds.find((id) => key(id) === key(snapshotId));
+    if (state.supersedes === snapshotId)
+      this.anomaly(
+        op,
+        `re-create of snapshot ${op.name} answered ${snapshotId}, whose deletion was in flight: a snapshot being deleted`,
+      );
+    else if (reused)
+      this.anomaly(
+        op,
+        `re-create of snapshot ${op.name} answered ${snapshotId}: the snapshot ${reused}, already deleted ` +
+          '(a re-create after a deletion must be a new snapshot)',
+      );
+    else if (state.snapshotId !== undefined && state.snapshotId !== snapshotId && state.snapshotId !== state.supersedes)
+      this.anomaly(op, `CreateSnapshot ${op.name} answered ${snapshotId} while ${state.snapshotId} exists`);
+    // Ready means copied: an answer whose copy is not on disk gave the CO a snapshot that is already lost (the
+    // earlier deletion's copy, answered again), however the CO uses it later.
+    if (this.copyOnDisk?.(snapshotId) === false)
+      this.lostSnapshots.push({
+        op: op.id,
+        name: op.name,
+        snapshotId,
+        reason: `CreateSnapshot op ${op.id} answered it ready with no copy on disk`,
+      });
     state.snapshotId = snapshotId;
     state.answeredId = snapshotId;
+    state.answeredEvent = ++this.events;
+    state.supersedes = undefined;
+    state.deleted = false;
   }
 
   snapshotDeleted(op: OpRecord): void {
     const state = this.snapshotState(op.name);
-    if (state.snapshotId === op.snapshotId) {
+    const snapshotId = op.snapshotId as string;
+    state.deletedIds.push(snapshotId);
+    const onDisk = this.copyOnDisk?.(snapshotId);
+    // A CreateSnapshot answered with this ID after the deletion was issued gave the CO a snapshot of it: it stays
+    // held. Its copy is gone now (the deletion says so): lost, whatever the CO does with it later (a later deletion
+    // of it answers OK and leaves nothing for the end's audit to see).
+    const issued = this.issuedEvent.get(op.id) ?? 0;
+    if (state.snapshotId === snapshotId && (state.answeredEvent ?? 0) > issued) {
+      if (onDisk !== true)
+        this.lostSnapshots.push({
+          op: op.id,
+          name: op.name,
+          snapshotId,
+          reason: `its deletion (op ${op.id}, issued before the CO was given it) ended OK: the copy is gone`,
+        });
+      return;
+    }
+    // OK while the copy is still on disk (not written off by a forget): a false "deleted", the copy leaked now even
+    // if a later answer hands the same ID out again.
+    if (onDisk === true && !this.forgottenSince(op.node, op.startedAt))
+      this.falseSnapshotDeletes.push({ op: op.id, name: op.name, snapshotId });
+    if (state.snapshotId === snapshotId) {
       state.snapshotId = undefined;
       state.deleted = true;
     }

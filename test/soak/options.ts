@@ -13,6 +13,7 @@ export const FAULT_KINDS = [
   'node-failpoints',
   'node-long-down',
   'temporal-restart',
+  'temporal-outage',
   'registry-loss',
   'forget-then-return',
   'delete-then-create',
@@ -48,6 +49,8 @@ export interface SoakOptions {
   callWait: string;
   opBudgetMs: number;
   longDownMs: number;
+  /** How long temporal-outage keeps the Temporal server down. */
+  longOutageMs: number;
   settleTimeoutMs: number;
   report: string;
   workDir?: string;
@@ -72,7 +75,7 @@ function faultList(text: string): FaultKind[] | 'all' {
   return FAULT_KINDS.filter((kind) => names.includes(kind));
 }
 
-type Renamed = 'callTimeoutMs' | 'opBudgetMs' | 'longDownMs' | 'settleTimeoutMs';
+type Renamed = 'callTimeoutMs' | 'opBudgetMs' | 'longDownMs' | 'longOutageMs' | 'settleTimeoutMs';
 interface RawOptions extends Omit<SoakOptions, 'rounds' | 'seed' | 'faults' | Renamed> {
   faults: FaultKind[] | 'all';
   rounds?: number;
@@ -80,6 +83,7 @@ interface RawOptions extends Omit<SoakOptions, 'rounds' | 'seed' | 'faults' | Re
   callTimeout: number;
   opBudget: number;
   longDown: number;
+  longOutage: number;
   settleTimeout: number;
 }
 
@@ -119,12 +123,13 @@ export function parseOptions(argv: string[]): SoakOptions {
       20_000,
     )
     .option('--long-down <duration>', 'how long node-long-down keeps its node down', duration, 45_000)
+    .option('--long-outage <duration>', 'how long temporal-outage keeps the Temporal server down', duration, 90_000)
     .option('--settle-timeout <duration>', 'how long the end waits for every operation to finish', duration, 300_000)
     .option('--report <file>', 'JSON report', path.join(findProjectRoot(), 'test-artifacts', 'soak-report.json'))
     .option('--work-dir <dir>', 'Temporal data, pools, sockets and logs (default: a new temporary folder)')
     .option('--keep', 'keep the work folder even when the run passes', false)
     .parse(argv);
-  const { callTimeout, opBudget, longDown, settleTimeout, faults, ...raw } = program.opts<RawOptions>();
+  const { callTimeout, opBudget, longDown, longOutage, settleTimeout, faults, ...raw } = program.opts<RawOptions>();
   const prodOnly = faults === 'all' ? [] : faults.filter((kind) => PROD_ONLY_FAULTS.includes(kind));
   if (raw.temporal !== 'prod' && prodOnly.length > 0)
     program.error(`error: fault(s) ${prodOnly.join(', ')} need the production-style Temporal: add --temporal prod`);
@@ -134,6 +139,7 @@ export function parseOptions(argv: string[]): SoakOptions {
     callTimeoutMs: callTimeout,
     opBudgetMs: opBudget,
     longDownMs: longDown,
+    longOutageMs: longOutage,
     settleTimeoutMs: settleTimeout,
     seed: raw.seed ?? Math.floor(Math.random() * 2 ** 31),
     rounds: raw.rounds ?? Math.max(1, Math.round(raw.ops / 300)),

@@ -36,6 +36,12 @@ export interface SnapshotCounts {
   created: number;
   /** CreateSnapshot ended NOT_FOUND because the source's node was forgotten: no snapshot, the copy written off. */
   endedByForget: number;
+  /**
+   * CreateSnapshot of a name used before (after its snapshot was deleted, or while its deletion was in flight),
+   * issued, and answered ready.
+   */
+  recreates: number;
+  recreated: number;
   /** Restores (CreateVolume from a snapshot) issued, and answered with a volume. */
   restores: number;
   restored: number;
@@ -119,6 +125,8 @@ function snapshotCounts(ops: OpRecord[], forgotten: ForgottenWindow[]): Snapshot
     creates: creates.length,
     created: creates.filter((op) => ok(op) && op.snapshotId !== undefined).length,
     endedByForget: creates.filter((op) => op.endedByForget).length,
+    recreates: creates.filter((op) => op.recreate).length,
+    recreated: creates.filter((op) => op.recreate && ok(op) && op.snapshotId !== undefined).length,
     restores: restores.length,
     restored: restores.filter((op) => ok(op) && op.volumeId !== undefined).length,
     deletes: deletes.length,
@@ -231,7 +239,8 @@ export function formatReport(report: SoakReport): string {
   lines.push(
     `  operations: ${w.issued} issued (${w.creates} creates of which ${w.recreates} re-creates, ${w.deletes} deletes), ` +
       `${w.ok} ok, ${w.failed} failed, ${w.unsettled} unsettled; ${w.attempts} calls`,
-    `  snapshots: ${w.snapshots.creates} creates (${w.snapshots.created} created, ${w.snapshots.endedByForget} ended by a forget), ` +
+    `  snapshots: ${w.snapshots.creates} creates (${w.snapshots.created} created, ${w.snapshots.endedByForget} ended by a forget; ` +
+      `${w.snapshots.recreates} re-creates of a deleted name, ${w.snapshots.recreated} answered), ` +
       `${w.snapshots.restores} restores (${w.snapshots.restored} restored), ${w.snapshots.deletes} deletes ` +
       `(${w.snapshots.deleted} deleted, ${w.snapshots.writtenOff} of them written off)` +
       (a ? `; at the end ${a.snapshots.known} held by the orchestrator, ${a.snapshots.onDisk} on disk` : ''),

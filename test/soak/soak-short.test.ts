@@ -11,19 +11,21 @@ describe('soak (short run)', () => {
   it(
     'loses, leaks and duplicates no volume or snapshot through rollouts, crashes, a Temporal restart and a version-skew upgrade',
     () => {
-      const args = ['--ops', '200', '--long-down', '35s'];
+      const args = ['--ops', '200', '--long-down', '35s', '--long-outage', '65s'];
       const report = runSoakForTest(args, 'soak-short-report.json', TIMEOUT_MS - 30_000);
       expect(report.problems).toEqual([]);
       expect(report.audit).toMatchObject({ leaked: [], lost: [], duplicated: [], torn: [], pending: [] });
       expect(report.audit?.snapshots).toMatchObject({ leaked: [], lost: [], duplicated: [], torn: [] });
       expect(report.audit?.restoresElsewhere).toEqual([]);
-      // The mix made, restored and deleted snapshots (a soak with none would pass the audit trivially).
-      const { created, restored, deleted } = report.workload.snapshots;
+      // The mix made, restored and deleted snapshots (a soak with none would pass the audit trivially), and
+      // delete-then-create used snapshot names again (issue 33).
+      const { created, restored, deleted, recreates } = report.workload.snapshots;
       expect({ created: created > 0, restored: restored > 0, deleted: deleted > 0 }).toEqual({
         created: true,
         restored: true,
         deleted: true,
       });
+      if (report.options.faults.includes('delete-then-create')) expect(recreates).toBeGreaterThan(0);
       expect(new Set(report.faults.map((fault) => fault.kind))).toEqual(new Set(report.options.faults));
       expect(report.faults.every((fault) => fault.hit.total > 0)).toBe(true);
     },

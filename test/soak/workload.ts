@@ -17,6 +17,8 @@ import type { Prng } from './prng';
 const RETRIABLE = new Set(['ABORTED', 'UNAVAILABLE', 'DEADLINE_EXCEEDED', 'NOT_READY']);
 /** About this share of background operations are snapshot ones (create, restore, delete). */
 const SNAPSHOT_SHARE = 0.13;
+/** Of those, about this share re-create a deleted snapshot's name (when there is one whose source still exists). */
+const RESNAPSHOT_SHARE = 0.25;
 
 /** A CreateSnapshot answer that gives the CO no snapshot yet: asked again, like UNAVAILABLE. */
 class RetryLater extends Error {
@@ -188,6 +190,11 @@ export class Workload {
    * snapshot) or DeleteSnapshot; more deletions the more snapshots exist. Undefined when none is possible.
    */
   snapshotOp(origin: string, options: { node?: string } = {}): OpRecord | undefined {
+    // Names used again: a deleted snapshot's name and source asked for once more (issue 33).
+    if (options.node === undefined && this.prng.chance(RESNAPSHOT_SHARE)) {
+      const op = this.resnapshotOne(origin);
+      if (op) return op;
+    }
     const count = this.model.snapshotCount();
     const roll = this.prng.next();
     const deleteShare = count > 12 ? 0.55 : count > 4 ? 0.35 : 0.2;
@@ -225,9 +232,98 @@ export class Workload {
       volumeId: snapshot.sourceVolumeId,
       node: snapshot.node,
     });
+    this.launchSnapshot(op, snapshot, options.via);
+    void this.running.get(op.id)?.then(() => {
+      source.busy = false;
+      snapshot.busy = false;
+    });
+    return op;
+  }
+
+  /**
+   * CreateSnapshot of a name (and source) whose snapshot was deleted: it must be a new snapshot, which the earlier
+   * deletion does not remove (issue 33). The source is busy meanwhile, as for any CreateSnapshot.
+   */
+  resnapshotOne(origin: string): OpRecord | undefined {
+    const candidates = this.model.recreatableSnapshots();
+    if (candidates.length === 0) return undefined;
+    const snapshot = this.prng.pick(candidates);
+    const source = this.model.state(snapshot.sourceName);
+    source.busy = true;
+    snapshot.busy = true;
+    const op = this.model.newOp('snapshot', snapshot.name, origin, {
+      volumeId: snapshot.sourceVolumeId,
+      node: snapshot.node,
+      recreate: true,
+    });
+    this.launchSnapshot(op, snapshot, undefined);
+    void this.running.get(op.id)?.then(() => {
+      source.busy = false;
+      snapshot.busy = false;
+    });
+    return op;
+  }
+
+  /**
+   * CreateSnapshot of the name (and source) a DeleteSnapshot in flight removes: it must answer a retriable error
+   * until that deletion has ended, then a new snapshot, never the ID being deleted (issue 33). The name and its
+   * source stay busy until both have ended; the caller reserved the source (busy) before the deletion.
+   */
+  resnapshot(origin: string, deletion: OpRecord): OpRecord {
+    const snapshot = this.model.snapshotState(deletion.name);
+    const source = this.model.state(snapshot.sourceName);
+    snapshot.supersedes = deletion.snapshotId;
+    const op = this.model.newOp('snapshot', snapshot.name, origin, {
+      volumeId: snapshot.sourceVolumeId,
+      node: snapshot.node,
+      recreate: true,
+    });
+    this.launchSnapshot(op, snapshot, undefined);
+    const release = () => {
+      const both = op.endedAt !== undefined && deletion.endedAt !== undefined;
+      snapshot.busy = !both;
+      source.busy = !both;
+    };
+    void this.done(deletion).then(release);
+    void this.done(op).then(release);
+    return op;
+  }
+
+  /**
+   * Snapshots of `count` idle volumes on `node`, made now and waited for (bounded). Each one's source stays held
+   * (busy) for a re-create of the name: resnapshot, or releaseSnapshotDeletion, frees it.
+   */
+  async snapshotsForRecreate(
+    node: string,
+    count: number,
+    origin: string,
+    timeoutMs = 60_000,
+  ): Promise<SnapshotState[]> {
+    await this.ensureOn(node, count, origin, timeoutMs);
+    const ops = Array.from({ length: count }, () => this.snapshotOne(origin, { node })).flatMap((op) =>
+      op ? [op] : [],
+    );
+    await Promise.race([Promise.all(ops.map((op) => this.done(op))), sleep(timeoutMs)]);
+    // In the same turn as the snapshots' own release: no background operation takes a source in between.
+    return ops.flatMap((op) => {
+      if (op.outcome !== 'ok' || op.snapshotId === undefined) return [];
+      const snapshot = this.model.snapshotState(op.name);
+      if (snapshot.busy || snapshot.snapshotId !== op.snapshotId) return [];
+      this.model.state(snapshot.sourceName).busy = true;
+      return [snapshot];
+    });
+  }
+
+  /** DeleteSnapshot of a snapshot from snapshotsForRecreate: the name stays busy until its re-create ends too. */
+  deleteSnapshotForRecreate(snapshot: SnapshotState, origin: string): OpRecord {
+    return this.launchSnapshotDelete(snapshot, origin, undefined, false);
+  }
+
+  /** Sends a CreateSnapshot (retried until ready) and records its answer in the model. */
+  private launchSnapshot(op: OpRecord, snapshot: SnapshotState, via: number | undefined): void {
     this.launch(
       op,
-      options.via,
+      via,
       async (client) => {
         let answer: CreateSnapshotResponse__Output;
         try {
@@ -255,11 +351,6 @@ export class Workload {
       },
       true,
     );
-    void this.running.get(op.id)?.then(() => {
-      source.busy = false;
-      snapshot.busy = false;
-    });
-    return op;
   }
 
   /**
@@ -287,13 +378,33 @@ export class Workload {
   deleteSnapshotOne(origin: string, options: { node?: string; via?: number } = {}): OpRecord | undefined {
     const candidates = this.model.idleSnapshots(options.node);
     if (candidates.length === 0) return undefined;
-    const snapshot: SnapshotState = this.prng.pick(candidates);
+    return this.launchSnapshotDelete(this.prng.pick(candidates), origin, options.via, true);
+  }
+
+  /** DeleteSnapshot of the named snapshot, if the CO holds it and nothing is in flight for it. */
+  deleteSnapshotOf(name: string, origin: string): OpRecord | undefined {
+    const snapshot = this.model.snapshotState(name);
+    if (snapshot.busy || snapshot.snapshotId === undefined) return undefined;
+    return this.launchSnapshotDelete(snapshot, origin, undefined, true);
+  }
+
+  /** For a deletion from deleteSnapshotForRecreate that gets no re-create: name and source free once it ends. */
+  releaseSnapshotDeletion(deletion: OpRecord): void {
+    const snapshot = this.model.snapshotState(deletion.name);
+    void this.done(deletion).then(() => {
+      snapshot.busy = false;
+      this.model.state(snapshot.sourceName).busy = false;
+    });
+  }
+
+  /** DeleteSnapshot of this snapshot; the name is busy until it ends (or, with release false, until the caller says). */
+  private launchSnapshotDelete(snapshot: SnapshotState, origin: string, via: number | undefined, release: boolean) {
     const snapshotId = snapshot.snapshotId as string;
     snapshot.busy = true;
     const op = this.model.newOp('snapshot-delete', snapshot.name, origin, { snapshotId, node: snapshot.node });
     this.launch(
       op,
-      options.via,
+      via,
       async (client) => {
         await call<object>((done) =>
           client.DeleteSnapshot({ snapshot_id: snapshotId }, withDeadline(this.config.callTimeoutMs), done),
@@ -302,7 +413,7 @@ export class Workload {
       },
       true,
     );
-    void this.running.get(op.id)?.then(() => (snapshot.busy = false));
+    if (release) void this.running.get(op.id)?.then(() => (snapshot.busy = false));
     return op;
   }
 

@@ -1,6 +1,7 @@
+import net from 'node:net';
 import { waitUntilReady } from '../../../agent/wait-ready';
 import type { FaultContext, FaultRecord } from './types';
-import { awaitOps, step } from './types';
+import { awaitOps, sleep, step } from './types';
 
 /** Driver process IDs and the count of unexpected exits, taken before an outage of Temporal or its database. */
 export function snapshotDriver(context: FaultContext) {
@@ -58,4 +59,25 @@ export async function probeAfterOutage(
     `survived: ${processes.filter((p) => p.survived).length}/${processes.length}; died: ${died.join(', ') || 'none'}`,
   );
   return { processes, served, died };
+}
+
+/** Resolves once nothing accepts connections at host:port (the server has really stopped). */
+export async function untilRefused(address: string, timeoutMs: number): Promise<void> {
+  const [host, port] = [
+    address.slice(0, address.lastIndexOf(':')),
+    Number(address.slice(address.lastIndexOf(':') + 1)),
+  ];
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = net.connect(port, host, () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => resolve(false));
+    });
+    if (!open) return;
+    await sleep(200);
+  }
+  throw new Error(`Temporal at ${address} still accepts connections ${timeoutMs} ms after it was stopped`);
 }

@@ -1,8 +1,7 @@
-import net from 'node:net';
 import { waitUntilProbeAnswers } from '../../../agent/wait-ready';
-import { probeAfterOutage, snapshotDriver } from './after-outage';
+import { probeAfterOutage, snapshotDriver, untilRefused } from './after-outage';
 import type { Fault } from './types';
-import { sleep, step } from './types';
+import { step } from './types';
 
 /**
  * Node agents restart (SIGKILL, as a reboot) while Temporal is down: each must come back serving CSI at once
@@ -51,24 +50,3 @@ export const outageNodeRestart: Fault = {
     };
   },
 };
-
-/** Resolves once nothing accepts connections at host:port (the server has really stopped). */
-async function untilRefused(address: string, timeoutMs: number): Promise<void> {
-  const [host, port] = [
-    address.slice(0, address.lastIndexOf(':')),
-    Number(address.slice(address.lastIndexOf(':') + 1)),
-  ];
-  const until = Date.now() + timeoutMs;
-  while (Date.now() < until) {
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = net.connect(port, host, () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
-    });
-    if (!open) return;
-    await sleep(200);
-  }
-  throw new Error(`Temporal at ${address} still accepts connections ${timeoutMs} ms after it was stopped`);
-}

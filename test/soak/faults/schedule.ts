@@ -8,6 +8,7 @@ import { nodeRollout } from './node-rollout';
 import { deleteThenCreate } from './delete-then-create';
 import { outageNodeRestart } from './outage-node-restart';
 import { registryLoss } from './registry-loss';
+import { temporalOutage } from './temporal-outage';
 import { temporalRestart } from './temporal-restart';
 import { historyRestart, matchingRestart, postgresOutage } from './temporal-services';
 import type { Fault, FaultContext, FaultRecord } from './types';
@@ -22,6 +23,7 @@ const FAULTS: Record<FaultKind, Fault> = {
   'node-failpoints': nodeFailpoints,
   'node-long-down': nodeLongDown,
   'temporal-restart': temporalRestart,
+  'temporal-outage': temporalOutage,
   'registry-loss': registryLoss,
   'forget-then-return': forgetThenReturn,
   'delete-then-create': deleteThenCreate,
