@@ -6,6 +6,7 @@
 const Sequencer = require('@jest/test-sequencer').default;
 
 const SLOWEST = [
+  'test/integration/temporal-outage.test.ts',
   'test/soak/soak-short.test.ts',
   'test/integration/forgotten-node-returns.test.ts',
   'test/integration/list-paging.test.ts',
