@@ -7,6 +7,7 @@ const crypto = require('crypto');
 const fs = require('fs');
 const path = require('path');
 const { forgetBuild, inputsFingerprint, isBuildFresh, recordBuild } = require('./build-inputs');
+const { writeBuildInfo } = require('./build-info');
 
 const root = path.resolve(__dirname, '..');
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
@@ -68,6 +69,9 @@ if (isBuildFresh(root, inputs)) {
   run('build', npm, ['run', 'build', '--silent']);
   recordBuild(root, inputs);
 }
+// The commit is not an input of tsc: a new commit with no source change skips the build, and only this says which
+// commit dist/ now stands for (scripts/build-info.js).
+writeBuildInfo(root);
 run('ensure Temporal CLI', process.execPath, [path.join('dist', 'temporal-dev', 'ensure-cli.js')]);
 // The test tools need Go; `npm run dev` and `npm run bench` do not use them, so only the test scripts (or a
 // direct `node scripts/setup.js`) install them.

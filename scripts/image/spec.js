@@ -4,6 +4,7 @@
 // Node built-ins only (scripts/image runs before node_modules may exist).
 const fs = require('fs');
 const path = require('path');
+const { describeBuild } = require('../build-info');
 const { BUILDS } = require('../install-k8s-tools');
 
 const root = path.resolve(__dirname, '..', '..');
@@ -47,11 +48,13 @@ function readJsonFile(file) {
   return JSON.parse(fs.readFileSync(file, 'utf8'));
 }
 
-/** deploy/image.json with the tag (package.json's version) and the image reference filled in. */
+/** deploy/image.json with the tag (the build's version) and the image reference filled in. */
 function driverSpec(rootDir = root) {
   const spec = readJsonFile(path.join(rootDir, 'deploy', 'image.json'));
   const pkg = readJsonFile(path.join(rootDir, 'package.json'));
-  return { ...spec, tag: pkg.version, ref: `${spec.name}:${pkg.version}`, engines: (pkg.engines || {}).node };
+  // The build's version (scripts/build-info.js): the bare version only for a release, else `-dev.<commit>`.
+  const { version } = describeBuild(rootDir);
+  return { ...spec, tag: version, ref: `${spec.name}:${version}`, engines: (pkg.engines || {}).node };
 }
 
 /** The official Node.js image the Containerfile must build on for the same Node and Debian as ours. */

@@ -10,6 +10,9 @@ const { PAUSE_IMAGE, BUSYBOX_IMAGE } = jest.requireActual<{ PAUSE_IMAGE: string;
   '../../scripts/image/spec',
 );
 
+const buildVersion = jest
+  .requireActual<{ describeBuild(dir: string): { version: string } }>('../../scripts/build-info')
+  .describeBuild(root).version;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Waits for a child to exit; its code, or the signal that ended it. */
@@ -138,7 +141,7 @@ describe('npm run image (pause, busybox)', () => {
     expect(busybox.layer).toMatch(/ etc\/passwd\n/);
     expect(Object.keys(tars)).toEqual(
       expect.arrayContaining([
-        'ghcr.io/durable-csi/durable-csi:0.1.0',
+        `ghcr.io/durable-csi/durable-csi:${buildVersion}`,
         'registry.k8s.io/sig-storage/csi-provisioner:v6.4.0',
         'registry.k8s.io/sig-storage/csi-resizer:v2.3.0',
       ]),

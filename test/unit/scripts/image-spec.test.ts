@@ -19,6 +19,9 @@ const { drift } = jest.requireActual<{ drift(spec: Spec, text: string): string[]
   '../../../scripts/image/containerfile',
 );
 
+const buildInfo = jest.requireActual<{ describeBuild(dir: string): { version: string } }>(
+  '../../../scripts/build-info',
+);
 const root = path.resolve(__dirname, '../../..');
 const containerfile = fs.readFileSync(path.join(root, 'deploy/Containerfile'), 'utf8');
 
@@ -61,11 +64,15 @@ describe('the image names deploy/ uses are the ones npm run image builds', () =>
   );
   const images = manifests.flatMap((text) => [...text.matchAll(/^\s+image: (\S+)$/gm)].map((m) => m[1]));
 
-  it('names the driver image by package.json version', () => {
-    expect(spec.driverSpec().ref).toBe('ghcr.io/durable-csi/durable-csi:0.1.0');
+  it("tags the driver image with the build's version and deploy/ names the release of package.json's version", () => {
+    const { version } = buildInfo.describeBuild(root);
+    expect(spec.driverSpec().ref).toBe(`ghcr.io/durable-csi/durable-csi:${version}`);
+    const release = (
+      JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string }
+    ).version.split('-')[0];
     expect(images.filter((image) => image!.startsWith('ghcr.io/'))).toEqual([
-      spec.driverSpec().ref,
-      spec.driverSpec().ref,
+      `ghcr.io/durable-csi/durable-csi:${release}`,
+      `ghcr.io/durable-csi/durable-csi:${release}`,
     ]);
   });
 
