@@ -20,8 +20,9 @@ export interface PoolGateInput {
   /** The pool identity the node's record remembers; undefined when there is no record or it never heard a report. */
   remembered?: string;
   /**
-   * The newest pool prefix the node's volume operations name (their volume IDs carry it), read only when the
-   * record remembers none and the directory has no identity: a record lost while the disk was not mounted.
+   * The newest pool prefix the node's volume and snapshot operations name (their volume and snapshot IDs carry it),
+   * read only when the record remembers none and the directory has no identity: a record lost while the disk was
+   * not mounted.
    */
   named?: string;
   /** `--accept-new-pool`: the identity the operator says is gone for good. */
@@ -74,7 +75,7 @@ function knownPool(input: PoolGateInput): KnownPool | undefined {
   if (onDisk || named === undefined) return undefined;
   return {
     poolId: named,
-    knownBy: `volume operations of node ${nodeId} name pool ${named} (its record remembers none)`,
+    knownBy: `volume or snapshot operations of node ${nodeId} name pool ${named} (its record remembers none)`,
   };
 }
 

@@ -14,7 +14,7 @@ describe('the pool gate', () => {
   it('with no record, refuses an empty directory whose node operations name a pool, and accepts that decision', () => {
     const gate = decidePool({ ...base, named: '6fac7ed660ac4a52' });
     expect(gate.kind === 'refuse' && gate.message).toContain(
-      'volume operations of node node-1 name pool 6fac7ed660ac4a52 (its record remembers none)',
+      'volume or snapshot operations of node node-1 name pool 6fac7ed660ac4a52 (its record remembers none)',
     );
     expect(gate.kind === 'refuse' && gate.message).toContain('--accept-new-pool=6fac7ed660ac4a52');
     expect(decidePool({ ...base, named: '6fac7ed660ac4a52', accepted: OLD })).toMatchObject({
