@@ -8,6 +8,8 @@ export interface NodeReport {
   capacityBytes: number;
   availableBytes: number;
   volumeCount: number;
+  /** Snapshot copies in the pool; absent in reports of agents before this field. */
+  snapshotCount?: number;
   agentVersion: string;
 }
 

@@ -9,10 +9,12 @@ import {
   patched,
   proxyActivities,
   setHandler,
+  TimeoutFailure,
   upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
+import { TimeoutType } from '@temporalio/common';
 import type { ControlActivities } from '../activities/control-activities';
 import type { PresenceActivities, PresenceHold } from '../activities/presence-activities';
 import { nodeTaskQueue } from '../common/names';
@@ -88,6 +90,7 @@ export async function nodePresence(input: NodePresenceInput): Promise<void> {
       recordHeld(run, held.value);
     } catch (error) {
       if (!(error instanceof ActivityFailure)) throw error;
+      recordLastHeartbeat(run, error);
       run.memo.live = false;
     }
     publishLiveness(run);
@@ -236,6 +239,25 @@ function recordHeld(run: RecordRun, held: PresenceHold): void {
   if (held.leaving) memo.live = false;
   // A forget applied while the node was live (by an earlier release) is void: the node answers.
   if (memo.forgotten && memo.live && patched('forget-refused-while-live')) memo.forgotten = undefined;
+}
+
+/**
+ * A hold that timed out (the agent died or lost contact) still tells the agent's last figures: its last heartbeat.
+ * Kept, so that an offline record shows what the pool held when the agent went (the Node-deleted policy decides on
+ * its volume and snapshot counts), not what it held when the hold began, up to an hour earlier. The server times a
+ * hold out PRESENCE_HEARTBEAT_TIMEOUT_MS after the last heartbeat it received, which dates it. Only the memo's
+ * content changes, not the commands: the same upserts follow.
+ */
+function recordLastHeartbeat(run: RecordRun, error: ActivityFailure): void {
+  const timeout = error.cause instanceof TimeoutFailure ? error.cause : undefined;
+  const last = timeout?.lastHeartbeatDetails as NodeReport | undefined;
+  const record = run.memo.record;
+  if (!timeout || !record || !last || typeof last !== 'object' || last.nodeId !== run.input.nodeId) return;
+  const heard =
+    timeout.timeoutType === TimeoutType.HEARTBEAT
+      ? Math.max(record.lastHeartbeat, Date.now() - PRESENCE_HEARTBEAT_TIMEOUT_MS)
+      : record.lastHeartbeat;
+  run.memo.record = { ...record, ...last, firstSeen: record.firstSeen, lastHeartbeat: heard };
 }
 
 function publishLiveness(run: RecordRun): void {

@@ -1,12 +1,16 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
+import type { CsiClients } from '../../csi/client';
+import { createLogger } from '../../common/logger';
 import { parseSnapshotId } from '../../common/snapshot-id';
+import { GoneNodes } from '../../kubernetes/gone-nodes';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
 import { TestCluster } from '../support/cluster';
 import { createSnapshot, createSnapshotUntilReady, deleteSnapshot, notReadyYet } from '../support/snapshot-requests';
-import { MiB, codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
+import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { eventually } from '../support/run-cli';
 
 /**
@@ -67,3 +71,91 @@ describe('snapshots of a forgotten node that comes back', () => {
     await eventually(() => copies('node-2').length === 0, 60_000, 'the written-off copy deleted');
   });
 });
+
+/**
+ * The Node-deleted policy (kubernetes/gone-nodes.ts) decides only for a Node that holds something of this driver.
+ * Snapshot copies are such a thing: a Node holding only snapshots must be decided too, or its DeleteSnapshots wait
+ * for ever. Temporal, the agents and the pools are real; the Kubernetes API is the policy's own reads, answered
+ * here (no PV, the Node gone, and the VolumeSnapshotContents given).
+ */
+describe('the Node-deleted policy and a node holding only snapshots', () => {
+  const cluster = new TestCluster('snapgone');
+  const policies: GoneNodes[] = [];
+  afterAll(async () => {
+    for (const policy of policies) policy.stop();
+    await cluster.teardown();
+  });
+
+  const policy = async (contents: object[]) => {
+    const options = {
+      client: await cluster.temporal(),
+      core: kubernetesWithoutNodes,
+      custom: { listClusterCustomObject: async () => ({ items: contents }) } as unknown as CustomObjectsApi,
+      driverName: cluster.driverName,
+      policy: { kind: 'forget-after', afterMs: 0 } as const,
+      logger: createLogger('test', 'silent'),
+      retryMs: 500,
+      inCache: () => false,
+    };
+    const gone = new GoneNodes(options);
+    policies.push(gone);
+    return gone;
+  };
+  let controller: CsiClients | undefined;
+  /** A node whose pool holds one snapshot copy and no volume, its agent killed: snapshot ID and clients. */
+  const nodeWithOnlyASnapshot = async (nodeId: string) => {
+    const agent = await cluster.startNode(nodeId);
+    const clients = (controller ??= cluster.csi(
+      (await cluster.startController('controller', ['--snapshots'])).endpoint,
+    ));
+    const client = await cluster.temporal();
+    const volume = await retryLikeCo(() =>
+      createVolume(clients, createRequest(`pvc-${nodeId}`, 64 * MiB, onNode(nodeId))),
+    );
+    const made = await createSnapshotUntilReady(clients, `snap-${nodeId}`, volume.volume!.volume_id);
+    await retryLikeCo(() => deleteVolume(clients, volume.volume!.volume_id));
+    expect(cluster.volumesOnDisk(nodeId)).toEqual([]);
+    // The agent's next presence heartbeat (every 10 s) carries the pool's new figures.
+    await eventually(async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.snapshotCount === 1);
+    // Killed: the record learns the agent's last figures from its last heartbeat (the hold's timeout carries it).
+    await agent.kill('SIGKILL');
+    await eventually(async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.live === false);
+    return { snapshotId: made.snapshot!.snapshot_id, clients, client };
+  };
+  const forgottenBy = (client: Client, nodeId: string) =>
+    eventually(async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.forgotten, 30_000, 'forgotten');
+
+  it("is decided on the record's count of snapshot copies, and the copy's DeleteSnapshot then ends", async () => {
+    const { snapshotId, clients, client } = await nodeWithOnlyASnapshot('node-1');
+    await (await policy([])).deleted('node-1', 'uid-1', new Date());
+    expect((await forgottenBy(client, 'node-1')).reason).toMatch(/^Kubernetes Node node-1 deleted at /);
+    await expect(deleteSnapshot(clients, snapshotId)).resolves.toEqual({});
+  });
+
+  it('is decided on a VolumeSnapshotContent naming the node when nothing in Temporal knows of it', async () => {
+    // A copy on a node whose record is lost (or that only an earlier release's agent ever reported): its handle is
+    // all that is left, in Kubernetes.
+    const client = await cluster.temporal();
+    const clients = (controller ??= cluster.csi(
+      (await cluster.startController('controller', ['--snapshots'])).endpoint,
+    ));
+    const snapshotId = `s1_node-lost_0123456789abcdef_${'d'.repeat(32)}`;
+    const content = {
+      metadata: { name: 'snapcontent-lost' },
+      spec: { driver: cluster.driverName },
+      status: { snapshotHandle: snapshotId },
+    };
+    await (await policy([content])).deleted('node-lost', 'uid-lost', new Date());
+    expect((await forgottenBy(client, 'node-lost')).reason).toMatch(/^Kubernetes Node node-lost deleted at /);
+    await expect(deleteSnapshot(clients, snapshotId)).resolves.toEqual({});
+  });
+});
+
+/** The core API as the policy reads it: no PV of the driver, every Node gone (404), Events accepted. */
+const kubernetesWithoutNodes = {
+  listPersistentVolume: async () => ({ items: [] }),
+  readNode: async () => {
+    throw Object.assign(new Error('nodes not found'), { code: 404 });
+  },
+  createNamespacedEvent: async () => ({}),
+} as unknown as CoreV1Api;
