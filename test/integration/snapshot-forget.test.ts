@@ -1,7 +1,9 @@
 import fs from 'node:fs';
+import { status as grpcStatus } from '@grpc/grpc-js';
 import path from 'node:path';
 import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import type { Client } from '@temporalio/client';
+import type { ApplicationFailure, Client, WorkflowFailedError } from '@temporalio/client';
+import { createWorkflowId } from '../../common/names';
 import type { CsiClients } from '../../csi/client';
 import { createLogger } from '../../common/logger';
 import { parseSnapshotId } from '../../common/snapshot-id';
@@ -71,6 +73,88 @@ describe('snapshots of a forgotten node that comes back', () => {
     await eventually(() => copies('node-2').length === 0, 60_000, 'the written-off copy deleted');
   });
 });
+
+/**
+ * A restore or clone is made on its source's node and nowhere else. Once that node is forgotten its source is gone
+ * with it: the create answers NOT_FOUND naming the node and the reason, not UNAVAILABLE for ever (a CO retrying for
+ * a node that will never answer), nor RESOURCE_EXHAUSTED when the forget ended its completion there.
+ */
+describe('a restore or clone whose source is on a forgotten node', () => {
+  const cluster = new TestCluster('copyforget');
+  afterAll(() => cluster.teardown());
+  let controller: CsiClients | undefined;
+  const copyOf = (name: string, source: object, nodeId: string) =>
+    createRequest(name, 64 * MiB, { volume_content_source: source, ...onNode(nodeId) });
+
+  /** A volume on the node and a snapshot of it; the CSI clients of a controller with snapshots. */
+  const sourceOn = async (nodeId: string) => {
+    const agent = await cluster.startNode(nodeId);
+    const clients = (controller ??= cluster.csi(
+      (await cluster.startController('controller', ['--snapshots'])).endpoint,
+    ));
+    const volume = await retryLikeCo(() =>
+      createVolume(clients, createRequest(`pvc-${nodeId}`, 64 * MiB, onNode(nodeId))),
+    );
+    const made = await createSnapshotUntilReady(clients, `snap-${nodeId}`, volume.volume!.volume_id);
+    return { agent, clients, volumeId: volume.volume!.volume_id, snapshotId: made.snapshot!.snapshot_id };
+  };
+
+  it('answers NOT_FOUND naming the node and the reason, for a restore and for a clone', async () => {
+    const { agent, clients, volumeId, snapshotId } = await sourceOn('node-1');
+    await agent.stop();
+    const client = await cluster.temporal();
+    await eventually(async () => (await readNodeRecord(client, cluster.driverName, 'node-1'))?.node?.live === false);
+    await forgetNode(client, cluster.driverName, 'node-1', 'the disk died');
+    for (const [name, source] of [
+      ['pvc-restore', { snapshot: { snapshot_id: snapshotId } }],
+      ['pvc-clone', { volume: { volume_id: volumeId } }],
+    ] as const) {
+      const failure = await failureOf(retryLikeCo(() => createVolume(clients, copyOf(name, source, 'node-1')), 30_000));
+      expect(failure).toMatchObject({ code: 'NOT_FOUND' });
+      expect(failure.message).toMatch(/node node-1\b.*forgotten.*the disk died/);
+    }
+  });
+
+  it('answers NOT_FOUND when the forget ends the restore while it completes on that node', async () => {
+    const { agent, clients, snapshotId } = await sourceOn('node-2');
+    await agent.stop();
+    // The copy is allocated, then the agent dies before answering: the create completes there until the forget.
+    const dying = await cluster.startNode('node-2', { failpoints: 'create.after-allocate' });
+    const request = copyOf('pvc-restore-2', { snapshot: { snapshot_id: snapshotId } }, 'node-2');
+    expect(await codeOf(createVolume(clients, request, 5_000))).toBe('ABORTED');
+    await dying.exited;
+    const client = await cluster.temporal();
+    const run = client.workflow.getHandle(createWorkflowId(cluster.driverName, 'pvc-restore-2'));
+    const { runId } = await run.describe();
+    await eventually(async () => (await readNodeRecord(client, cluster.driverName, 'node-2'))?.node?.live === false);
+    await forgetNode(client, cluster.driverName, 'node-2', 'the machine burnt');
+    // The run the forget ended says why (a CO's next call may start another run, which must say the same).
+    const ended = await client.workflow
+      .getHandle(run.workflowId, runId)
+      .result()
+      .then(
+        () => undefined,
+        (error: WorkflowFailedError) => error.cause as ApplicationFailure,
+      );
+    expect(ended).toMatchObject({ type: 'NotFound' });
+    expect(ended?.message).toMatch(/node node-2\b.*forgotten.*the machine burnt/);
+    const failure = await failureOf(retryLikeCo(() => createVolume(clients, request), 30_000));
+    expect(failure).toMatchObject({ code: 'NOT_FOUND' });
+    expect(failure.message).toMatch(/node node-2\b.*forgotten.*the machine burnt/);
+  });
+});
+
+/** The gRPC status name and message of a call that must fail. */
+async function failureOf(promise: Promise<unknown>): Promise<{ code: string; message: string }> {
+  try {
+    await promise;
+  } catch (error) {
+    const code = (error as { code?: number }).code;
+    if (code === undefined) throw error;
+    return { code: grpcStatus[code] ?? String(code), message: (error as Error).message };
+  }
+  throw new Error('the call succeeded');
+}
 
 /**
  * The Node-deleted policy (kubernetes/gone-nodes.ts) decides only for a Node that holds something of this driver.
