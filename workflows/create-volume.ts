@@ -23,7 +23,7 @@ import { followNodeLiveness } from './node-liveness';
 import { rankCandidates, unknownNodes } from './placement';
 import { NodeIdKey, PhaseKey, VolumeIdKey } from './search-attribute-keys';
 import { listReportedNodes } from './reported-nodes';
-import type { NodeView } from '../node-records/types';
+import type { NodeView, WrittenOffVolume } from '../node-records/types';
 
 /** Everything the create needs; secrets never enter here (invariant 6). */
 export interface CreateVolumeInput {
@@ -173,14 +173,19 @@ function whyNotPlaced(
     : noPlacement(input, found, tried, timedOut);
 }
 
-/** The key this create may have allocated on a node now forgotten, kept by that node's record for its return. */
+/**
+ * The key this create may have allocated on a node now forgotten, kept by that node's record for its return. The
+ * pool that may hold it is the one the node had when the attempt ran, not necessarily the one placement read (the
+ * pool may have been replaced in between): the record deletes it on whatever pool the node returns with (`anyPool`).
+ */
 async function writeOffAllocation(input: CreateVolumeInput, node: NodeView, key: string, reason: string) {
   const prefix = poolIdPrefix(node.poolId);
-  const volume = {
+  const volume: WrittenOffVolume = {
     volumeId: formatVolumeId({ nodeId: node.nodeId, poolIdPrefix: prefix, key }),
     key,
     poolIdPrefix: prefix,
     reason,
+    anyPool: true,
   };
   await control.recordWriteOff({ driverName: input.driverName, nodeId: node.nodeId, volume });
 }

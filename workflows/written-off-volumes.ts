@@ -3,7 +3,7 @@ import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities } from '../activities/node-activities';
 import { deleteOptions } from './node-activity-options';
 import type { WrittenOffVolume } from '../node-records/types';
-import { ownsVolume } from '../common/volume-id';
+import { ownsVolume, poolIdPrefix } from '../common/volume-id';
 
 /**
  * The volumes (and snapshot copies) a node's record keeps because their deletions were answered "node-forgotten" while nothing could
@@ -47,8 +47,9 @@ export function writtenOffCleaner(deps: {
   );
   const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 5 } });
 
-  const deleteOne = async (volume: WrittenOffVolume): Promise<string> => {
-    const where = { key: volume.key, poolIdPrefix: volume.poolIdPrefix };
+  const deleteOne = async (volume: WrittenOffVolume, poolId: string): Promise<string> => {
+    // A create's allocation may be on whatever pool the node has now (see WrittenOffVolume.anyPool).
+    const where = { key: volume.key, poolIdPrefix: volume.anyPool ? poolIdPrefix(poolId) : volume.poolIdPrefix };
     try {
       return volume.kind === 'snapshot'
         ? await onNode.deleteSnapshotOnNode(where)
@@ -62,18 +63,19 @@ export function writtenOffCleaner(deps: {
   };
 
   const run = async (poolId: string) => {
-    const gone = kept.filter((volume) => !ownsVolume(poolId, volume.poolIdPrefix));
+    const held = (volume: WrittenOffVolume) => volume.anyPool === true || ownsVolume(poolId, volume.poolIdPrefix);
+    const gone = kept.filter((volume) => !held(volume));
     if (gone.length > 0) {
       log.info('written-off volumes were on a pool this node no longer has: nothing to delete', {
         nodeId: deps.nodeId,
         volumeIds: gone.map((volume) => volume.volumeId),
       });
-      kept = kept.filter((volume) => ownsVolume(poolId, volume.poolIdPrefix));
+      kept = kept.filter(held);
       deps.onChange(kept.length);
     }
     while (kept.length > 0) {
       const batch = kept.slice(0, BATCH);
-      const outcomes = await Promise.all(batch.map(deleteOne));
+      const outcomes = await Promise.all(batch.map((volume) => deleteOne(volume, poolId)));
       const report = batch.map((volume, index) => ({ ...volume, outcome: outcomes[index] ?? 'refused' }));
       try {
         await control.reportWrittenOffDeleted({ driverName: deps.driverName, nodeId: deps.nodeId, volumes: report });
