@@ -156,7 +156,7 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
 /**
  * The failure, as the build that started the run answers it. Earlier builds counted a forgotten node as offline
  * (UNAVAILABLE for ever, where a restore's or clone's source is gone with it) and one whose completion a forget ended
- * as "without room"; `create-answers-forgotten-nodes` is asked only where a forgotten node is involved.
+ * as "without room"; `create-names-forgotten-nodes` is asked only where a forgotten node is involved.
  */
 function whyNotPlaced(
   input: CreateVolumeInput,
@@ -166,7 +166,7 @@ function whyNotPlaced(
   endedByForget: ForgottenOn[],
 ) {
   const forgotten = [...(found.forgotten ?? []), ...endedByForget];
-  if (forgotten.length > 0 && patched('create-answers-forgotten-nodes'))
+  if (forgotten.length > 0 && patched('create-names-forgotten-nodes'))
     return noPlacementAnswer(input, found, tried, timedOut, { forgotten, ended: endedByForget.length });
   return patched('no-placement-reschedules-and-says-what-is-known')
     ? noPlacementAnswer(input, found, tried, timedOut)

@@ -14,12 +14,14 @@ import { TestCluster } from '../support/cluster';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { call, withDeadline } from '../../csi/client';
 import { recordCreateScenarios } from './create-scenarios';
+import { recordForgetScenarios } from './forget-scenarios';
 
 /**
  * Records the workflow histories that replay.test.ts replays against the current workflow code: a create, a
  * delete, a delete that waited for its node (its phase following the node), a delete for a node with no record
  * ended by `nodes forget`, an expansion, a node record through offline, online and a renewal, and creates whose
- * first try dies on the node (create-scenarios.ts: completion, forget, a notice naming another node). Run it after a
+ * first try dies on the node (create-scenarios.ts: completion, forget, a notice naming another node), and a forgotten
+ * node's return and a restore its forget ended (forget-scenarios.ts). Run it after a
  * deliberate, patched() change to workflow code (docs/workflow-changes.md): `node dist/test/replay/record-histories.js`.
  * Histories of earlier releases stay in their own folders (release-*), replayed too.
  */
@@ -37,6 +39,8 @@ async function main(): Promise<void> {
     // The creates that die on their node run on nodes of their own, alongside the rest.
     const createScenarios = recordCreateScenarios(cluster, clients, await cluster.temporal());
     createScenarios.catch(() => undefined); // awaited below; a failure there must not go unhandled meanwhile
+    const forgetScenarios = recordForgetScenarios(cluster, await cluster.temporal());
+    forgetScenarios.catch(() => undefined);
     const created = await retryLikeCo(() =>
       createVolume(clients, createRequest('pvc-recorded', undefined, onNode('node-1'))),
     );
@@ -82,6 +86,7 @@ async function main(): Promise<void> {
       'expand-volume': expandId,
       'node-presence': nodeRecordWorkflowId(cluster.driverName, 'node-2'),
       ...(await createScenarios),
+      ...(await forgetScenarios),
     };
     fs.mkdirSync(FIXTURES, { recursive: true });
     for (const [name, workflowId] of Object.entries(recordings)) {

@@ -15,11 +15,13 @@ const EXPECTED = [
   'create-volume-completion',
   'create-volume-foreign-forget',
   'create-volume-forgotten',
+  'create-volume-restore-forgotten',
   'delete-volume',
   'delete-volume-unknown-node',
   'delete-volume-waiting-for-node',
   'expand-volume',
   'node-presence',
+  'node-presence-answers-from-report',
   // Main at b2fdf7c, before forget-notice-per-node: a notice of one node ended the completion on another.
   'b2fdf7c/create-volume-foreign-forget',
   'b2fdf7c/create-volume-forgotten',
