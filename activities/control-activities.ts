@@ -37,10 +37,22 @@ export interface CandidateAnswer {
   /** Nodes whose backend cannot serve the access type (block needs loop). */
   incapable: number;
   /**
+   * Named nodes whose record keeps the decision that they are gone for good (`nodes forget`): not "offline", since
+   * nothing will answer there again; a restore or clone whose source was there is NOT_FOUND. Absent in older
+   * histories (their forgotten nodes counted as offline).
+   */
+  forgotten?: ForgottenOn[];
+  /**
    * Without topology: how many node records visibility listed (live or not). Visibility lags the records by seconds,
    * so 0 right after a stack starts means "none listed yet", not "none registered". Absent in older histories.
    */
   listed?: number;
+}
+
+/** A node placement found forgotten, with the decision's reason (what the create's answer names). */
+export interface ForgottenOn {
+  nodeId: string;
+  reason: string;
 }
 
 /** Enough choice for placement; more would only make the history longer. */
@@ -194,8 +206,9 @@ async function readNamedNodes(
     const batch = order.slice(start, start + READ_BATCH);
     const views = await Promise.all(batch.map((nodeId) => reads.record(nodeId)));
     batch.forEach((nodeId, index) => {
-      const node = views[index]?.node;
-      if (node) judge(answer, node, request);
+      const view = views[index];
+      if (view?.forgotten) noteForgotten(answer, view.forgotten);
+      else if (view?.node) judge(answer, view.node, request);
       else answer.unknown.push(nodeId);
     });
     if (answer.candidates.length >= MAX_CANDIDATES) break;
@@ -212,7 +225,10 @@ export async function sampleLiveNodes(reads: PlacementReads, request: CandidateR
   const answer = emptyAnswer();
   const judged = new Set([...new Set(request.preferred)].slice(0, READ_BATCH));
   const views = await Promise.all([...judged].map((nodeId) => reads.record(nodeId)));
-  for (const view of views) if (view?.node) judge(answer, view.node, request);
+  for (const view of views) {
+    if (view?.forgotten) noteForgotten(answer, view.forgotten);
+    else if (view?.node) judge(answer, view.node, request);
+  }
   const sample = await reads.liveSample(MAX_READS);
   for (const view of shuffle(sample)) {
     if (answer.candidates.length >= MAX_CANDIDATES) break;
@@ -236,6 +252,10 @@ function judge(answer: CandidateAnswer, node: NodeView, request: CandidateReques
   else if (request.accessType === 'block' && !supportsBlock(node.backend)) answer.incapable++;
   else if (node.availableBytes < request.capacityBytes && !request.askPoolWhenFull) answer.full++;
   else answer.candidates.push(node);
+}
+
+function noteForgotten(answer: CandidateAnswer, decision: ForgottenOn): void {
+  (answer.forgotten ??= []).push({ nodeId: decision.nodeId, reason: decision.reason });
 }
 
 function emptyAnswer(): CandidateAnswer {

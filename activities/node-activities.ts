@@ -43,6 +43,11 @@ export interface NodeDeleteInput {
   key: string;
   /** The pool identity prefix the volume ID was issued on. */
   poolIdPrefix: string;
+  /**
+   * A node record deleting what was written off while the node was forgotten (workflows/written-off-volumes.ts): the
+   * CO was told it is gone, so until it is, no create may be handed it (by name or key). Absent otherwise.
+   */
+  writtenOff?: true;
 }
 
 export type NodeDeleteOutcome = 'deleted' | 'absent' | 'pool-replaced';
@@ -125,12 +130,27 @@ export const NODE_LIST_PAGE_BYTES = 256 * 1024;
 
 export function createNodeActivities(deps: { backend: StorageBackend; poolId: string; nodeId: string }) {
   const { backend, poolId, nodeId } = deps;
+  /**
+   * What the node's record is deleting because it was written off (the CO was told it is gone): marked by a
+   * deletion's attempt on this agent, cleared once one answers. A create must not be handed it meanwhile: the pool's
+   * create is idempotent by name (and a snapshot's by key), so a re-created name would get the doomed volume back,
+   * and the record would then delete the CO's new volume. A retried deletion may keep failing while the node is
+   * live (workflows/written-off-volumes.ts).
+   */
+  const writtenOff = new Set<string>();
+  const deleting = async <T>(kind: string, input: NodeDeleteInput, work: () => Promise<T>): Promise<T> => {
+    if (input.writtenOff) writtenOff.add(`${kind}/${input.key}`);
+    const outcome = await work();
+    writtenOff.delete(`${kind}/${input.key}`);
+    return outcome;
+  };
   return {
     async createVolumeOnNode(input: NodeCreateInput): Promise<NodeCreateResult> {
       return withFailureTypes(() =>
         whileHeartbeating(async () => {
           const before = await backend.getVolume(input.key);
           const record = await backend.createVolume(await volumeSpec(backend, poolId, input));
+          if (writtenOff.has(`volume/${record.key}`)) throw doomed('volume', record.key, input.name);
           const fresh = before === undefined && record.key === input.key;
           log.info('volume allocated', { key: record.key, name: record.name, fresh });
           return { key: record.key, poolId, nodeId, capacityBytes: record.capacityBytes, fresh };
@@ -144,8 +164,10 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
           // A pool created after the ID was issued never held this volume (invariant: no false "deleted",
           // and no deleting a stranger's volume that happens to share the key).
           if (!ownsVolume(poolId, input.poolIdPrefix)) return 'pool-replaced';
-          const { existed } = await backend.deleteVolume(input.key);
-          return existed ? 'deleted' : 'absent';
+          return deleting('volume', input, async () => {
+            const { existed } = await backend.deleteVolume(input.key);
+            return existed ? 'deleted' : 'absent';
+          });
         }),
       );
     },
@@ -172,6 +194,7 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
             );
           }
           const { snapshotKey, sourceKey, name } = input;
+          if (writtenOff.has(`snapshot/${snapshotKey}`)) throw doomed('snapshot', snapshotKey, name);
           const record = await backend.createSnapshot({ snapshotKey, sourceKey, name });
           log.info('snapshot made', { key: record.key, name: record.name, source: record.sourceKey });
           return { ...nodeSnapshot(record), poolId, nodeId };
@@ -184,7 +207,7 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
       return withFailureTypes(() =>
         whileHeartbeating(async () => {
           if (!ownsVolume(poolId, input.poolIdPrefix)) return 'pool-replaced';
-          return backend.deleteSnapshot(input.key);
+          return deleting('snapshot', input, () => backend.deleteSnapshot(input.key));
         }),
       );
     },
@@ -266,6 +289,15 @@ function nodeSnapshot(record: SnapshotRecord): NodeSnapshot {
  * The backend's spec: the source checked against this pool's identity (a replaced pool holds neither the snapshot
  * nor the volume) and the capacity raised to the source's size when the CO's limit allows.
  */
+/** A create met what the record is still deleting: retried (ABORTED) until the deletion is done. */
+function doomed(kind: 'volume' | 'snapshot', key: string, name: string): DriverError {
+  return new DriverError(
+    FailureType.Aborted,
+    `${kind} "${name}" would be ${kind} ${key} of this pool, which was written off while the node was forgotten ` +
+      `(the CO was told it is gone) and is still being deleted; a new ${kind} is made once it is gone`,
+  );
+}
+
 async function volumeSpec(backend: StorageBackend, poolId: string, input: NodeCreateInput) {
   const { contentSource, limitBytes, ...spec } = input;
   if (!contentSource) return spec;

@@ -40,6 +40,7 @@ export function createPresenceActivities(deps: PresenceDeps) {
       capacityBytes: status.capacityBytes,
       availableBytes: status.availableBytes,
       volumeCount: status.volumeCount,
+      snapshotCount: status.snapshotCount,
       agentVersion: deps.agentVersion,
     };
   };

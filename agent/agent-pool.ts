@@ -2,6 +2,7 @@ import { DriverError, FailureType } from '../common/failures';
 import type { Logger } from '../common/logger';
 import type { OpenReport, StorageBackend } from '../storage/pool/backend';
 import type { NewIdentity } from '../storage/pool/pool-identity';
+import { filesystemRefusal, POOL_RECHECK_MS } from './pool-gate';
 
 /**
  * The pool as the agent holds it. A pool that has an identity is opened at start, before Temporal is reached, so
@@ -18,16 +19,27 @@ export class AgentPool {
     private readonly logger: Logger,
   ) {}
 
-  /** At start: opens the pool if it has an identity; never makes one. */
-  async openIfIdentified(nodeId: string): Promise<void> {
+  /**
+   * At start, and again until its filesystem is fit: opens the pool if its filesystem is one the backend may run on
+   * (agent/pool-gate.ts) and it has an identity; never makes one. Returns why not when the filesystem is refused.
+   */
+  async openIfIdentified(nodeId: string): Promise<string | undefined> {
+    if (this.report) return undefined;
+    const unfit = await filesystemRefusal(this.backend, POOL_RECHECK_MS / 1000);
+    if (unfit !== undefined) {
+      this.waiting = unfit;
+      return unfit;
+    }
     if (await this.backend.identity()) {
       await this.open({});
-      return;
+      return undefined;
     }
-    this.waiting =
+    const waiting =
       `the pool of node ${nodeId} has no identity yet (an empty directory, or its disk is not mounted): ` +
       `it gets one only after the agent has read the node's record in Temporal`;
-    this.logger.warn(this.waiting);
+    if (this.waiting !== waiting) this.logger.warn(waiting);
+    this.waiting = waiting;
+    return undefined;
   }
 
   /** Opens the pool (again, when the identity on disk is no longer the one open), making `fresh` if it has none. */

@@ -31,18 +31,15 @@ export function createBackend(config: BackendConfig): StorageBackend {
 }
 
 /**
- * The backend, checked before anything is served: a dir backend with --dir-quota=project refuses to start
- * unless the pool's filesystem enforces project quotas; with `none` the agent says that sizes are not enforced.
+ * The backend. With --dir-quota=project its filesystem is checked by the pool gate (agent/pool-gate.ts), not here:
+ * a disk mounted late must not make the agent crash-loop. With `none` the agent says that sizes are not enforced.
  */
-export async function prepareBackend(config: BackendConfig, logger: Logger): Promise<StorageBackend> {
+export function prepareBackend(config: BackendConfig, logger: Logger): StorageBackend {
   const backend = createBackend(config);
-  if (backend instanceof DirBackend) {
-    if (config.dirQuota === 'project') await backend.checkQuotas();
-    else
-      logger.warn(
-        { pool: config.pool },
-        '--dir-quota=none: dir volume sizes are reserved, not enforced; a volume can fill the pool filesystem (development only)',
-      );
-  }
+  if (backend instanceof DirBackend && config.dirQuota === 'none')
+    logger.warn(
+      { pool: config.pool },
+      '--dir-quota=none: dir volume sizes are reserved, not enforced; a volume can fill the pool filesystem (development only)',
+    );
   return backend;
 }

@@ -109,14 +109,19 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
   return { stop };
 }
 
-/** The backend, failpoints armed if asked, and its pool opened now if it has an identity (agent/agent-pool.ts). */
+/**
+ * The backend, failpoints armed if asked, and its pool opened now if its filesystem is fit and it has an identity
+ * (agent/agent-pool.ts).
+ */
 async function openPool(config: NodeAgentConfig, logger: Logger): Promise<AgentPool> {
   const failpoints = config.failpoints ?? new Set<Failpoint>();
   if (failpoints.size > 0)
     logger.warn({ failpoints: [...failpoints] }, 'failpoints armed: this agent will kill itself');
-  const backend = await prepareBackend(config.backend, logger);
+  const backend = prepareBackend(config.backend, logger);
   const pool = new AgentPool(withFailpoints(backend, failpoints), logger);
-  await pool.openIfIdentified(config.nodeId);
+  // A refused filesystem is said by readiness and looked at again in the background (agent/node-temporal.ts).
+  const unfit = await pool.openIfIdentified(config.nodeId);
+  if (unfit !== undefined) logger.warn(unfit);
   return pool;
 }
 

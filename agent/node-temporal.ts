@@ -10,13 +10,10 @@ import { connectTemporal } from '../temporal/connection';
 import { driverVersion } from '../common/version';
 import { poolNamedByOperations } from '../operations/pending-operations';
 import type { AgentPool } from './agent-pool';
-import { decidePool } from './pool-gate';
+import { decidePool, filesystemRefusal, POOL_RECHECK_MS } from './pool-gate';
 import { startPresence, type Presence } from './presence';
 import { retrying, Stopped } from './retrying';
 import { nodeWorkerTuning } from './worker-options';
-
-/** How often a refused pool is looked at again (a disk mounted meanwhile is then opened). */
-const POOL_RECHECK_MS = 10_000;
 
 export interface NodeTemporalOptions {
   driverName: string;
@@ -85,9 +82,13 @@ interface NodeTemporalRun {
   workerDone?: Promise<void>;
 }
 
-/** The steps in order: connect, settle the pool, start the record's presence and the worker, run it. */
+/**
+ * The steps in order: wait for a pool filesystem the backend may run on, connect, settle the pool, start the
+ * record's presence and the worker, run it.
+ */
 async function startInBackground(run: NodeTemporalRun): Promise<void> {
   const { options, logger } = run;
+  await untilFilesystemFit(run);
   run.connection = await connect(run);
   logger.info({ temporal: options.temporal.address }, 'connected to Temporal');
   const client = new Client({ connection: run.connection, namespace: options.temporal.namespace });
@@ -122,6 +123,21 @@ function connect(run: NodeTemporalRun): Promise<NativeConnection> {
   );
 }
 
+/**
+ * The gate's first part, which needs no Temporal (agent/pool-gate.ts): until the pool's filesystem is fit the agent
+ * looks again every 10 s; then a pool with an identity is opened for kubelet at once, as at start.
+ */
+function untilFilesystemFit(run: NodeTemporalRun): Promise<void> {
+  return retrying(
+    'pool',
+    async () => {
+      const unfit = await run.pool.openIfIdentified(run.options.nodeId);
+      if (unfit !== undefined) throw new Error(unfit);
+    },
+    { ...retryOptions(run, 'settling the pool'), delayMs: () => POOL_RECHECK_MS },
+  );
+}
+
 /** The pool the worker serves, once the gate lets it open (agent/pool-gate.ts); a refusal is looked at again. */
 function settlePool(run: NodeTemporalRun, client: Client) {
   return retrying('pool', () => openPoolThroughGate(run, client), {
@@ -136,6 +152,7 @@ async function openPoolThroughGate(run: NodeTemporalRun, client: Client) {
   const onDisk = await pool.backend.identity();
   const remembered = record?.node?.poolId;
   const gate = decidePool({
+    unfit: await filesystemRefusal(pool.backend, POOL_RECHECK_MS / 1000),
     nodeId: options.nodeId,
     pool: options.poolDir,
     onDisk,

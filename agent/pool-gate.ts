@@ -1,4 +1,7 @@
+import { DriverError, FailureType } from '../common/failures';
 import { poolIdPrefix } from '../common/volume-id';
+import { DirBackend } from '../storage/dir/dir-backend';
+import type { StorageBackend } from '../storage/pool/backend';
 import type { NewIdentity, PoolIdentity } from '../storage/pool/pool-identity';
 
 /**
@@ -17,15 +20,21 @@ export interface PoolGateInput {
   /** The pool identity the node's record remembers; undefined when there is no record or it never heard a report. */
   remembered?: string;
   /**
-   * The newest pool prefix the node's volume operations name (their volume IDs carry it), read only when the
-   * record remembers none and the directory has no identity: a record lost while the disk was not mounted.
+   * The newest pool prefix the node's volume and snapshot operations name (their volume and snapshot IDs carry it),
+   * read only when the record remembers none and the directory has no identity: a record lost while the disk was
+   * not mounted.
    */
   named?: string;
   /** `--accept-new-pool`: the identity the operator says is gone for good. */
   accepted?: string;
   /** How often the agent looks again, for the message. */
   recheckSeconds: number;
+  /** Why the pool's filesystem is not one the backend may run on ({@link filesystemRefusal}); undefined when it is. */
+  unfit?: string;
 }
+
+/** How often a refused pool is looked at again (a disk mounted meanwhile is then opened). */
+export const POOL_RECHECK_MS = 10_000;
 
 export type PoolGate = { kind: 'open'; fresh: NewIdentity; note?: string } | { kind: 'refuse'; message: string };
 
@@ -36,6 +45,7 @@ export function samePool(a: string, b: string): boolean {
 
 export function decidePool(input: PoolGateInput): PoolGate {
   const { onDisk, accepted } = input;
+  if (input.unfit !== undefined) return { kind: 'refuse', message: input.unfit };
   const known = knownPool(input);
   // First start (or a record that never heard a report, with nothing else naming a pool): nothing to confuse.
   if (!known) return { kind: 'open', fresh: {} };
@@ -65,7 +75,7 @@ function knownPool(input: PoolGateInput): KnownPool | undefined {
   if (onDisk || named === undefined) return undefined;
   return {
     poolId: named,
-    knownBy: `volume operations of node ${nodeId} name pool ${named} (its record remembers none)`,
+    knownBy: `volume or snapshot operations of node ${nodeId} name pool ${named} (its record remembers none)`,
   };
 }
 
@@ -84,4 +94,25 @@ function refusal(input: PoolGateInput, known: KnownPool): string {
     `was replaced.` +
     (accepted ? ` (--accept-new-pool names ${accepted}, which is not pool ${poolId}.)` : '')
   );
+}
+
+/**
+ * The first part of the gate, which needs no Temporal: is the filesystem holding the pool one the backend may run
+ * on? A dir backend with --dir-quota=project needs project quotas enforced there (storage/dir/dir-quota.ts). After a
+ * reboot the pool's disk may be mounted late: until then the pool directory is on the root filesystem, which
+ * usually does not enforce them. The agent then serves kubelet (its calls on the pool answer UNAVAILABLE with this
+ * reason), stays not ready, and looks again every `recheckSeconds`; it never crash-loops. Undefined when fit.
+ */
+export async function filesystemRefusal(backend: StorageBackend, recheckSeconds: number): Promise<string | undefined> {
+  if (!(backend instanceof DirBackend)) return undefined;
+  try {
+    await backend.checkQuotas();
+    return undefined;
+  } catch (error) {
+    if (!(error instanceof DriverError) || error.type !== FailureType.FailedPrecondition) throw error;
+    return (
+      `${error.message} This agent serves kubelet but runs no storage work until then; if the pool's disk is not ` +
+      `mounted yet, mount it: the agent looks again every ${recheckSeconds} s.`
+    );
+  }
 }

@@ -67,7 +67,8 @@ function addPoolOptions(command: Command): Command {
       new Option(
         '--dir-quota <mode>',
         "dir backend only (the loop backend ignores it): project enforces each volume's size with a project quota " +
-          "and refuses to start unless the pool's filesystem is XFS or ext4 mounted with prjquota; none only " +
+          "and runs no storage work (kubelet is served, the agent not ready) until the pool's filesystem is XFS or " +
+          'ext4 mounted with prjquota; none only ' +
           'reserves sizes, a volume can fill the filesystem (development)',
       )
         .choices(DIR_QUOTA_MODES)

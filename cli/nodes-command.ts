@@ -41,6 +41,7 @@ function overviewJson(overview: NodeOverview, now: number) {
       figuresAgeSeconds: secondsSince(node.asOf, now),
       volumeCount: node.volumeCount,
       pending: node.pending,
+      writtenOff: node.writtenOff,
       backend: node.backend,
       poolId: node.poolId,
       agentVersion: node.agentVersion,
@@ -75,6 +76,12 @@ function printOverview(overview: NodeOverview, now: number): void {
       ]),
     );
   }
+  const stuck = overview.nodes.filter((node) => node.writtenOff > 0);
+  for (const node of stuck)
+    process.stdout.write(
+      `${node.nodeId}: ${node.writtenOff} volume(s) or snapshot(s) written off while it was forgotten are still to ` +
+        `delete on its pool (its record retries them; their failures are on the record's activities)\n`,
+    );
   if (overview.unknown.length > 0) {
     process.stdout.write('\n');
     printTable(

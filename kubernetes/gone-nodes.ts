@@ -1,4 +1,4 @@
-import type { CoreV1Api } from '@kubernetes/client-node';
+import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import { listNodeRecords, readNodeRecord } from '../node-records/reads';
 import type { Logger } from '../common/logger';
@@ -10,10 +10,13 @@ import { statusOf } from './api-status';
 import type { NodeDeletedPolicy } from './node-deleted-policy';
 import { formatNodeDeletedPolicy } from './node-deleted-policy';
 import { recordPvEvents, type PvEvent } from './pv-events';
+import { listDriverSnapshotContents } from './snapshot-contents';
 
 export interface GoneNodesOptions {
   client: Client;
   core: CoreV1Api;
+  /** VolumeSnapshotContents: the Kubernetes evidence of snapshot copies, as PVs are of volumes. */
+  custom: CustomObjectsApi;
   driverName: string;
   policy: NodeDeletedPolicy;
   logger: Logger;
@@ -22,7 +25,7 @@ export interface GoneNodesOptions {
   inCache(nodeId: string): boolean;
 }
 
-/** A deleted Node that holds our volumes or operations, until it returns or is forgotten. */
+/** A deleted Node that holds our volumes, snapshots or operations, until it returns or is forgotten. */
 interface GoneNode {
   deletedAt: Date;
   /** The Node's UID (or "absent" when found missing at start): names the decision in Event names. */
@@ -58,7 +61,7 @@ export class GoneNodes {
       if (!holdsSomething) {
         this.options.logger.info(
           { node: nodeId },
-          'Kubernetes Node deleted; it holds no durable-csi volumes or operations',
+          'Kubernetes Node deleted; it holds no durable-csi volumes, snapshots or operations',
         );
         return;
       }
@@ -154,18 +157,26 @@ export class GoneNodes {
     }
   }
 
+  /**
+   * What the node holds, by every witness: its PVs and VolumeSnapshotContents (Kubernetes), its record's counts of
+   * volumes and snapshot copies, and its pending operations (Temporal). A node holding only snapshots is decided
+   * too: else the DeleteSnapshots of its copies wait for ever.
+   */
   private async affected(nodeId: string) {
-    const { client, core, driverName } = this.options;
-    const [pvs, record, pending] = await Promise.all([
+    const { client, core, custom, driverName } = this.options;
+    const [pvs, contents, record, pending] = await Promise.all([
       listDriverPvs(core, driverName),
+      listDriverSnapshotContents(custom, driverName),
       readNodeRecord(client, driverName, nodeId),
       listPendingOperations(client, driverName, { nodeId }),
     ]);
     const onNode = pvs.filter((pv) => pv.nodeId === nodeId);
     // Forgotten already (by an operator, or another replica): nothing is left to decide.
     if (record?.forgotten) return { pvs: onNode, holdsSomething: false };
-    const volumeCount = record?.node?.volumeCount ?? 0;
-    return { pvs: onNode, holdsSomething: onNode.length > 0 || volumeCount > 0 || pending.length > 0 };
+    const snapshots = contents === 'not-installed' ? [] : contents.filter((content) => content.nodeId === nodeId);
+    const counted = (record?.node?.volumeCount ?? 0) + (record?.node?.snapshotCount ?? 0);
+    const holdsSomething = onNode.length > 0 || snapshots.length > 0 || counted > 0 || pending.length > 0;
+    return { pvs: onNode, holdsSomething };
   }
 
   private async report(nodeId: string, event: PvEvent): Promise<void> {

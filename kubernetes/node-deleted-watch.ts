@@ -4,7 +4,7 @@ import type { Informer, ObjectCache } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import type { Logger } from '../common/logger';
 import { GoneNodes } from './gone-nodes';
-import { coreApi } from './kube-config';
+import { coreApi, customObjectsApi } from './kube-config';
 import type { NodeDeletedPolicy } from './node-deleted-policy';
 import { formatNodeDeletedPolicy } from './node-deleted-policy';
 
@@ -19,8 +19,8 @@ export interface NodeDeletedWatchOptions {
 }
 
 /**
- * The Node-deleted policy (docs/kubernetes.md). Watches Node objects; when one that holds volumes or pending
- * operations of this driver is deleted, it reports so on the affected PVs and, under forget-after, forgets the
+ * The Node-deleted policy (docs/kubernetes.md). Watches Node objects; when one that holds volumes, snapshots or
+ * pending operations of this driver is deleted, it reports so on the affected PVs and, under forget-after, forgets the
  * node (the `durable-csi nodes forget` path) once the Node has stayed away that long. A Node that comes back
  * in the meantime cancels it. What a replica holds in memory is only the clock: a restarted controller finds
  * the Node missing at start and starts the clock again, so it forgets later, never earlier. Every replica acts;
@@ -58,7 +58,8 @@ function openWatch(options: NodeDeletedWatchOptions): NodeWatch {
   const core = coreApi(options.kubeConfig);
   const informer = makeInformer<V1Node>(options.kubeConfig, '/api/v1/nodes', () => core.listNode());
   const inCache = (nodeId: string) => informer.get(nodeId) !== undefined;
-  const nodes = new GoneNodes({ client, core, driverName, policy, logger, retryMs, inCache });
+  const custom = customObjectsApi(options.kubeConfig);
+  const nodes = new GoneNodes({ client, core, custom, driverName, policy, logger, retryMs, inCache });
   return { informer, nodes, logger, retryMs, stopped: false };
 }
 

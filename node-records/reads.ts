@@ -19,6 +19,11 @@ export interface NodeRecordView {
   forgotten?: ForgottenNode;
   /** Epoch ms of the figures in `node` (the agent's latest presence heartbeat, or its last report). */
   asOf?: number;
+  /**
+   * Volumes and snapshot copies written off while the node was forgotten, still to delete on its pool (the record
+   * retries them, also while the node is live); absent when none.
+   */
+  writtenOff?: number;
 }
 
 /** pendingActivities[].state of a started activity (temporal.api.enums.v1.PendingActivityState). */
@@ -44,7 +49,7 @@ export async function readNodeRecord(
         (activity) => activity.activityType?.name === 'holdPresence' && activity.state === PENDING_ACTIVITY_STARTED,
       )
     : undefined;
-  if (!memo?.record) return { nodeId, forgotten: memo?.forgotten };
+  if (!memo?.record) return { nodeId, forgotten: memo?.forgotten, writtenOff: memo?.writtenOff };
   const heartbeat = hold?.heartbeatDetails?.payloads?.[0];
   const latest = heartbeat ? defaultPayloadConverter.fromPayload<NodeReport>(heartbeat) : undefined;
   const heardAt = hold?.lastHeartbeatTime ? timestampMs(hold.lastHeartbeatTime) : undefined;
@@ -54,6 +59,7 @@ export async function readNodeRecord(
     node: { ...memo.record, ...latest, lastHeartbeat: asOf, live: hold !== undefined },
     forgotten: memo.forgotten,
     asOf,
+    writtenOff: memo.writtenOff,
   };
 }
 
@@ -89,7 +95,13 @@ function fromListing(workflow: WorkflowExecutionInfo): NodeRecordView | undefine
   const memo = workflow.memo?.[NODE_MEMO_KEY] as NodeRecordMemo | undefined;
   if (!memo) return undefined;
   const node = memo.record ? { ...memo.record, live: memo.live } : undefined;
-  return { nodeId: memo.nodeId, node, forgotten: memo.forgotten, asOf: memo.record?.lastHeartbeat };
+  return {
+    nodeId: memo.nodeId,
+    node,
+    forgotten: memo.forgotten,
+    asOf: memo.record?.lastHeartbeat,
+    writtenOff: memo.writtenOff,
+  };
 }
 
 /** Every node that has a record and has reported, with liveness as visibility last saw it. */

@@ -8,6 +8,8 @@ export interface NodeReport {
   capacityBytes: number;
   availableBytes: number;
   volumeCount: number;
+  /** Snapshot copies in the pool; absent in reports of agents before this field. */
+  snapshotCount?: number;
   agentVersion: string;
 }
 
@@ -48,6 +50,13 @@ export interface WrittenOffVolume {
   reason: string;
   /** A snapshot copy (docs/snapshots.md); absent for a volume, as in records written before snapshots. */
   kind?: 'snapshot';
+  /**
+   * A create's allocation, written off when a forget ended its completion (workflows/create-volume.ts): its key was
+   * never issued, and the pool that may hold it is whichever the node had when the attempt ran, which may have
+   * replaced the one placement read. It is deleted on whatever pool the node returns with (a random key names no
+   * other volume); `poolIdPrefix` is placement's, for the ID shown in logs. Absent in records before this field.
+   */
+  anyPool?: true;
 }
 
 /** What the node record workflow keeps in its memo, under {@link NODE_MEMO_KEY}. */

@@ -5,7 +5,8 @@ import { listPendingOperations } from './pending-operations';
 
 export interface NodeOverview {
   /** `asOf`: epoch ms of the capacity figures (the agent's latest presence heartbeat, or its last report). */
-  nodes: (NodeView & { pending: number; asOf: number })[];
+  /** `writtenOff`: volumes and snapshots written off while it was forgotten, still to delete on its pool (0: none). */
+  nodes: (NodeView & { pending: number; asOf: number; writtenOff: number })[];
   forgotten: ForgottenNode[];
   /** Nodes with pending operations but no record (no agent ever registered them, or the record was lost). */
   unknown: { nodeId: string; pending: number }[];
@@ -23,7 +24,14 @@ export async function readNodeOverview(client: Client, driverName: string): Prom
   }
   const nodes = fresh.flatMap((view) =>
     view.node && !view.forgotten
-      ? [{ ...view.node, pending: counts.get(view.nodeId) ?? 0, asOf: view.asOf ?? view.node.lastHeartbeat }]
+      ? [
+          {
+            ...view.node,
+            pending: counts.get(view.nodeId) ?? 0,
+            asOf: view.asOf ?? view.node.lastHeartbeat,
+            writtenOff: view.writtenOff ?? 0,
+          },
+        ]
       : [],
   );
   const forgotten = fresh.flatMap((view) => (view.forgotten ? [view.forgotten] : []));

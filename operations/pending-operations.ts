@@ -2,6 +2,7 @@ import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { DriverError, FailureType } from '../common/failures';
 import { isValidNodeId } from '../common/node-id';
 import { operationTypesClause } from '../common/names';
+import { parseSnapshotId } from '../common/snapshot-id';
 import { parseVolumeId } from '../common/volume-id';
 import {
   NodeIdKey,
@@ -92,8 +93,10 @@ export async function listOperations(client: Client, query: string): Promise<Ope
 const POOL_EVIDENCE_LIMIT = 1000;
 
 /**
- * The pool prefix that the newest volume operation of a node names (running or kept by retention), or undefined.
- * The agent asks when its record remembers no pool and its pool directory is empty (agent/pool-gate.ts).
+ * The pool prefix that the newest volume or snapshot operation of a node names (running or kept by retention), or
+ * undefined. The agent asks when its record remembers no pool and its pool directory is empty (agent/pool-gate.ts).
+ * A snapshot deletion names its copy's snapshot ID (`s1_`), which carries the pool as a volume ID does: a node whose
+ * only waiting work is snapshot deletions must not take an empty directory for its pool either.
  */
 export async function poolNamedByOperations(
   client: Client,
@@ -105,8 +108,8 @@ export async function poolNamedByOperations(
   let newest: { at: number; prefix: string } | undefined;
   let read = 0;
   for await (const workflow of client.workflow.list({ query, pageSize: POOL_EVIDENCE_LIMIT })) {
-    const volumeId = workflow.typedSearchAttributes.get(VolumeIdKey);
-    const prefix = volumeId ? parseVolumeId(volumeId)?.poolIdPrefix : undefined;
+    const id = workflow.typedSearchAttributes.get(VolumeIdKey);
+    const prefix = id ? (parseVolumeId(id) ?? parseSnapshotId(id))?.poolIdPrefix : undefined;
     const at = workflow.startTime.getTime();
     if (prefix && (!newest || at > newest.at)) newest = { at, prefix };
     if (++read >= POOL_EVIDENCE_LIMIT) break;

@@ -10,7 +10,7 @@ import {
   uuid4,
 } from '@temporalio/workflow';
 import { TimeoutType } from '@temporalio/common';
-import type { CandidateAnswer, ControlActivities } from '../activities/control-activities';
+import type { CandidateAnswer, ControlActivities, ForgottenOn } from '../activities/control-activities';
 import type { NodeActivities, NodeCreateResult } from '../activities/node-activities';
 import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
 import { supportsBlock } from '../common/backend-kinds';
@@ -23,7 +23,7 @@ import { followNodeLiveness } from './node-liveness';
 import { rankCandidates, unknownNodes } from './placement';
 import { NodeIdKey, PhaseKey, VolumeIdKey } from './search-attribute-keys';
 import { listReportedNodes } from './reported-nodes';
-import type { NodeView } from '../node-records/types';
+import type { NodeView, WrittenOffVolume } from '../node-records/types';
 
 /** Everything the create needs; secrets never enter here (invariant 6). */
 export interface CreateVolumeInput {
@@ -96,6 +96,8 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
   const copying = input.contentSource !== undefined;
 
   let timedOut = 0;
+  /** Candidates whose completion a forget of that node ended: tried, but not "without room". */
+  const endedByForget: ForgottenOn[] = [];
   for (const node of candidates) {
     upsertSearchAttributes([
       { key: NodeIdKey, value: node.nodeId },
@@ -122,6 +124,7 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
           // back with the same pool (the soak's forget-then-return): its record keeps the key, as for a deletion
           // written off, and deletes it there on return ("absent" if nothing was allocated).
           if (patched('create-records-write-off')) await writeOffAllocation(input, node, key, finished.notice.reason);
+          endedByForget.push({ nodeId: node.nodeId, reason: finished.notice.reason });
           continue;
         }
         created = finished.value;
@@ -145,21 +148,44 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
   }
 
   upsertSearchAttributes([{ key: PhaseKey, value: 'failed' }]);
-  const failure = patched('no-placement-reschedules-and-says-what-is-known')
-    ? noPlacementAnswer(input, found, candidates.length, timedOut)
-    : noPlacement(input, found, candidates.length, timedOut);
+  const failure = whyNotPlaced(input, found, candidates.length, timedOut, endedByForget);
   setCurrentDetails(`failed: ${failure.message}`);
   throw ApplicationFailure.create({ ...failure, nonRetryable: true });
 }
 
-/** The key this create may have allocated on a node now forgotten, kept by that node's record for its return. */
+/**
+ * The failure, as the build that started the run answers it. Earlier builds counted a forgotten node as offline
+ * (UNAVAILABLE for ever, where a restore's or clone's source is gone with it) and one whose completion a forget ended
+ * as "without room"; `create-names-forgotten-nodes` is asked only where a forgotten node is involved.
+ */
+function whyNotPlaced(
+  input: CreateVolumeInput,
+  found: CandidateAnswer,
+  tried: number,
+  timedOut: number,
+  endedByForget: ForgottenOn[],
+) {
+  const forgotten = [...(found.forgotten ?? []), ...endedByForget];
+  if (forgotten.length > 0 && patched('create-names-forgotten-nodes'))
+    return noPlacementAnswer(input, found, tried, timedOut, { forgotten, ended: endedByForget.length });
+  return patched('no-placement-reschedules-and-says-what-is-known')
+    ? noPlacementAnswer(input, found, tried, timedOut)
+    : noPlacement(input, found, tried, timedOut);
+}
+
+/**
+ * The key this create may have allocated on a node now forgotten, kept by that node's record for its return. The
+ * pool that may hold it is the one the node had when the attempt ran, not necessarily the one placement read (the
+ * pool may have been replaced in between): the record deletes it on whatever pool the node returns with (`anyPool`).
+ */
 async function writeOffAllocation(input: CreateVolumeInput, node: NodeView, key: string, reason: string) {
   const prefix = poolIdPrefix(node.poolId);
-  const volume = {
+  const volume: WrittenOffVolume = {
     volumeId: formatVolumeId({ nodeId: node.nodeId, poolIdPrefix: prefix, key }),
     key,
     poolIdPrefix: prefix,
     reason,
+    anyPool: true,
   };
   await control.recordWriteOff({ driverName: input.driverName, nodeId: node.nodeId, volume });
 }
@@ -234,18 +260,29 @@ function noPlacement(input: CreateVolumeInput, found: CandidateAnswer, tried: nu
  * Why nothing was placed, as this release answers it. Beyond noPlacement: a node the CO chose (requisite) whose
  * backend cannot serve block is RESOURCE_EXHAUSTED, which makes external-provisioner drop the selected node so the
  * scheduler chooses again (INVALID_ARGUMENT left the PVC pending for ever); and "nothing seen" says what is known:
- * visibility, which a create without topology samples, lags the records by seconds.
+ * visibility, which a create without topology samples, lags the records by seconds. With `gone` (runs that met a
+ * forgotten node): a restore's or clone's source on a forgotten node is NOT_FOUND; other forgotten nodes are named
+ * and, like nodes without room, let the CO choose another node (nothing will answer there again).
  */
-function noPlacementAnswer(input: CreateVolumeInput, found: CandidateAnswer, tried: number, timedOut: number) {
+function noPlacementAnswer(
+  input: CreateVolumeInput,
+  found: CandidateAnswer,
+  tried: number,
+  timedOut: number,
+  gone: { forgotten: ForgottenOn[]; ended: number } = { forgotten: [], ended: 0 },
+) {
   const where = input.requisite ? `on nodes ${input.requisite.join(', ')}` : 'on any live node';
   const what = `cannot place ${input.capacityBytes} bytes ${where}`;
-  const full = found.full + tried - timedOut;
+  const sourceGone = copySourceGone(input, gone.forgotten);
+  if (sourceGone) return { type: FailureType.NotFound, message: `${what}: ${sourceGone}` };
+  const full = found.full + tried - timedOut - gone.ended;
   const notAnswering = found.offline + timedOut;
   const seen = [
     full > 0 ? `${full} without room` : '',
     notAnswering > 0 ? `${notAnswering} offline or not answering` : '',
     found.unknown.length > 0 ? `no record of ${found.unknown.join(', ')} (no agent registered it)` : '',
     found.incapable > 0 ? `${found.incapable} cannot serve block (block volumes need the loop backend)` : '',
+    gone.forgotten.length > 0 ? `${gone.forgotten.map(forgottenFor).join(', ')} forgotten for good` : '',
   ].filter(Boolean);
   if (seen.length === 0) {
     const listed = found.listed ?? 0;
@@ -264,6 +301,24 @@ function noPlacementAnswer(input: CreateVolumeInput, found: CandidateAnswer, tri
     return { type: FailureType.InvalidArgument, message: `${what}: ${detail}` };
   const elsewhere = found.incapable > 0 ? '; another node may serve it' : '';
   return { type: FailureType.ResourceExhausted, message: `${what}: ${detail}${elsewhere}` };
+}
+
+/**
+ * A restore's or clone's source is on one node: once that node is forgotten the source is gone with it, which is
+ * NOT_FOUND (CSI: the content source does not exist), not a reason to wait or to reschedule. Undefined otherwise.
+ */
+function copySourceGone(input: CreateVolumeInput, forgotten: ForgottenOn[]): string | undefined {
+  const source = input.contentSource;
+  if (!source) return undefined;
+  const [kind, id] = 'snapshotId' in source ? ['snapshot', source.snapshotId] : ['source volume', source.volumeId];
+  const home = ('snapshotId' in source ? parseSnapshotId(id) : parseVolumeId(id))?.nodeId;
+  const decision = forgotten.find((node) => node.nodeId === home);
+  if (!decision) return undefined;
+  return `${kind} ${id} is on node ${decision.nodeId}, which was forgotten for good (${decision.reason}): the ${kind} is gone with it`;
+}
+
+function forgottenFor(node: ForgottenOn): string {
+  return `node ${node.nodeId} (${node.reason})`;
 }
 
 function neverStarted(error: unknown): boolean {

@@ -9,10 +9,12 @@ import {
   patched,
   proxyActivities,
   setHandler,
+  TimeoutFailure,
   upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
+import { TimeoutType } from '@temporalio/common';
 import type { ControlActivities } from '../activities/control-activities';
 import type { PresenceActivities, PresenceHold } from '../activities/presence-activities';
 import { nodeTaskQueue } from '../common/names';
@@ -49,6 +51,8 @@ export const forgetNodeRecordUpdate = defineUpdate<ForgottenNode, [ForgetNotice]
 export const renewRecordSignal = defineSignal('renewRecord');
 
 const HISTORY_LIMIT = 2000;
+/** Patch ID of the record that answers from its node's report (RecordRun.answersFromReport). */
+const RECORD_ANSWERS_PATCH = 'record-answers-from-report';
 
 const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 5 } });
 
@@ -72,11 +76,14 @@ export async function nodePresence(input: NodePresenceInput): Promise<void> {
       const reported = await unlessRenewed(run, report);
       if (!reported) break;
       const returning = run.memo.record !== undefined;
+      if (run.answersFromReport) answerFromReport(run, reported.value);
       // What was written off while the node was away goes first, before the node turns live: until then no
-      // create is placed on it, so a re-created name cannot find the old volume on the pool. (A forget accepted
-      // meanwhile is cleared by turnLive; whatever it releases is written off and deleted in the background.)
+      // create is placed on it, so a re-created name cannot find the old volume on the pool. Earlier runs accepted a
+      // forget meanwhile (cleared by turnLive) and waited for every deletion; this one refuses the forget from the
+      // report on, and turns live past deletions that keep failing (retried beside the live node).
       if (patched('record-deletes-written-off')) await cleaner.drain(reported.value.poolId);
       turnLive(run, reported.value);
+      if (run.answersFromReport && cleaner.pending().length > 0) cleaner.drainInBackground(reported.value.poolId);
       // A first registration (a new node, or a record made again after it was lost) has nobody to tell: work
       // waiting for the node starts running at once anyway. Saves a visibility query per node at bootstrap.
       if (returning) await announce(run);
@@ -88,6 +95,7 @@ export async function nodePresence(input: NodePresenceInput): Promise<void> {
       recordHeld(run, held.value);
     } catch (error) {
       if (!(error instanceof ActivityFailure)) throw error;
+      recordLastHeartbeat(run, error);
       run.memo.live = false;
     }
     publishLiveness(run);
@@ -104,13 +112,20 @@ interface RecordRun {
   readonly memo: NodeRecordMemo;
   /** True from the node's report until it is offline again: its agent answers, so it cannot be forgotten. */
   answering: boolean;
+  /**
+   * `record-answers-from-report`, asked once per run: the node counts as answering (and is no longer forgotten) from
+   * its report, before the written-off volumes are deleted; their deletions are tried in bounded rounds, so one that
+   * keeps failing does not keep the node out of service. Runs started earlier (their histories) answer from turnLive
+   * and wait for every deletion.
+   */
+  readonly answersFromReport: boolean;
   /** A renewal was asked: the run ends at the next point where no presence activity is pending. */
   renew: boolean;
 }
 
 function startRun(input: NodePresenceInput): RecordRun {
   const memo: NodeRecordMemo = input.memo ?? { nodeId: input.nodeId, live: false };
-  return { input, memo, answering: memo.live, renew: false };
+  return { input, memo, answering: memo.live, renew: false, answersFromReport: patched(RECORD_ANSWERS_PATCH) };
 }
 
 /** The two activities the node's agent answers on its own queue. */
@@ -162,8 +177,10 @@ function acceptForgetUnlessLive(run: RecordRun): void {
       if (!run.answering) return;
       const record = run.memo.record;
       const heard = record ? ` (last report ${new Date(record.lastHeartbeat).toISOString()})` : '';
+      // Between its report and turning live the node's record deletes what was written off on it.
+      const state = run.memo.live ? 'is live' : 'answers (back, deleting what was written off while it was forgotten)';
       throw ApplicationFailure.nonRetryable(
-        `node ${run.input.nodeId} is live${heard}; stop its agent before forgetting it`,
+        `node ${run.input.nodeId} ${state}${heard}; stop its agent before forgetting it`,
         'FailedPrecondition',
       );
     },
@@ -183,6 +200,7 @@ function keepWrittenOffVolumes(run: RecordRun): WrittenOffCleaner {
     driverName: input.driverName,
     nodeId: input.nodeId,
     kept: input.writtenOff ?? [],
+    bounded: run.answersFromReport,
     onChange: (pending) => {
       if (memo.writtenOff === (pending || undefined)) return;
       memo.writtenOff = pending || undefined;
@@ -194,6 +212,9 @@ function keepWrittenOffVolumes(run: RecordRun): WrittenOffCleaner {
     // Written off while the node is back (the deletion's notice raced its return): delete it now.
     if (run.answering && memo.record) cleaner.drainInBackground(memo.record.poolId);
   });
+  // A live node's write-offs still failing when the previous run ended: their rounds go on in this one.
+  if (run.answersFromReport && memo.live && memo.record && cleaner.pending().length > 0)
+    cleaner.drainInBackground(memo.record.poolId);
   return cleaner;
 }
 
@@ -220,6 +241,18 @@ function reportedRecord(memo: NodeRecordMemo, fresh: NodeReport): NodeRecord {
 }
 
 /**
+ * The node reported (`record-answers-from-report`): from here on its agent answers, so it cannot be forgotten, and
+ * it is forgotten no more. Readers see its new report, still offline (no create is placed on it yet) and not
+ * forgotten: `nodes forget` asks the record, which refuses; operations started now wait for the node, which runs
+ * them (an expansion, a snapshot), instead of ending as for a forgotten node.
+ */
+function answerFromReport(run: RecordRun, fresh: NodeReport): void {
+  run.answering = true;
+  Object.assign(run.memo, { record: reportedRecord(run.memo, fresh), forgotten: undefined });
+  publish(run.memo);
+}
+
+/**
  * The node reported: it is live. A node that reports again after being forgotten is a new registration; its pool
  * identity tells its old volumes apart.
  */
@@ -236,6 +269,25 @@ function recordHeld(run: RecordRun, held: PresenceHold): void {
   if (held.leaving) memo.live = false;
   // A forget applied while the node was live (by an earlier release) is void: the node answers.
   if (memo.forgotten && memo.live && patched('forget-refused-while-live')) memo.forgotten = undefined;
+}
+
+/**
+ * A hold that timed out (the agent died or lost contact) still tells the agent's last figures: its last heartbeat.
+ * Kept, so that an offline record shows what the pool held when the agent went (the Node-deleted policy decides on
+ * its volume and snapshot counts), not what it held when the hold began, up to an hour earlier. The server times a
+ * hold out PRESENCE_HEARTBEAT_TIMEOUT_MS after the last heartbeat it received, which dates it. Only the memo's
+ * content changes, not the commands: the same upserts follow.
+ */
+function recordLastHeartbeat(run: RecordRun, error: ActivityFailure): void {
+  const timeout = error.cause instanceof TimeoutFailure ? error.cause : undefined;
+  const last = timeout?.lastHeartbeatDetails as NodeReport | undefined;
+  const record = run.memo.record;
+  if (!timeout || !record || !last || typeof last !== 'object' || last.nodeId !== run.input.nodeId) return;
+  const heard =
+    timeout.timeoutType === TimeoutType.HEARTBEAT
+      ? Math.max(record.lastHeartbeat, Date.now() - PRESENCE_HEARTBEAT_TIMEOUT_MS)
+      : record.lastHeartbeat;
+  run.memo.record = { ...record, ...last, firstSeen: record.firstSeen, lastHeartbeat: heard };
 }
 
 function publishLiveness(run: RecordRun): void {

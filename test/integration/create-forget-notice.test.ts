@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { TOPOLOGY_NODE_KEY, createWorkflowId } from '../../common/names';
 import { parseVolumeId } from '../../common/volume-id';
 import { readNodeRecord } from '../../node-records/reads';
@@ -39,6 +41,10 @@ describe('forget notices reach a create completing on a node', () => {
       `${name} schedules allocation ${count}`,
     );
   };
+
+  /** The pool identity a node's pool directory holds (pool.json), read directly. */
+  const poolIdOnDisk = (nodeId: string) =>
+    (JSON.parse(fs.readFileSync(path.join(cluster.pool(nodeId), 'pool.json'), 'utf8')) as { poolId: string }).poolId;
 
   it('a forget of node A delivered to a create completing on node B does not skip B', async () => {
     const request = createRequest('pvc-foreign-notice', undefined, onNode('node-b'));
@@ -100,5 +106,45 @@ describe('forget notices reach a create completing on a node', () => {
     await cluster.startNode('node-c');
     await until(async () => cluster.volumesOnDisk('node-c').length === 0, "node-c's stray allocation is deleted");
     expect(cluster.volumesOnDisk('node-d')).toEqual(allocated);
+  });
+
+  it('the allocation of a node whose pool was replaced after placement is deleted when the node returns', async () => {
+    const agent = await cluster.startNode('node-e');
+    const temporal = await cluster.temporal();
+    const oldPool = (await readNodeRecord(temporal, cluster.driverName, 'node-e'))!.node!.poolId;
+    // The agent dies; until the record notices (the heartbeat timeout), placement still sees the old pool live.
+    await agent.kill('SIGKILL');
+    const request = createRequest('pvc-replaced-pool', undefined, onNode('node-e'));
+    const created = codeOf(createVolume(clients, request, 4000));
+    // The old pool is gone (wiped); the operator accepts a new one, whose agent allocates and dies before answering.
+    fs.rmSync(cluster.pool('node-e'), { recursive: true });
+    fs.mkdirSync(cluster.pool('node-e'));
+    const accept = [`--accept-new-pool=${oldPool}`];
+    await cluster.startNode('node-e', { ...DIES_AFTER_ALLOCATING, extra: accept, waitReady: false });
+    expect(await created).toBe('ABORTED');
+    await scheduledOrEnded('pvc-replaced-pool', 2);
+    const allocated = cluster.volumesOnDisk('node-e');
+    expect(allocated).toHaveLength(1);
+    const newPool = poolIdOnDisk('node-e');
+    expect(newPool).not.toBe(oldPool);
+
+    await until(
+      async () => (await readNodeRecord(temporal, cluster.driverName, 'node-e'))?.node?.live === false,
+      'node-e is offline',
+    );
+    const workflowId = createWorkflowId(cluster.driverName, 'pvc-replaced-pool');
+    await until(
+      async () => (await forgetNode(temporal, cluster.driverName, 'node-e', 'test')).released.includes(workflowId),
+      'the forget of node-e reaches the create',
+    );
+    await until(async () => (await running('pvc-replaced-pool')) !== 'RUNNING', 'the create ends');
+    // Back with the new pool, which the create may have allocated on: its record deletes the allocation there.
+    await cluster.startNode('node-e');
+    expect(poolIdOnDisk('node-e')).toBe(newPool);
+    await until(
+      async () => cluster.volumesOnDisk('node-e').length === 0,
+      "node-e's stray allocation is deleted",
+      30_000,
+    );
   });
 });

@@ -16,7 +16,10 @@ import { DEV_NODE_FLAGS } from '../../agent/dev-node-flags';
 import { DirBackend } from '../../storage/dir/dir-backend';
 import { assertProjectQuotas } from '../../storage/dir/dir-quota';
 import { XfsProjectQuotas } from '../../storage/dir/project-quotas';
-import { TestCluster } from '../support/cluster';
+import { call, withDeadline, type CsiClients } from '../../csi/client';
+import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
+import { findFreePort } from '../../temporal-dev/free-port';
+import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { eventually, runCli } from '../support/run-cli';
 import { releaseMountsUnder } from '../unit/storage/mount-helpers';
 
@@ -149,23 +152,27 @@ describe('durable-csi node --backend dir', () => {
     ...['--driver-name', cluster.driverName, '--pool', cluster.pool(name), '--temporal-address', '127.0.0.1:1'],
   ];
 
-  it.each([
-    ['by default', []],
-    ['with --dir-quota=project', ['--dir-quota=project']],
-  ])(
-    'refuses to start %s on a plain directory, naming the pool, its filesystem and --dir-quota=none',
-    async (_, extra) => {
-      const before = fs.readdirSync(cluster.root);
-      const result = await runCli([...nodeArgs('refused'), ...extra], { timeoutMs: 20_000 });
-      expect(result.code).toBe(1);
-      expect(result.stderr).toMatch(
-        new RegExp(`--dir-quota=project: pool ${cluster.pool('refused')} is on the \\S+ filesystem mounted at /`),
-      );
-      expect(result.stderr).toContain('does not enforce project quotas');
-      expect(result.stderr).toContain('--dir-quota=none');
-      expect(fs.readdirSync(cluster.root)).toEqual(before);
-    },
-  );
+  it('on a plain directory (the disk not mounted yet) serves kubelet, stays not ready saying why, and makes nothing', async () => {
+    const pool = cluster.pool('unmounted');
+    fs.mkdirSync(pool, { recursive: true }); // what deploy/'s DirectoryOrCreate leaves on the root filesystem
+    const health = await findFreePort();
+    const node = await cluster.startNode('unmounted', {
+      waitReady: false,
+      extra: ['--dir-quota=project', '--health-address', `127.0.0.1:${health}`],
+    });
+    const clients = cluster.csi(node.endpoint);
+    const reason = await eventually(async () => {
+      stillRunning(node);
+      const body = await readyz(health).catch(() => undefined);
+      return body?.status === 503 && body.text.includes('does not enforce project quotas') ? body.text : undefined;
+    }, 30_000);
+    expect(reason).toMatch(new RegExp(`--dir-quota=project: pool ${pool} is on the \\S+ filesystem mounted at /`));
+    expect(reason).toContain('--dir-quota=none');
+    expect(await probe(clients)).toBe(false); // kubelet is answered: not ready, not gone
+    expect(node.child.exitCode).toBeNull();
+    expect(fs.readdirSync(pool)).toEqual([]);
+    await node.stop();
+  });
 
   it('rejects an unknown mode', async () => {
     const result = await runCli([...nodeArgs('bad-mode'), '--dir-quota', 'soft']);
@@ -190,3 +197,82 @@ describe('durable-csi node --backend dir', () => {
     expect(help).toContain('(choices: "project", "none", default: "project")');
   });
 });
+
+/**
+ * After a reboot the pool's disk may be mounted after the agent starts (issue 33 item 13): the agent must not
+ * crash-loop meanwhile (kubelet would be unserved), and must find the disk once it is there.
+ */
+describe('durable-csi node --dir-quota=project whose pool disk is mounted late', () => {
+  const cluster = new TestCluster('dir-quota-late');
+  const disk = fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-late-disk-'));
+  let node: ManagedProcess | undefined;
+  afterAll(async () => {
+    await node?.stop();
+    releaseMountsUnder(cluster.root);
+    releaseMountsUnder(disk);
+    fs.rmSync(disk, { recursive: true, force: true });
+    await cluster.teardown();
+  });
+
+  it('serves kubelet not ready until then, looks again every 10 s, and opens the pool on the disk', async () => {
+    const pool = cluster.pool('late');
+    fs.mkdirSync(pool, { recursive: true });
+    const health = await findFreePort();
+    node = await cluster.startNode('late', {
+      waitReady: false,
+      extra: ['--dir-quota=project', '--health-address', `127.0.0.1:${health}`],
+    });
+    const started = node;
+    await eventually(async () => {
+      stillRunning(started);
+      return (await readyz(health).catch(() => undefined))?.text.includes('project quotas');
+    }, 30_000);
+    expect(await probe(cluster.csi(node.endpoint))).toBe(false);
+
+    // The disk arrives: XFS, mounted with project quotas where the kernel can.
+    const image = path.join(disk, 'pool.img');
+    fs.writeFileSync(image, '');
+    fs.truncateSync(image, 512 * MiB);
+    execFileSync('mkfs.xfs', ['-q', image]);
+    let mountError = '';
+    try {
+      execFileSync('mount', ['-o', 'loop,prjquota', image, pool], { stdio: 'pipe' });
+    } catch (error) {
+      mountError = String((error as { stderr?: Buffer }).stderr ?? error);
+    }
+    if (!mountError) {
+      await eventually(async () => (await readyz(health).catch(() => undefined))?.status === 200, 60_000, 'ready');
+      expect(fs.existsSync(path.join(pool, 'pool.json'))).toBe(true);
+      return;
+    }
+    // Where the kernel cannot enforce XFS project quotas (checked, not assumed), the disk is mounted without them:
+    // the agent, still up, has looked again and names the filesystem now holding the pool.
+    expect(kernelConfig()).not.toMatch(/^CONFIG_XFS_QUOTA=[ym]$/m);
+    process.stderr.write('dir-quota.test: XFS -o prjquota cannot be mounted here; checked the agent looks again\n');
+    execFileSync('mount', ['-o', 'loop', image, pool]);
+    const refusal = await eventually(async () => {
+      const body = await readyz(health).catch(() => undefined);
+      return body?.text.includes(`xfs filesystem mounted at ${pool}`) ? body.text : undefined;
+    }, 30_000);
+    expect(refusal).toContain('mount the XFS filesystem with -o prjquota');
+    expect(node.child.exitCode).toBeNull();
+    expect(fs.readdirSync(pool)).toEqual([]);
+  });
+});
+
+/** The agent must stay up (kubelet is served): a crash-looping agent fails the test with its exit. */
+function stillRunning(node: ManagedProcess): void {
+  const { exitCode, signalCode } = node.child;
+  if (exitCode !== null || signalCode !== null) throw new Error(`the agent exited (${signalCode ?? exitCode})`);
+}
+
+async function probe(clients: CsiClients): Promise<boolean | undefined> {
+  const answer = await call<ProbeResponse__Output>((done) => clients.identity.Probe({}, withDeadline(3000), done));
+  return answer.ready?.value;
+}
+
+/** The agent's /readyz: 200 when ready, else 503 with why not. */
+async function readyz(port: number): Promise<{ status: number; text: string }> {
+  const response = await fetch(`http://127.0.0.1:${port}/readyz`);
+  return { status: response.status, text: await response.text() };
+}

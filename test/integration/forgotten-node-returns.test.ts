@@ -1,5 +1,10 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
 import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { Client, WorkflowUpdateFailedError } from '@temporalio/client';
+import { call, withDeadline, type CsiClients } from '../../csi/client';
+import type { ControllerExpandVolumeResponse__Output } from '../../csi/generated/csi/v1/ControllerExpandVolumeResponse';
 import { buildOrphanReport } from '../../kubernetes/orphan-report';
 import { readNodeRecord } from '../../node-records/reads';
 import { controlTaskQueue, deleteWorkflowId, nodeRecordWorkflowId } from '../../common/names';
@@ -11,7 +16,7 @@ import type * as workflows from '../../workflows';
 import { NodeIdKey, OperationKey, PhaseKey, VolumeIdKey } from '../../workflows/search-attribute-keys';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { listPendingOperations } from '../../operations/pending-operations';
-import { createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
+import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 
 /**
  * `nodes forget` is a decision about a node that is away; these are the paths where the node comes back, or was
@@ -72,6 +77,56 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     expect(cluster.volumesOnDisk('node-2')).toEqual([keyOf(again.volume!.volume_id)]);
     await retryLikeCo(() => deleteVolume(csi, again.volume!.volume_id));
     expect(cluster.volumesOnDisk('node-2')).toEqual([]);
+  });
+
+  it('answers from its report on: while it deletes what was written off a forget is refused and work waits for the node; a deletion that keeps failing does not keep it out of service', async () => {
+    let node7 = await cluster.startNode('node-7');
+    const csi = await controller('controller-8');
+    const client = await cluster.temporal();
+    const created = await Promise.all(
+      ['pvc-stuck', 'pvc-kept'].map((name) =>
+        retryLikeCo(() => createVolume(csi, createRequest(name, undefined, onNode('node-7')))),
+      ),
+    );
+    const [stuck, kept] = created.map((answer) => answer.volume!.volume_id) as [string, string];
+    // Something on the node pins a file of the volume (an immutable attribute): deleting it fails, retryably.
+    const pinned = path.join(cluster.pool('node-7'), 'volumes', keyOf(stuck), 'pinned');
+    fs.writeFileSync(pinned, 'x');
+    execFileSync('chattr', ['+i', pinned]);
+    try {
+      await node7.stop();
+      await untilOffline(client, 'node-7');
+      await forgetNode(client, cluster.driverName, 'node-7', 'looked gone');
+      await expect(deleteVolume(csi, stuck, 8000)).resolves.toEqual({}); // written off on the record
+
+      node7 = await cluster.startNode('node-7', { waitReady: false });
+      // The agent answers: the record is deleting the written-off volume on it.
+      await eventually(() => deletionReachedAgent(client, cluster.driverName, 'node-7'), 60_000);
+      await expect(forgetNode(client, cluster.driverName, 'node-7', 'raced the return')).rejects.toThrow(
+        /node node-7 (is live|answers)/,
+      );
+      // Work on its other volumes waits for it (the node is back, not forgotten), here behind the pool's journal,
+      // whose unfinished deletion every pool operation first tries to finish.
+      expect(await codeOf(expand(csi, kept, 128 * 1024 * 1024))).toBe('ABORTED');
+      // The deletion keeps failing: the node turns live all the same, the write-off still pending and shown.
+      await eventually(async () => (await readNodeRecord(client, cluster.driverName, 'node-7'))?.node?.live, 90_000);
+      const record = await readNodeRecord(client, cluster.driverName, 'node-7');
+      expect(record).toMatchObject({ writtenOff: 1 });
+      expect(record?.forgotten).toBeUndefined();
+      expect(cluster.volumesOnDisk('node-7')).toContain(keyOf(stuck));
+    } finally {
+      execFileSync('chattr', ['-i', pinned]);
+    }
+    // Retried beside the live node: once it can be deleted, it is.
+    await eventually(async () => !cluster.volumesOnDisk('node-7').includes(keyOf(stuck)), 90_000);
+    await eventually(
+      async () => (await readNodeRecord(client, cluster.driverName, 'node-7'))?.writtenOff === undefined,
+      30_000,
+    );
+    expect(cluster.volumesOnDisk('node-7')).toEqual([keyOf(kept)]);
+    await expect(retryLikeCo(() => expand(csi, kept, 128 * 1024 * 1024), 30_000)).resolves.toMatchObject({
+      capacity_bytes: String(128 * 1024 * 1024),
+    });
   });
 
   it('a forget that reaches a live record (read and signal raced) is ignored: deletions still delete', async () => {
@@ -206,7 +261,31 @@ const kubernetesWithoutPvs = {
   custom: { listClusterCustomObject: async () => ({ items: [] }) } as unknown as CustomObjectsApi,
 };
 
-async function eventually(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+/** Whether a deleteVolumeOnNode of the node's record reached the agent (running, or failed there and retried). */
+async function deletionReachedAgent(client: Client, driverName: string, nodeId: string): Promise<boolean> {
+  const record = client.workflow.getHandle(nodeRecordWorkflowId(driverName, nodeId));
+  const pending = (await record.describe()).raw.pendingActivities ?? [];
+  return pending.some(
+    (activity) =>
+      activity.activityType?.name === 'deleteVolumeOnNode' &&
+      (activity.state === PENDING_ACTIVITY_STARTED || (activity.attempt ?? 1) > 1 || !!activity.lastFailure),
+  );
+}
+
+/** pendingActivities[].state of a started activity (temporal.api.enums.v1.PendingActivityState). */
+const PENDING_ACTIVITY_STARTED = 2;
+
+function expand(csi: CsiClients, volumeId: string, bytes: number) {
+  return call<ControllerExpandVolumeResponse__Output>((done) =>
+    csi.controller.ControllerExpandVolume(
+      { volume_id: volumeId, capacity_range: { required_bytes: String(bytes) } },
+      withDeadline(10_000),
+      done,
+    ),
+  );
+}
+
+async function eventually(check: () => Promise<unknown>, timeoutMs: number): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > until) throw new Error('condition not met in time');

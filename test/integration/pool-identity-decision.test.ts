@@ -3,9 +3,12 @@ import path from 'node:path';
 import { call, withDeadline, type CsiClients } from '../../csi/client';
 import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
 import { nodeRecordWorkflowId } from '../../common/names';
+import { parseSnapshotId } from '../../common/snapshot-id';
 import { parseVolumeId, poolIdPrefix } from '../../common/volume-id';
+import { NodeIdKey } from '../../workflows/search-attribute-keys';
 import { TestCluster } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
+import { createSnapshotUntilReady, deleteSnapshot } from '../support/snapshot-requests';
 
 /**
  * After a reboot the pool's disk may not be mounted yet. A node whose record remembers a pool must not make a
@@ -112,10 +115,74 @@ it('replaces a wiped pool only when --accept-new-pool names the identity that is
 
 it('with its record lost too, the node waits on an empty directory when its waiting deletions name another pool', async () => {
   const { volumeId, oldPool } = await nodeWithWaitingDeletion('node-3');
+  await loseRecord('node-3');
+  const disk = `${cluster.pool('node-3')}.disk`;
+  fs.renameSync(cluster.pool('node-3'), disk);
+  fs.mkdirSync(cluster.pool('node-3'));
+
+  const agent = await cluster.startNode('node-3', { waitReady: false });
+  const clients = cluster.csi(agent.endpoint);
+  const prefix = parseVolumeId(volumeId)!.poolIdPrefix;
+  await until('the refusal is logged', () => logOf('node-3').includes(`--accept-new-pool=${prefix}`));
+  expect(logOf('node-3')).toContain(`volume or snapshot operations of node node-3 name pool ${prefix}`);
+  expect(fs.existsSync(identityFile('node-3'))).toBe(false);
+  expect(await probe(clients)).toBe(false);
+  // Not answered "pool replaced": the deletion still waits for the real pool.
+  expect(await codeOf(deleteVolume(controller, volumeId, 10_000))).toBe('ABORTED');
+
+  fs.rmdirSync(cluster.pool('node-3'));
+  fs.renameSync(disk, cluster.pool('node-3'));
+  await until('ready on the real pool', async () => (await probe(clients)) === true, 90_000);
+  expect(poolIdentity('node-3').poolId).toBe(oldPool);
+  await retryLikeCo(() => deleteVolume(controller, volumeId));
+  expect(cluster.volumesOnDisk('node-3')).not.toContain(parseVolumeId(volumeId)!.key);
+});
+
+it('with its record lost too, snapshot deletions waiting for the node name its pool: no "pool replaced" on an empty directory', async () => {
+  const snapshots = cluster.csi((await cluster.startController('snapshot-controller', ['--snapshots'])).endpoint);
+  const agent = await cluster.startNode('node-4');
+  const volume = await retryLikeCo(() =>
+    createVolume(snapshots, createRequest('pvc-node-4', 64 * MiB, onNode('node-4'))),
+  );
+  const made = await createSnapshotUntilReady(snapshots, 'snap-node-4', volume.volume!.volume_id);
+  const snapshotId = made.snapshot!.snapshot_id;
+  await retryLikeCo(() => deleteVolume(snapshots, volume.volume!.volume_id));
+  const copies = () => fs.readdirSync(path.join(cluster.pool('node-4'), 'snapshots', 'data'));
+  const oldPool = poolIdentity('node-4').poolId;
+  await agent.stop();
+  expect(await codeOf(deleteSnapshot(snapshots, snapshotId, 10_000))).toBe('ABORTED');
+  // Long ago, retention removed the volume's operations (they name the pool too); only the snapshot deletion waits.
+  await forgetClosedOperations('node-4');
+  await loseRecord('node-4');
+  const disk = `${cluster.pool('node-4')}.disk`;
+  fs.renameSync(cluster.pool('node-4'), disk);
+  fs.mkdirSync(cluster.pool('node-4'));
+
+  const restarted = await cluster.startNode('node-4', { waitReady: false });
+  const clients = cluster.csi(restarted.endpoint);
+  const prefix = parseSnapshotId(snapshotId)!.poolIdPrefix;
+  await until(
+    'the refusal is logged (or a new pool made)',
+    () => logOf('node-4').includes(`--accept-new-pool=${prefix}`) || fs.existsSync(identityFile('node-4')),
+  );
+  expect(fs.existsSync(identityFile('node-4'))).toBe(false);
+  expect(logOf('node-4')).toContain(`volume or snapshot operations of node node-4 name pool ${prefix}`);
+  // Not answered "pool replaced" (a false deleted): the copy is on the disk that is not mounted yet.
+  expect(await codeOf(deleteSnapshot(snapshots, snapshotId, 10_000))).toBe('ABORTED');
+
+  fs.rmdirSync(cluster.pool('node-4'));
+  fs.renameSync(disk, cluster.pool('node-4'));
+  await until('ready on the real pool', async () => (await probe(clients)) === true, 90_000);
+  expect(poolIdentity('node-4').poolId).toBe(oldPool);
+  await retryLikeCo(() => deleteSnapshot(snapshots, snapshotId));
+  expect(copies()).toEqual([]);
+});
+
+/** The record goes (an operator deleted it, or retention did once it had closed) while the disk is not mounted. */
+async function loseRecord(nodeId: string): Promise<void> {
   const client = await cluster.temporal();
-  // The record goes (an operator deleted it, or retention did once it had closed) while the disk is not mounted:
-  // a closed record still remembers its pool in its memo until then.
-  const record = client.workflow.getHandle(nodeRecordWorkflowId(cluster.driverName, 'node-3'));
+  // A closed record still remembers its pool in its memo until it is deleted.
+  const record = client.workflow.getHandle(nodeRecordWorkflowId(cluster.driverName, nodeId));
   const { runId } = await record.describe();
   await record.terminate('test: record lost');
   await client.workflowService.deleteWorkflowExecution({
@@ -130,24 +197,21 @@ it('with its record lost too, the node waits on an empty directory when its wait
       return true;
     }
   });
-  const disk = `${cluster.pool('node-3')}.disk`;
-  fs.renameSync(cluster.pool('node-3'), disk);
-  fs.mkdirSync(cluster.pool('node-3'));
+}
 
-  const agent = await cluster.startNode('node-3', { waitReady: false });
-  const clients = cluster.csi(agent.endpoint);
-  const prefix = parseVolumeId(volumeId)!.poolIdPrefix;
-  await until('the refusal is logged', () => logOf('node-3').includes(`--accept-new-pool=${prefix}`));
-  expect(logOf('node-3')).toContain(`volume operations of node node-3 name pool ${prefix}`);
-  expect(fs.existsSync(identityFile('node-3'))).toBe(false);
-  expect(await probe(clients)).toBe(false);
-  // Not answered "pool replaced": the deletion still waits for the real pool.
-  expect(await codeOf(deleteVolume(controller, volumeId, 10_000))).toBe('ABORTED');
-
-  fs.rmdirSync(cluster.pool('node-3'));
-  fs.renameSync(disk, cluster.pool('node-3'));
-  await until('ready on the real pool', async () => (await probe(clients)) === true, 90_000);
-  expect(poolIdentity('node-3').poolId).toBe(oldPool);
-  await retryLikeCo(() => deleteVolume(controller, volumeId));
-  expect(cluster.volumesOnDisk('node-3')).not.toContain(parseVolumeId(volumeId)!.key);
-});
+/** What retention does to a node's closed operations, at once; visibility forgets them a moment later. */
+async function forgetClosedOperations(nodeId: string): Promise<void> {
+  const client = await cluster.temporal();
+  const query = `WorkflowId STARTS_WITH "${cluster.driverName}/" AND ${NodeIdKey.name} = "${nodeId}" AND ExecutionStatus != "Running"`;
+  const closed = async () => {
+    const found: { workflowId: string; runId: string }[] = [];
+    for await (const workflow of client.workflow.list({ query })) found.push(workflow);
+    return found;
+  };
+  for (const { workflowId, runId } of await closed())
+    await client.workflowService.deleteWorkflowExecution({
+      namespace: client.options.namespace,
+      workflowExecution: { workflowId, runId },
+    });
+  await until('visibility forgets the closed operations', async () => (await closed()).length === 0);
+}

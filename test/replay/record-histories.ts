@@ -16,6 +16,7 @@ import { call, withDeadline } from '../../csi/client';
 import { recordCreateScenarios } from './create-scenarios';
 import { recordReleaseDeletionOfUnknownNode } from './record-legacy';
 import { recordSnapshotScenarios, type Recording } from './snapshot-scenarios';
+import { recordForgetScenarios } from './forget-scenarios';
 
 /**
  * Records the workflow histories that replay.test.ts replays against the current workflow code: a create, a create
@@ -23,7 +24,7 @@ import { recordSnapshotScenarios, type Recording } from './snapshot-scenarios';
  * node with no record ended by `nodes forget`, an expansion, a node record through offline, online, a forget signal
  * refused while live and a renewal, creates whose first try dies on the node (create-scenarios.ts: completion,
  * forget, a notice naming another node), snapshots, a restore, every listing and a record deleting what was written
- * off (snapshot-scenarios.ts), and a deletion started by release 0.1 and finished by this code (record-legacy.ts).
+ * off (snapshot-scenarios.ts), a forgotten node's return and a restore its forget ended (forget-scenarios.ts), and a deletion started by release 0.1 and finished by this code (record-legacy.ts).
  * replay.test.ts fails when a workflow type or a patch has no fixture. Run it after a deliberate, patched() change
  * to workflow code (docs/workflow-changes.md): `node dist/test/replay/record-histories.js`. Histories of earlier
  * builds and releases stay in their own folders, replayed too.
@@ -46,6 +47,8 @@ async function main(): Promise<void> {
     snapshotScenarios.catch(() => undefined);
     const legacy = recordReleaseDeletionOfUnknownNode(server.address, 'default');
     legacy.catch(() => undefined);
+    const forgetScenarios = recordForgetScenarios(cluster, await cluster.temporal());
+    forgetScenarios.catch(() => undefined);
     const created = await retryLikeCo(() =>
       createVolume(clients, createRequest('pvc-recorded', undefined, onNode('node-1'))),
     );
@@ -105,6 +108,7 @@ async function main(): Promise<void> {
           'delete-volume-unknown-node': deleteWorkflowId(cluster.driverName, unknownId),
           'expand-volume': expandId,
           ...(await createScenarios),
+          ...(await forgetScenarios),
           'release-0.1/delete-volume-unknown-node-waits': await legacy,
         }).map(([name, workflowId]) => [name, { workflowId }]),
       ),

@@ -20,6 +20,7 @@ const EXPECTED = [
   'create-volume-forgotten',
   'create-volume-no-room',
   'create-volume-restore',
+  'create-volume-restore-forgotten',
   'delete-snapshot',
   'delete-snapshot-forgotten',
   'delete-volume',
@@ -32,6 +33,7 @@ const EXPECTED = [
   'list-volumes',
   'list-volumes-page',
   'node-presence',
+  'node-presence-answers-from-report',
   'node-presence-written-off',
   // Main at b2fdf7c, before forget-notice-per-node: a notice of one node ended the completion on another.
   'b2fdf7c/create-volume-foreign-forget',

@@ -11,7 +11,7 @@ import { formatSnapshotId } from '../../../common/snapshot-id';
 import { formatVolumeId, poolIdPrefix } from '../../../common/volume-id';
 import { PoolLayout } from '../../../storage/pool/pool-layout';
 import { writeSnapshot } from '../../../storage/pool/snapshots';
-import { FailureType } from '../../../common/failures';
+import { DriverError, FailureType } from '../../../common/failures';
 import { createNodeActivities, type NodeSnapshotFilter } from '../../../activities/node-activities';
 import { PoolFixture, randomKey } from '../storage/pool-fixture';
 
@@ -79,6 +79,37 @@ describe('deleteVolumeOnNode', () => {
     const before = fixture.tree();
     expect(await run(activities.deleteVolumeOnNode, { key, poolIdPrefix: OTHER_POOL_PREFIX })).toBe('pool-replaced');
     expect(fixture.tree()).toEqual(before);
+  });
+});
+
+describe('a volume the node record is deleting because it was written off', () => {
+  it('is handed to no create of its name while its deletion fails; once it is gone, the name makes a new volume', async () => {
+    // A deletion refused before it changed anything (a read failed), retryably, as long as `failing` says.
+    let failing = true;
+    const flaky = new Proxy(backend, {
+      get(target, property, receiver) {
+        if (property === 'deleteVolume' && failing)
+          return () => Promise.reject(new DriverError(FailureType.Internal, 'EIO: i/o error, reading the record'));
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const node = createNodeActivities({ backend: flaky, poolId, nodeId: NODE });
+    const doomed = randomKey();
+    await run(node.createVolumeOnNode, { key: doomed, name: 'pvc-again', capacityBytes: 64 * MiB, parameters: {} });
+    const deletion = { key: doomed, poolIdPrefix: poolIdPrefix(poolId), writtenOff: true as const };
+    expect((await failureOf(run(node.deleteVolumeOnNode, deletion))).nonRetryable).toBe(false);
+
+    // The CO was told it is gone and creates the name again: the pool's create would answer the doomed volume.
+    const again = { key: randomKey(), name: 'pvc-again', capacityBytes: 64 * MiB, parameters: {} };
+    const refused = await failureOf(run(node.createVolumeOnNode, again));
+    expect(refused.type).toBe(FailureType.Aborted);
+    expect(refused.nonRetryable).toBe(false);
+    expect(refused.message).toContain(`volume ${doomed} of this pool, which was written off`);
+
+    failing = false;
+    expect(await run(node.deleteVolumeOnNode, deletion)).toBe('deleted');
+    expect(await run(node.createVolumeOnNode, again)).toMatchObject({ key: again.key, fresh: true });
   });
 });
 

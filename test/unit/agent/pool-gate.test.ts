@@ -11,10 +11,19 @@ describe('the pool gate', () => {
     expect(decidePool({ ...base, onDisk: onDisk(NEW) })).toEqual({ kind: 'open', fresh: {} });
   });
 
+  it('refuses a pool on a filesystem the backend may not run on first, whatever the identities say', () => {
+    const unfit = '--dir-quota=project: pool /pool is on the ext4 filesystem mounted at /, which does not enforce';
+    expect(decidePool({ ...base, unfit })).toEqual({ kind: 'refuse', message: unfit });
+    expect(decidePool({ ...base, unfit, onDisk: onDisk(OLD), remembered: OLD })).toEqual({
+      kind: 'refuse',
+      message: unfit,
+    });
+  });
+
   it('with no record, refuses an empty directory whose node operations name a pool, and accepts that decision', () => {
     const gate = decidePool({ ...base, named: '6fac7ed660ac4a52' });
     expect(gate.kind === 'refuse' && gate.message).toContain(
-      'volume operations of node node-1 name pool 6fac7ed660ac4a52 (its record remembers none)',
+      'volume or snapshot operations of node node-1 name pool 6fac7ed660ac4a52 (its record remembers none)',
     );
     expect(gate.kind === 'refuse' && gate.message).toContain('--accept-new-pool=6fac7ed660ac4a52');
     expect(decidePool({ ...base, named: '6fac7ed660ac4a52', accepted: OLD })).toMatchObject({
