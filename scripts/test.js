@@ -9,7 +9,7 @@
 //   phase 1  dev project, all but test/e2e-k8s and test/e2e-node   needs: setup (deps, build, CLI, csi-sanity)
 //   phase 2  prod-temporal project                                 needs: temporal-server
 //   phase 3  dev project, test/e2e-k8s                             needs: control plane and sidecars
-//   phase 4  dev project, test/e2e-node (real kubelet, the suite)  needs: the storage suite and the images
+//   phase 4  dev project, test/e2e-node (real kubelet, the suite)  needs: everything (images, storage suite)
 // The Go builds start before setup (they need nothing of it); the images wait for setup's dist/.
 const { spawn } = require('child_process');
 const path = require('path');
@@ -66,7 +66,11 @@ async function main() {
   results.push(await jestRun('phase 1 (dev)', phase1, { DURABLE_CSI_SKIP_KUBERNETES_SUITES: '1' }));
   const phases = [
     { name: 'phase 2 (prod-temporal)', needs: 'temporal-server', args: ['--selectProjects', 'prod-temporal'] },
-    { name: 'phase 3 (Kubernetes control plane)', needs: 'control plane', args: [E2E_K8S, '--selectProjects', 'dev'] },
+    {
+      name: 'phase 3 (Kubernetes control plane)',
+      needs: ['control plane', 'sidecars'],
+      args: [E2E_K8S, '--selectProjects', 'dev'],
+    },
     { name: 'phase 4 (real node)', needs: 'all', args: [E2E_NODE, '--selectProjects', 'dev'] },
   ];
   for (const phase of phases) {
