@@ -31,12 +31,10 @@ const STAGING_VERSION = `v0.${KUBERNETES_VERSION.slice(3)}`; // v1.37.2 -> v0.37
  * its health endpoint itself. Everything else in the graph is what Go's minimal version selection picks, the newest
  * any of them asks for, except below.
  */
-const MODULES = [
-  { module: 'k8s.io/kubernetes', version: KUBERNETES_VERSION },
-  { module: 'github.com/kubernetes-csi/external-provisioner/v6', version: 'v6.4.0' },
-  { module: 'github.com/kubernetes-csi/external-resizer/v2', version: 'v2.3.0' },
-  { module: 'github.com/kubernetes-csi/external-snapshotter/v8', version: 'v8.7.0' },
-];
+const PROVISIONER = { module: 'github.com/kubernetes-csi/external-provisioner/v6', version: 'v6.4.0' };
+const RESIZER = { module: 'github.com/kubernetes-csi/external-resizer/v2', version: 'v2.3.0' };
+const SNAPSHOTTER = { module: 'github.com/kubernetes-csi/external-snapshotter/v8', version: 'v8.7.0' };
+const MODULES = [{ module: 'k8s.io/kubernetes', version: KUBERNETES_VERSION }, PROVISIONER, RESIZER, SNAPSHOTTER];
 
 /**
  * Modules held at the version k8s.io/kubernetes pins even where a sidecar asks for a newer one: etcd (the server is
@@ -99,17 +97,17 @@ const SETS = [
     ldflags: [],
     // main.version per binary: the version of the module it comes from.
     versions: {
-      'csi-provisioner': 'v6.4.0',
-      'csi-resizer': 'v2.3.0',
-      'csi-snapshotter': 'v8.7.0',
-      'snapshot-controller': 'v8.7.0',
+      'csi-provisioner': PROVISIONER.version,
+      'csi-resizer': RESIZER.version,
+      'csi-snapshotter': SNAPSHOTTER.version,
+      'snapshot-controller': SNAPSHOTTER.version,
     },
     // The snapshot CRDs the snapshot-controller and csi-snapshotter serve (test/e2e-k8s/snapshots.test.ts applies
     // them; deploy/README.md has them as a cluster prerequisite): files of the published client module, copied
     // from the module cache into `files/`. Stamped there on their own: copying them never invalidates a binary.
     files: {
       module: 'github.com/kubernetes-csi/external-snapshotter/client/v8',
-      version: 'v8.7.0',
+      version: SNAPSHOTTER.version,
       copy: {
         'volumesnapshotclasses-crd': 'config/crd/snapshot.storage.k8s.io_volumesnapshotclasses.yaml',
         'volumesnapshotcontents-crd': 'config/crd/snapshot.storage.k8s.io_volumesnapshotcontents.yaml',
