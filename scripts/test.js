@@ -90,13 +90,13 @@ const LATER_PHASES = [
   {
     name: 'phase 3 (Kubernetes control plane)',
     timing: 'phase3',
-    needs: ['control plane'],
+    needs: ['control plane', 'sidecars'],
     args: [E2E_K8S, '--selectProjects', 'dev'],
   },
   {
     name: 'phase 4 (real node)',
     timing: 'phase4',
-    needs: ['control plane', 'images'],
+    needs: ['control plane', 'sidecars', 'images'],
     realNode: true,
     args: [E2E_NODE, `--testPathIgnorePatterns=${STORAGE_SUITE}`, '--selectProjects', 'dev'],
   },

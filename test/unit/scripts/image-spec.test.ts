@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -14,7 +15,11 @@ const spec = jest.requireActual<{
   driverSpec(): Spec;
   satisfies(version: string, range: string): boolean;
   SIDECARS: { ref: string }[];
+  AGNHOST_IMAGE: string;
+  SUITE_SHELL_IMAGES: { name: string; ref: string }[];
+  PAUSE_IMAGE: string;
 }>('../../../scripts/image/spec');
+const { KUBERNETES_VERSION } = jest.requireActual<{ KUBERNETES_VERSION: string }>('../../../scripts/install-k8s-tools');
 const { drift } = jest.requireActual<{ drift(spec: Spec, text: string): string[] }>(
   '../../../scripts/image/containerfile',
 );
@@ -84,6 +89,49 @@ describe('the image names deploy/ uses are the ones npm run image builds', () =>
       'registry.k8s.io/sig-storage/csi-resizer:v2.3.0',
       'registry.k8s.io/sig-storage/csi-snapshotter:v8.7.0',
     ]);
+  });
+});
+
+/**
+ * The storage suite's Pods name their images by the Kubernetes the suite is built from; under another tag they
+ * would not find the images the node imported (imagePullPolicy IfNotPresent, no registry). Read from that very
+ * module (the Go module cache, as the build has it), so moving Kubernetes without the images fails here.
+ */
+describe('the images of the Kubernetes the tests build', () => {
+  const moduleDir = (): string => {
+    const go = process.env.GO ?? 'go';
+    const info = execFileSync(go, ['mod', 'download', '-json', `k8s.io/kubernetes@${KUBERNETES_VERSION}`], {
+      encoding: 'utf8',
+      env: { ...process.env, GOFLAGS: '-mod=mod', GOWORK: 'off' },
+      cwd: root,
+    });
+    return (JSON.parse(info) as { Dir: string }).Dir;
+  };
+  let dir = '';
+  let manifest = '';
+  beforeAll(() => {
+    dir = moduleDir();
+    manifest = fs.readFileSync(path.join(dir, 'test', 'utils', 'image', 'manifest.go'), 'utf8');
+  });
+  /** `configs[Agnhost] = Config{list.PromoterE2eRegistry, "agnhost", "2.66.1"}` -> the tag. */
+  const tag = (config: string, name: string): string | undefined =>
+    new RegExp(`configs\\[${config}\\] = Config\\{list\\.PromoterE2eRegistry, "${name}", "([^"]+)"\\}`).exec(
+      manifest,
+    )?.[1];
+
+  it("names agnhost and the suite's shell images as its test/utils/image/manifest.go does", () => {
+    const registry = 'registry.k8s.io/e2e-test-images';
+    expect(spec.AGNHOST_IMAGE).toBe(`${registry}/agnhost:${tag('Agnhost', 'agnhost')}`);
+    expect(Object.fromEntries(spec.SUITE_SHELL_IMAGES.map((image) => [image.name, image.ref]))).toEqual({
+      'suite-busybox': `${registry}/busybox:${tag('BusyBox', 'busybox')}`,
+      'suite-nginx': `${registry}/nginx:${tag('Nginx', 'nginx')}`,
+      'suite-glibc-dns-testing': `${registry}/glibc-dns-testing:${tag('GlibcDnsTesting', 'glibc-dns-testing')}`,
+    });
+  });
+
+  it("names pause as its kubeadm does (containerd's sandbox_image)", () => {
+    const constants = fs.readFileSync(path.join(dir, 'cmd', 'kubeadm', 'app', 'constants', 'constants.go'), 'utf8');
+    expect(spec.PAUSE_IMAGE).toBe(`registry.k8s.io/pause:${/PauseVersion = "([^"]+)"/.exec(constants)?.[1]}`);
   });
 });
 
