@@ -67,7 +67,7 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
 
   const services = csiServices(client, worker, config);
   const metrics = createProcessMetrics('controller');
-  registerControllerMetrics(metrics.registry, client, config.driverName, logger);
+  registerControllerMetrics(metrics.registry, client, config.driverName, logger, services.readiness);
   const kubernetes = await startKubernetes(config, client, metrics.registry, logger);
   writtenOffEvents.report = kubernetes?.reportWrittenOff;
   const stopMetrics = config.metricsAddress
