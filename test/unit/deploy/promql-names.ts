@@ -16,7 +16,10 @@ interface Panel {
   panels?: Panel[];
 }
 interface RuleFile {
-  groups: { name: string; rules: { record?: string; alert?: string; expr: string }[] }[];
+  groups: {
+    name: string;
+    rules: { record?: string; alert?: string; expr: string; annotations?: Record<string, string> }[];
+  }[];
 }
 
 export function readDashboard(): { panels: Panel[]; templating?: { list?: { type?: string; query?: unknown }[] } } {
