@@ -1,4 +1,4 @@
-import { loadAll as loadAllYaml } from 'js-yaml';
+import { dump as dumpYaml, loadAll as loadAllYaml } from 'js-yaml';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -68,7 +68,7 @@ export function chartTools(): { helm: string; promtool: string } {
   return binaries;
 }
 
-function parse(text: string): KubeObject[] {
+export function parseAll(text: string): KubeObject[] {
   return (loadAllYaml(text) as (KubeObject | null)[]).filter((object): object is KubeObject => !!object);
 }
 
@@ -78,40 +78,48 @@ export function renderChart(helm: string, args: string[], release = 'durable-csi
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  return parse(text);
+  return parseAll(text);
 }
 
-/** `kubectl kustomize` of deploy/base with the components, through an overlay written under `work`. */
+export interface KustomizePatch {
+  target: { kind: string; name: string };
+  patch: string;
+}
+
+/**
+ * `kubectl kustomize` of an overlay written under `work`: deploy/base with the components, the Temporal address and
+ * namespace as deploy/README.md's step 3 sets them, and more patches if given.
+ */
 export function kustomizeObjects(
   kubectl: (args: string[]) => string,
   work: string,
   name: string,
-  components: string[],
-  temporal?: { address: string; namespace: string },
+  options: { components?: string[]; temporal?: { address: string; namespace: string }; patches?: KustomizePatch[] },
 ): KubeObject[] {
   const dir = path.join(work, `kustomize-${name}`);
   fs.mkdirSync(dir, { recursive: true });
   const rel = (sub: string) => path.relative(dir, path.join(ROOT, 'deploy', sub));
-  const lines = [
-    'apiVersion: kustomize.config.k8s.io/v1beta1',
-    'kind: Kustomization',
-    'resources:',
-    `  - ${rel('base')}`,
-    ...(components.length ? ['components:', ...components.map((component) => `  - ${rel(component)}`)] : []),
-    // Where Temporal is, as deploy/README.md's step 3 tells a kustomize user to say it.
-    ...(temporal
-      ? [
-          'patches:',
-          '  - target: { kind: ConfigMap, name: durable-csi-temporal }',
-          '    patch: |-',
-          `      - { op: replace, path: /data/TEMPORAL_ADDRESS, value: "${temporal.address}" }`,
-          `      - { op: replace, path: /data/TEMPORAL_NAMESPACE, value: "${temporal.namespace}" }`,
-        ]
-      : []),
-    '',
-  ];
-  fs.writeFileSync(path.join(dir, 'kustomization.yaml'), lines.join('\n'));
-  return parse(kubectl(['kustomize', dir]));
+  const { components = [], temporal, patches = [] } = options;
+  const temporalPatch: KustomizePatch[] = temporal
+    ? [
+        {
+          target: { kind: 'ConfigMap', name: 'durable-csi-temporal' },
+          patch: dumpYaml([
+            { op: 'replace', path: '/data/TEMPORAL_ADDRESS', value: temporal.address },
+            { op: 'replace', path: '/data/TEMPORAL_NAMESPACE', value: temporal.namespace },
+          ]),
+        },
+      ]
+    : [];
+  const kustomization = {
+    apiVersion: 'kustomize.config.k8s.io/v1beta1',
+    kind: 'Kustomization',
+    resources: [rel('base')],
+    ...(components.length ? { components: components.map(rel) } : {}),
+    ...(temporalPatch.length + patches.length ? { patches: [...temporalPatch, ...patches] } : {}),
+  };
+  fs.writeFileSync(path.join(dir, 'kustomization.yaml'), dumpYaml(kustomization));
+  return parseAll(kubectl(['kustomize', dir]));
 }
 
 /** Labels Helm (and the chart for Helm's sake) adds to every object; kustomize has none of them. */

@@ -7,9 +7,12 @@ import path from 'node:path';
 import { findProjectRoot } from '../../common/project-root';
 import { ControlPlane } from './control-plane';
 import { k8sTools } from './tools';
+import { snippetAfterMarker, snippetContaining } from '../unit/deploy/readme-snippets';
 import {
   CHART,
   chartMixes,
+  parseAll,
+  type KustomizePatch,
   chartTools,
   kustomizeObjects,
   normalise,
@@ -54,7 +57,7 @@ describe.each(mixes)('values mix $name', (mix) => {
       const temporal = config && { address: config.data.TEMPORAL_ADDRESS, namespace: config.data.TEMPORAL_NAMESPACE };
       const byKey = (objects: KubeObject[]) => new Map(normalise(objects).map((o) => [objectKey(o), o]));
       const chart = byKey(rendered);
-      const kustomized = byKey(kustomizeObjects(kubectl, work, mix.name, kustomize ?? [], temporal));
+      const kustomized = byKey(kustomizeObjects(kubectl, work, mix.name, { components: kustomize, temporal }));
       expect([...chart.keys()].sort()).toEqual([...kustomized.keys()].sort());
       for (const [key, object] of chart) expect({ [key]: object }).toEqual({ [key]: kustomized.get(key) });
     });
@@ -67,6 +70,51 @@ it('every ci/ values file says what kustomize renders the same, or why nothing d
   const covered = new Set(mixes.flatMap((mix) => mix.kustomize ?? []));
   const components = fs.readdirSync(path.join(ROOT, 'deploy/components')).map((name) => `components/${name}`);
   expect(components.filter((component) => !covered.has(component))).toEqual([]);
+});
+
+describe("deploy/README.md's snippets", () => {
+  const readmeDir = path.join(work, 'readme');
+  fs.mkdirSync(readmeDir, { recursive: true });
+
+  it("kubeletDir is the kustomize patch's eight changes in one setting", () => {
+    const patch = (loadYaml(snippetAfterMarker('kubelet-dir-patch')) as { patches: KustomizePatch[] }).patches;
+    const dir = '/var/snap/microk8s/common/var/lib/kubelet';
+    const byKey = (objects: KubeObject[]) => new Map(normalise(objects).map((o) => [objectKey(o), o]));
+    const chart = byKey(renderChart(helm, ['--set', `kubeletDir=${dir}`]));
+    const kustomized = byKey(
+      kustomizeObjects(kubectl, work, 'kubelet-dir', { components: ['components/temporal-mtls'], patches: patch }),
+    );
+    const key = 'DaemonSet/durable-csi/durable-csi-node';
+    expect(JSON.stringify(chart.get(key))).toContain(dir);
+    expect({ [key]: chart.get(key) }).toEqual({ [key]: kustomized.get(key) });
+  });
+
+  it('the Helm values of step 3 lint and render', () => {
+    const values = path.join(readmeDir, 'my-values.yaml');
+    fs.writeFileSync(values, snippetContaining('# my-values.yaml'));
+    expect(execFileSync(helm, ['lint', '--strict', CHART, '-f', values], { encoding: 'utf8' })).toContain(
+      '0 chart(s) failed',
+    );
+    const objects = renderChart(helm, ['-f', values]);
+    const text = JSON.stringify(objects);
+    expect(text).toContain('"image":"registry.example.com/durable-csi:0.1.0"');
+    expect(text).toContain('--capacity=500Gi');
+  });
+
+  it('the kustomize overlay of step 3 renders with the image and Temporal it names', () => {
+    const overlay = path.join(readmeDir, 'my-cluster');
+    fs.mkdirSync(overlay, { recursive: true });
+    const deploy = path.relative(overlay, path.join(ROOT, 'deploy'));
+    fs.writeFileSync(
+      path.join(overlay, 'kustomization.yaml'),
+      snippetContaining('# my-cluster/kustomization.yaml').replaceAll('../deploy/', `${deploy}/`),
+    );
+    const text = JSON.stringify(parseAll(kubectl(['kustomize', overlay])));
+    expect(text).toContain('"image":"registry.example.com/durable-csi:0.1.0"');
+    expect(text).not.toContain('ghcr.io/durable-csi/durable-csi');
+    expect(text).toContain('"TEMPORAL_ADDRESS":"ADDRESS"');
+    expect(text).toContain('--capacity=500Gi');
+  });
 });
 
 describe('mixes without a kustomize equivalent', () => {
@@ -105,6 +153,12 @@ describe('mixes without a kustomize equivalent', () => {
       'local-dir',
       'local-fast-xfs',
     ]);
+  });
+
+  it('host-identity: the node plugin mounts its host directory, no node Secret', () => {
+    const text = JSON.stringify(render('host-identity').filter((o) => o.kind === 'DaemonSet'));
+    expect(text).toContain('"hostPath":{"path":"/etc/durable-csi/temporal","type":"Directory"}');
+    expect(text).not.toContain('durable-csi-temporal-node-tls');
   });
 
   it('private-registry: digests, per-image registries, pull secrets, the cluster own priority classes', () => {
