@@ -54,11 +54,6 @@ function driverSpec(rootDir = root) {
   return { ...spec, tag: pkg.version, ref: `${spec.name}:${pkg.version}`, engines: (pkg.engines || {}).node };
 }
 
-/** The official Node.js image the Containerfile must build on for the same Node and Debian as ours. */
-function nodeBaseImage(spec) {
-  return `docker.io/library/node:${spec.node}-${spec.debian.suite}-slim`;
-}
-
 function parseVersion(text) {
   const match = /^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?$/.exec(text.trim());
   return match ? { parts: [1, 2, 3].map((i) => Number(match[i] || 0)), full: match[3] !== undefined } : undefined;
@@ -101,7 +96,6 @@ module.exports = {
   PAUSE_IMAGE,
   SIDECARS,
   driverSpec,
-  nodeBaseImage,
   root,
   satisfies,
 };

@@ -72,6 +72,19 @@ it('every ci/ values file says what kustomize renders the same, or why nothing d
   expect(components.filter((component) => !covered.has(component))).toEqual([]);
 });
 
+it('the chart names by default the images npm run image and the e2e build (driver at appVersion, sidecars)', () => {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const spec = require(path.join(ROOT, 'scripts/image/spec.js')) as {
+    driverSpec(): { ref: string };
+    SIDECARS: { ref: string }[];
+  };
+  const images = renderChart(helm, ['--set', 'snapshots.enabled=true']).flatMap((o) => {
+    const pod = (o as { spec?: { template?: { spec?: V1PodSpec } } }).spec?.template?.spec;
+    return (pod?.containers ?? []).map((container) => container.image);
+  });
+  expect([...new Set(images)].sort()).toEqual([spec.driverSpec().ref, ...spec.SIDECARS.map((s) => s.ref)].sort());
+});
+
 describe("deploy/README.md's snippets", () => {
   const readmeDir = path.join(work, 'readme');
   fs.mkdirSync(readmeDir, { recursive: true });
