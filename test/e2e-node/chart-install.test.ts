@@ -83,20 +83,20 @@ function cli<T>(node: RealNode, args: string[]): T {
   return JSON.parse(out) as T;
 }
 
-test('helm install: every Pod Ready, and a claim of a chart-made class mounted by a Pod', async () => {
-  const { node, work } = real;
+test('helm install: every Pod Ready, the release deployed, the chart own labels and priority classes', async () => {
+  const { node } = real;
   expect(helmOn(node, ['status', RELEASE, '-n', NAMESPACE])).toMatch(/STATUS: deployed/);
   const deployment = await controllerDeployment(node);
   expect(deployment.metadata?.labels?.['app.kubernetes.io/managed-by']).toBe('Helm');
   expect(deployment.spec?.template.spec?.priorityClassName).toBe('durable-csi-controller-critical');
+  expect((await nodeDaemonSet(node)).spec?.template.spec?.priorityClassName).toBe('durable-csi-node-critical');
+});
+
+test('helm upgrade with a changed value rolls the controller and the node plugin; a mounted volume keeps its data', async () => {
+  const { node, work } = real;
   await work.claim('chart-1', 'durable-csi-dir');
   await work.pod('chart-1', 'chart-1', { script: 'echo before-upgrade > /data/file' });
   await work.waitRunning('chart-1');
-  expect(work.exec('chart-1', 'cat /data/file')).toBe('before-upgrade\n');
-});
-
-test('helm upgrade with a changed value rolls the controller and the node plugin; the mounted volume keeps its data', async () => {
-  const { node, work } = real;
   const before = { deployment: await controllerDeployment(node), daemonSet: await nodeDaemonSet(node) };
   helmOn(node, [
     'upgrade',
@@ -120,7 +120,7 @@ test('helm upgrade with a changed value rolls the controller and the node plugin
   expect(after.daemonSet.metadata?.generation).toBeGreaterThan(before.daemonSet.metadata?.generation ?? 0);
   expect(after.daemonSet.spec?.template.spec?.containers[0]?.args).toContain('--capacity=200Gi');
   expect(helmOn(node, ['history', RELEASE, '-n', NAMESPACE, '-o', 'json'])).toMatch(/"revision":2/);
-  // The Pod of the first test was never moved: its volume stayed mounted through the node plugin's restart.
+  // The Pod was never moved: its volume stayed mounted through the node plugin's restart.
   expect(work.exec('chart-1', 'cat /data/file')).toBe('before-upgrade\n');
   // And the upgraded driver provisions.
   await work.claim('chart-2', 'durable-csi-dir');
@@ -131,9 +131,13 @@ test('helm upgrade with a changed value rolls the controller and the node plugin
 
 test('the uninstall guide, followed: no volume, operation, record or object of the driver is left', async () => {
   const { node, work } = real;
+  await work.claim('chart-3', 'durable-csi-dir');
+  await work.pod('chart-3', 'chart-3', { script: 'echo data > /data/file' });
+  await work.waitRunning('chart-3');
+  expect(fs.readdirSync(path.join(node.poolDir, 'volumes'))).toHaveLength(1);
   // 1. Delete the claims; their PVs go.
-  for (const name of ['chart-1', 'chart-2']) await work.deletePod(name);
-  for (const name of ['chart-1', 'chart-2']) await work.deleteClaim(name);
+  await work.deletePod('chart-3');
+  await work.deleteClaim('chart-3');
   await eventually(
     'no PV of the driver',
     async () => {
