@@ -1,7 +1,8 @@
 import type { V1DaemonSet, V1Deployment, V1PersistentVolumeList } from '@kubernetes/client-node';
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { locateTemporalCli } from '../../temporal-dev/locate-cli';
 import { CHART, chartTools } from '../e2e-k8s/chart-render';
 import { KubeError } from '../e2e-k8s/kube-rest';
@@ -23,12 +24,16 @@ jest.setTimeout(300_000);
 const NODE = 'dcsi-chart';
 const RELEASE = 'durable-csi';
 const { helm } = chartTools();
+const execFileAsync = promisify(execFile);
 
-/** helm inside the node's namespace, as the cluster's admin. */
-function helmOn(node: RealNode, args: string[]): string {
+/**
+ * helm inside the node's namespace, as the cluster's admin. Asynchronously: the Pods reach the test's Temporal through
+ * a forwarder in this process, which a synchronous call would stall.
+ */
+async function helmOn(node: RealNode, args: string[]): Promise<string> {
   const [command, wrapped] = node.ns.launch(helm, [...args, `--kubeconfig=${node.plane.adminKubeconfig()}`]);
   try {
-    return execFileSync(command, wrapped, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 180_000 });
+    return (await execFileAsync(command, wrapped, { encoding: 'utf8', timeout: 180_000 })).stdout;
   } catch (error) {
     throw new Error(`helm ${args.join(' ')} failed: ${(error as { stderr?: string }).stderr ?? String(error)}`);
   }
@@ -60,32 +65,32 @@ function writeValues(node: RealNode, images: ImageTars): string {
 }
 
 let valuesFile = '';
-const real = deployedNode(NODE, [], undefined, 'node', (node, images) => {
+const real = deployedNode(NODE, [], undefined, 'node', async (node, images) => {
   valuesFile = writeValues(node, images);
-  helmOn(node, ['install', RELEASE, CHART, '--namespace', NAMESPACE, '--create-namespace', '-f', valuesFile]);
+  await helmOn(node, ['install', RELEASE, CHART, '--namespace', NAMESPACE, '--create-namespace', '-f', valuesFile]);
 });
 
-/** `durable-csi ARGS --output json` in the controller's container, as the uninstall guide runs it. */
-function cli<T>(node: RealNode, args: string[]): T {
-  const out = node.kubectl([
-    'exec',
-    '-n',
-    NAMESPACE,
-    'deploy/durable-csi-controller',
-    '-c',
-    'durable-csi',
-    '--',
+/**
+ * `durable-csi ARGS --output json` in the controller's container, as the uninstall guide runs it. Asynchronously: the
+ * Pods reach the test's Temporal through a forwarder in this process, which a synchronous exec would stall.
+ */
+async function cli<T>(node: RealNode, args: string[]): Promise<T> {
+  const exec = ['exec', '-n', NAMESPACE, 'deploy/durable-csi-controller', '-c', 'durable-csi', '--'];
+  const [command, wrapped] = node.ns.launch(node.tools.kubectl, [
+    `--kubeconfig=${node.plane.adminKubeconfig()}`,
+    ...exec,
     'durable-csi',
     ...args,
     '--output',
     'json',
   ]);
-  return JSON.parse(out) as T;
+  const { stdout } = await execFileAsync(command, wrapped, { encoding: 'utf8', timeout: 60_000 });
+  return JSON.parse(stdout) as T;
 }
 
 test('helm install: every Pod Ready, the release deployed, the chart own labels and priority classes', async () => {
   const { node } = real;
-  expect(helmOn(node, ['status', RELEASE, '-n', NAMESPACE])).toMatch(/STATUS: deployed/);
+  expect(await helmOn(node, ['status', RELEASE, '-n', NAMESPACE])).toMatch(/STATUS: deployed/);
   const deployment = await controllerDeployment(node);
   expect(deployment.metadata?.labels?.['app.kubernetes.io/managed-by']).toBe('Helm');
   expect(deployment.spec?.template.spec?.priorityClassName).toBe('durable-csi-controller-critical');
@@ -98,7 +103,7 @@ test('helm upgrade with a changed value rolls the controller and the node plugin
   await work.pod('chart-1', 'chart-1', { script: 'echo before-upgrade > /data/file' });
   await work.waitRunning('chart-1');
   const before = { deployment: await controllerDeployment(node), daemonSet: await nodeDaemonSet(node) };
-  helmOn(node, [
+  await helmOn(node, [
     'upgrade',
     RELEASE,
     CHART,
@@ -119,7 +124,7 @@ test('helm upgrade with a changed value rolls the controller and the node plugin
   expect(after.deployment.metadata?.generation).toBeGreaterThan(before.deployment.metadata?.generation ?? 0);
   expect(after.daemonSet.metadata?.generation).toBeGreaterThan(before.daemonSet.metadata?.generation ?? 0);
   expect(after.daemonSet.spec?.template.spec?.containers[0]?.args).toContain('--capacity=200Gi');
-  expect(helmOn(node, ['history', RELEASE, '-n', NAMESPACE, '-o', 'json'])).toMatch(/"revision":2/);
+  expect(await helmOn(node, ['history', RELEASE, '-n', NAMESPACE, '-o', 'json'])).toMatch(/"revision":2/);
   // The Pod was never moved: its volume stayed mounted through the node plugin's restart.
   expect(work.exec('chart-1', 'cat /data/file')).toBe('before-upgrade\n');
   // And the upgraded driver provisions.
@@ -149,14 +154,14 @@ test('the uninstall guide, followed: no volume, operation, record or object of t
   // 2. Nothing pending, nothing orphaned: the CLI of the controller's image.
   await eventually(
     'volumes stuck empty',
-    async () => cli<{ operations: unknown[] }>(node, ['volumes', 'stuck']).operations.length === 0,
+    async () => (await cli<{ operations: unknown[] }>(node, ['volumes', 'stuck'])).operations.length === 0,
     60_000,
   );
-  const orphans = cli<Record<string, unknown[] | boolean>>(node, ['volumes', 'orphans']);
+  const orphans = await cli<Record<string, unknown[] | boolean>>(node, ['volumes', 'orphans']);
   const found = Object.entries(orphans).filter(([, value]) => Array.isArray(value) && value.length > 0);
   expect(found).toEqual([]);
   // 3. Remove the driver: its cluster-wide objects go with it.
-  helmOn(node, ['uninstall', RELEASE, '-n', NAMESPACE, '--wait', '--timeout', '120s']);
+  await helmOn(node, ['uninstall', RELEASE, '-n', NAMESPACE, '--wait', '--timeout', '120s']);
   for (const gone of [
     `/apis/storage.k8s.io/v1/csidrivers/${DRIVER}`,
     '/apis/storage.k8s.io/v1/storageclasses/durable-csi-dir',

@@ -18,7 +18,7 @@ export interface DeployedNode {
 }
 
 /** How the driver gets onto the node: deploy/ through the overlay (the default), or another way (the chart). */
-export type DriverInstall = (node: RealNode, images: ImageTars) => void;
+export type DriverInstall = (node: RealNode, images: ImageTars) => Promise<void>;
 
 /**
  * Registers the file's beforeAll/afterAll: a real node named `name` with the snapshot CRDs and snapshot-controller,
@@ -44,7 +44,7 @@ export function deployedNode(
       deployed.work = new Workloads(node, imageRef(images, 'library/busybox'));
       const started = Date.now();
       node.startSnapshotController();
-      if (install) install(node, images);
+      if (install) await install(node, images);
       else {
         const overlay = writeOverlay(path.join(node.run, 'overlay'), images, NODE_TEMPORAL_ADDRESS, components);
         node.kubectl(['apply', '--server-side', '-k', overlay]);
