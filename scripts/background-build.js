@@ -22,6 +22,8 @@ const STEPS = [
   { name: 'temporal-server', args: [path.join('scripts', 'install-temporal-server.js')] },
   { name: 'control plane', args: [K8S_TOOLS, 'kubernetes'] },
   { name: 'sidecars', args: [K8S_TOOLS, 'sidecars'] },
+  // helm (built) and promtool (Debian's): the chart's tests in phases 3 and 4 (scripts/install-chart-tools.js).
+  { name: 'chart tools', args: [path.join('scripts', 'install-chart-tools.js')] },
   { name: 'images', args: [path.join('scripts', 'image', 'build.js'), '--all'], afterSetup: true },
   { name: 'storage suite', args: [K8S_TOOLS, 'storage-suite'] },
 ];

@@ -56,11 +56,6 @@ function driverSpec(rootDir = root) {
   return { ...spec, tag: version, ref: `${spec.name}:${version}`, engines: (pkg.engines || {}).node };
 }
 
-/** The official Node.js image the Containerfile must build on for the same Node and Debian as ours. */
-function nodeBaseImage(spec) {
-  return `docker.io/library/node:${spec.node}-${spec.debian.suite}-slim`;
-}
-
 function parseVersion(text) {
   const match = /^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?$/.exec(text.trim());
   return match ? { parts: [1, 2, 3].map((i) => Number(match[i] || 0)), full: match[3] !== undefined } : undefined;
@@ -103,7 +98,6 @@ module.exports = {
   PAUSE_IMAGE,
   SIDECARS,
   driverSpec,
-  nodeBaseImage,
   root,
   satisfies,
 };
