@@ -85,9 +85,8 @@ it('the chart names by default the newest release (appVersion) and the sidecars 
   // A release build's image is tagged with the bare version; a dev build's with -dev.<commit>, which no chart names:
   // between releases the chart names the newest release (scripts/build-info.js, CHANGELOG.md).
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const release = (
-    require(path.join(ROOT, 'scripts/build-info.js')) as { newestRelease(dir: string): string }
-  ).newestRelease(ROOT);
+  const buildInfo = require(path.join(ROOT, 'scripts/build-info.js')) as { newestRelease(dir: string): string };
+  const release = buildInfo.newestRelease(ROOT);
   const driver = spec.driverSpec().ref.replace(/:[^:]+$/, `:${release}`);
   expect([...new Set(images)].sort()).toEqual([driver, ...spec.SIDECARS.map((s) => s.ref)].sort());
 });
