@@ -116,7 +116,7 @@ describe("deploy/README.md's snippets", () => {
     );
     const objects = renderChart(helm, ['-f', values]);
     const text = JSON.stringify(objects);
-    expect(text).toContain('"image":"registry.example.com/durable-csi:0.1.0"');
+    expect(text).toContain('"image":"registry.example.com/durable-csi:0.2.0"');
     expect(text).toContain('--capacity=500Gi');
   });
 
@@ -129,7 +129,7 @@ describe("deploy/README.md's snippets", () => {
       snippetContaining('# my-cluster/kustomization.yaml').replaceAll('../deploy/', `${deploy}/`),
     );
     const text = JSON.stringify(parseAll(kubectl(['kustomize', overlay])));
-    expect(text).toContain('"image":"registry.example.com/durable-csi:0.1.0"');
+    expect(text).toContain('"image":"registry.example.com/durable-csi:0.2.0"');
     expect(text).not.toContain('ghcr.io/durable-csi/durable-csi');
     expect(text).toContain('"TEMPORAL_ADDRESS":"ADDRESS"');
     expect(text).toContain('--capacity=500Gi');
