@@ -84,19 +84,6 @@ export interface ControlDeps {
 export function createControlActivities(deps: ControlDeps) {
   const reads = PlacementReads.fromTemporal(deps.client, deps.driverName);
   return {
-    /** For list workflows and creates started by earlier releases: every reported node, from visibility. */
-    async listReportedNodes(): Promise<NodeView[]> {
-      return listNodeViews(deps.client, deps.driverName);
-    },
-
-    /**
-     * The same read under its name from the retired registry: histories written before
-     * `list-reported-nodes-activity` schedule it, so it stays registered for them (workflows/reported-nodes.ts).
-     */
-    async readRegistry(): Promise<NodeView[]> {
-      return listNodeViews(deps.client, deps.driverName);
-    },
-
     /** The first `limit` reported nodes, in volume-ID order, that may hold a volume after the position. */
     async readNodesAfter(input: { after: string; limit: number }): Promise<ListNodesAnswer> {
       return reportedNodesAfter(deps, input);

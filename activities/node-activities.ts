@@ -15,7 +15,7 @@ export interface NodeCreateInput {
   name: string;
   capacityBytes: number;
   parameters: Record<string, string>;
-  /** Absent in histories recorded before block volumes existed: mount. */
+  /** Absent: mount. */
   accessType?: 'mount' | 'block';
   fsType?: string;
   /** Restore or clone: a snapshot or volume of this node's pool, named with the pool prefix its ID was issued on. */
@@ -212,24 +212,6 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
       );
     },
 
-    /**
-     * Every snapshot at once: only for list workflows of earlier releases, which take the answer as the whole pool.
-     * A pool holding more than one answer carries fails the listing (its node is reported unanswered) rather than
-     * answer part of it as all; listSnapshotPageOnNode pages.
-     */
-    async listSnapshotsOnNode(): Promise<NodeSnapshotList> {
-      return withFailureTypes(async () => {
-        const snapshots = (await backend.listSnapshots()).map(nodeSnapshot);
-        if (withinBytes(snapshots, NODE_LIST_PAGE_BYTES).length < snapshots.length) {
-          throw new DriverError(
-            FailureType.FailedPrecondition,
-            `${snapshots.length} snapshots do not fit one answer; a controller of this release lists them page by page`,
-          );
-        }
-        return { nodeId, poolId, snapshots };
-      });
-    },
-
     /** A page of the pool's snapshots after the position, sorted by key (so by snapshot ID); `only` for a lookup. */
     async listSnapshotPageOnNode(input: NodeSnapshotListInput): Promise<NodeSnapshotPage> {
       return withFailureTypes(async () => {
@@ -262,18 +244,6 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
         });
         return { nodeId, poolId, volumes: entries, more };
       });
-    },
-
-    /** Every volume at once: only for list workflows of earlier releases (unbounded; listVolumePageOnNode pages). */
-    async listVolumesOnNode(): Promise<NodeVolume[]> {
-      return withFailureTypes(async () =>
-        (await backend.listVolumes()).map((v) => ({
-          key: v.key,
-          name: v.name,
-          capacityBytes: v.capacityBytes,
-          poolId,
-        })),
-      );
     },
   };
 }

@@ -10,10 +10,6 @@ export function describeDeleteOutcome(volumeId: string, outcome?: string, reason
   if (!parts) {
     return `nothing to delete: "${volumeId}" is not a volume ID this driver issues (v1_<node>_<pool>_<key>)`;
   }
-  if (outcome === 'node-never-registered') {
-    // Only deletions answered by release 0.1, which trusted a missing registry entry.
-    return `nothing deleted: release 0.1 found node ${parts.nodeId} missing from its registry and did not ask the node`;
-  }
   return (
     describeOutcome('volume', volumeId, parts.nodeId, outcome, reason) ??
     `DeleteVolume succeeded for ${volumeId} (the controller did not say what it found)`

@@ -56,11 +56,6 @@ export function oneOffTag(): string {
   return `${Date.now()}-${Math.random().toString(16).slice(2)}`;
 }
 
-/** The single registry workflow of earlier releases (deprecated; see workflows/node-registry.ts). */
-export function registryWorkflowId(driverName: string): string {
-  return `${driverName}/registry`;
-}
-
 /** One long-lived record per node (workflows/node-presence.ts): no workflow hears from every node. */
 export function nodeRecordWorkflowId(driverName: string, nodeId: string): string {
   return `${driverName}/node-record/${nodeId}`;
@@ -71,8 +66,8 @@ export const TOPOLOGY_NODE_KEY = 'topology.durable-csi.io/node';
 /** The CSI driver name used when --driver-name is not given. */
 export const DEFAULT_DRIVER_NAME = 'durable-csi.io';
 
-/** Long-lived node records (and the single registry of earlier releases): running by design, never "pending". */
-export const NODE_RECORD_WORKFLOW_TYPES: readonly string[] = ['nodePresence', 'nodeRegistry'];
+/** Long-lived node records: running by design, never "pending". */
+export const NODE_RECORD_WORKFLOW_TYPES: readonly string[] = ['nodePresence'];
 
 /** The workflow types that are volume operations: not the node records, nor the short-lived list and inspect. */
 export const OPERATION_WORKFLOW_TYPES = [

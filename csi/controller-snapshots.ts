@@ -8,7 +8,7 @@ import { DriverError, FailureType } from '../common/failures';
 import { isListPosition } from '../common/list-position';
 import { silentNode, snapshotLookup } from '../operations/snapshot-operations';
 import type { SnapshotOperations } from '../operations/snapshot-operations';
-import type { ListedSnapshot } from '../workflows/list-snapshots';
+import type { ListedSnapshot } from '../workflows/listing';
 import { callAbandoned, callWaitMs } from './call-wait';
 import { deleteOutcomeHeaders } from './delete-outcome';
 import type { CreateSnapshotRequest__Output } from './generated/csi/v1/CreateSnapshotRequest';

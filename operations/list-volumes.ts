@@ -2,9 +2,10 @@ import type { Client } from '@temporalio/client';
 import { LIST_START, MAX_PAGE_ENTRIES } from '../common/list-position';
 import { controlTaskQueue, listWorkflowId, oneOffTag } from '../common/names';
 import type * as workflows from '../workflows';
-import type { ListVolumesResult } from '../workflows/list-volumes';
-import type { Page } from '../workflows/list-page-builder';
-import type { ListVolumesPage } from '../workflows/list-volumes-page';
+import type { ListVolumesPage, Page } from '../workflows/listing';
+
+/** Every volume, from every page: `answeredNodes` only the nodes that answered every page that asked them. */
+export type ListVolumesResult = Omit<ListVolumesPage, 'nextToken'>;
 
 /** One page of the volumes after `after` (a list position), from the pools; one short workflow. */
 export async function listVolumePage(
@@ -37,9 +38,7 @@ export async function listEveryVolume(client: Client, driverName: string): Promi
  * Every entry of a listing, volumes or snapshots, read page by page from the start. A node counts as answered
  * only if it answered every page that asked it: one that failed part way is unreachable, not judged.
  */
-export async function everyPage<Listed>(
-  pageAfter: (after: string) => Promise<Omit<Page<Listed>, 'answeredNodes'> & { answeredNodes?: string[] }>,
-): Promise<Page<Listed>> {
+export async function everyPage<Listed>(pageAfter: (after: string) => Promise<Page<Listed>>): Promise<Page<Listed>> {
   const entries: Listed[] = [];
   const answered = new Set<string>();
   const unreachable = new Set<string>();
@@ -47,7 +46,7 @@ export async function everyPage<Listed>(
   do {
     const page = await pageAfter(after);
     entries.push(...page.entries);
-    for (const nodeId of page.answeredNodes ?? []) answered.add(nodeId);
+    for (const nodeId of page.answeredNodes) answered.add(nodeId);
     for (const nodeId of page.unreachableNodes) unreachable.add(nodeId);
     after = page.nextToken;
   } while (after);

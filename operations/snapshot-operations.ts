@@ -16,8 +16,7 @@ import type { CreateSnapshotResult } from '../workflows/create-snapshot';
 import type { DeleteSnapshotResult } from '../workflows/delete-snapshot';
 import type { NodeSnapshotFilter } from '../activities/node-activities';
 import { MAX_PAGE_ENTRIES } from '../common/list-position';
-import type { ListSnapshotsResult } from '../workflows/list-snapshots';
-import type { ListSnapshotsPage } from '../workflows/list-snapshots-page';
+import type { ListSnapshotsPage } from '../workflows/listing';
 import { NodeIdKey, OperationKey, VolumeIdKey } from '../workflows/search-attribute-keys';
 import { boundedResult } from './bounded-result';
 import { describeWait } from './describe-wait';
@@ -143,7 +142,7 @@ export class SnapshotOperations {
   }
 
   /** Every snapshot (or every one the lookup names), page after page, sorted by snapshot ID. */
-  async list(lookup?: SnapshotLookup): Promise<ListSnapshotsResult> {
+  async list(lookup?: SnapshotLookup): Promise<Omit<ListSnapshotsPage, 'nextToken'>> {
     const every = await everyPage(async (after) => {
       const { snapshots, ...page } = await this.listPage(after, MAX_PAGE_ENTRIES, lookup);
       return { entries: snapshots, ...page };

@@ -19,8 +19,7 @@ import type { DeleteVolumeResult } from '../workflows/delete-volume';
 import type { ExpandVolumeResult } from '../workflows/expand-volume';
 import { nodeForgottenSignal, type ForgetNotice } from '../workflows/node-forgotten';
 import type { NodeVolume } from '../activities/node-activities';
-import type { ListVolumesResult } from '../workflows/list-volumes';
-import type { ListVolumesPage } from '../workflows/list-volumes-page';
+import type { ListVolumesPage } from '../workflows/listing';
 import type * as workflows from '../workflows';
 import type { SearchAttributePair, WorkflowResultType } from '@temporalio/common';
 import {
@@ -33,7 +32,7 @@ import {
 } from '../workflows/search-attribute-keys';
 import { boundedResult, type Bounded } from './bounded-result';
 import { describeWait } from './describe-wait';
-import { listEveryVolume, listVolumePage } from './list-volumes';
+import { listEveryVolume, listVolumePage, type ListVolumesResult } from './list-volumes';
 import { attachToCreate, startOrAttach, type CreateRequestTiming } from './start-or-attach';
 
 export type { CapacityRange };

@@ -1,6 +1,5 @@
 import {
   ApplicationFailure,
-  patched,
   proxyActivities,
   setCurrentDetails,
   upsertSearchAttributes,
@@ -69,7 +68,7 @@ export async function createSnapshot(input: CreateSnapshotInput): Promise<Create
   if (result.forgotten) {
     // The copy may have been made before the node went (the answer lost): kept on the node's record, which deletes
     // it should the node return with this pool, as a create's allocation is.
-    if (patched('create-snapshot-records-write-off')) await writeOffCopy(input, result.notice.reason);
+    await writeOffCopy(input, result.notice.reason);
     upsertSearchAttributes([{ key: PhaseKey, value: 'failed' }]);
     throw ApplicationFailure.create({
       type: FailureType.NotFound,

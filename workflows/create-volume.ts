@@ -2,7 +2,6 @@ import {
   ActivityFailure,
   ApplicationFailure,
   TimeoutFailure,
-  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -13,16 +12,14 @@ import { TimeoutType } from '@temporalio/common';
 import type { CandidateAnswer, ControlActivities, ForgottenOn } from '../activities/control-activities';
 import type { NodeActivities, NodeCreateResult } from '../activities/node-activities';
 import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
-import { supportsBlock } from '../common/backend-kinds';
 import { formatVolumeId, parseVolumeId, poolIdPrefix } from '../common/volume-id';
 import { parseSnapshotId } from '../common/snapshot-id';
 import { requestShape, type CreateRequestShape } from '../common/create-request';
 import { createCompletionOptions, createFirstTryOptions } from './node-activity-options';
 import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
-import { rankCandidates, unknownNodes } from './placement';
+import { rankCandidates } from './placement';
 import { NodeIdKey, PhaseKey, VolumeIdKey } from './search-attribute-keys';
-import { listReportedNodes } from './reported-nodes';
 import type { NodeView, WrittenOffVolume } from '../node-records/types';
 
 /** Everything the create needs; secrets never enter here (invariant 6). */
@@ -37,7 +34,7 @@ export interface CreateVolumeInput {
   preferred: string[];
   /**
    * Restore (a snapshot ID) or clone (a volume ID): the controller has restricted `requisite` to the source's node,
-   * the only one holding the data. Absent in histories of earlier releases.
+   * the only one holding the data.
    */
   contentSource?: { snapshotId: string } | { volumeId: string };
   /** With a content source: the CO's limit (0: none), so the node may raise the capacity to the source's size. */
@@ -75,13 +72,11 @@ function completion(driverName: string, nodeId: string, copying: boolean) {
 
 export async function createVolume(input: CreateVolumeInput): Promise<CreateVolumeResult> {
   const untilForgotten = listenForForget();
-  // Earlier releases read one table of every node; this one reads only the nodes named, or a bounded sample.
-  const byRecords = patched('placement-reads-node-records');
-  const liveness = byRecords ? followNodeLiveness() : undefined;
+  const liveness = followNodeLiveness();
   // A copy has one possible node, and its record's free space lags deletions by a heartbeat: its pool decides.
-  const askPoolWhenFull = input.contentSource !== undefined && patched('copy-placement-asks-the-pool');
+  const askPoolWhenFull = input.contentSource !== undefined;
   const request = { ...candidateRequest(input), askPoolWhenFull };
-  const found = byRecords ? await placement.findCandidates(request) : await legacyCandidates(input);
+  const found = await placement.findCandidates(request);
   const candidates = rankCandidates(found.candidates, request, Math.random); // seeded per workflow: replays identically
   const key = uuid4().replace(/-/g, '');
   const nodeInput = {
@@ -113,30 +108,30 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
       if (isNonRetryable(error)) throw error;
       setCurrentDetails(`node ${node.nodeId} may have allocated; finishing there before anything else`);
       // The phase is already "running" for this node: from here it follows the node's record.
-      liveness?.waitOn({ nodeId: node.nodeId, doing: 'finishing the allocation' }, true, new Date(), true);
+      liveness.waitOn({ nodeId: node.nodeId, doing: 'finishing the allocation' }, true, new Date(), true);
       try {
         const finished = await untilForgotten(node.nodeId, () =>
           completion(input.driverName, node.nodeId, copying).createVolumeOnNode(nodeInput),
         );
-        liveness?.stop();
+        liveness.stop();
         if (finished.forgotten) {
           // Another node may now be tried. The forgotten one may have allocated before it went, and it may come
           // back with the same pool (the soak's forget-then-return): its record keeps the key, as for a deletion
           // written off, and deletes it there on return ("absent" if nothing was allocated).
-          if (patched('create-records-write-off')) await writeOffAllocation(input, node, key, finished.notice.reason);
+          await writeOffAllocation(input, node, key, finished.notice.reason);
           endedByForget.push({ nodeId: node.nodeId, reason: finished.notice.reason });
           continue;
         }
         created = finished.value;
       } catch (completionError) {
-        liveness?.stop();
+        liveness.stop();
         // The node answered definitively and its journal guarantees nothing was left behind.
         if (refused(completionError, FailureType.ResourceExhausted)) continue;
         throw completionError;
       }
     }
-    // The ID names the node that reported the allocation. Workflow code may choose differently on replay after an
-    // upgrade (placement changed once without patched()); the activity's result is what really happened.
+    // The ID names the node that reported the allocation, not the workflow's choice: workflow code may choose
+    // differently on replay after an upgrade; the activity's result is what really happened.
     const home = created.nodeId ?? node.nodeId;
     const volumeId = formatVolumeId({ nodeId: home, poolIdPrefix: poolIdPrefix(created.poolId), key: created.key });
     upsertSearchAttributes([
@@ -151,26 +146,6 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
   const failure = whyNotPlaced(input, found, candidates.length, timedOut, endedByForget);
   setCurrentDetails(`failed: ${failure.message}`);
   throw ApplicationFailure.create({ ...failure, nonRetryable: true });
-}
-
-/**
- * The failure, as the build that started the run answers it. Earlier builds counted a forgotten node as offline
- * (UNAVAILABLE for ever, where a restore's or clone's source is gone with it) and one whose completion a forget ended
- * as "without room"; `create-names-forgotten-nodes` is asked only where a forgotten node is involved.
- */
-function whyNotPlaced(
-  input: CreateVolumeInput,
-  found: CandidateAnswer,
-  tried: number,
-  timedOut: number,
-  endedByForget: ForgottenOn[],
-) {
-  const forgotten = [...(found.forgotten ?? []), ...endedByForget];
-  if (forgotten.length > 0 && patched('create-names-forgotten-nodes'))
-    return noPlacementAnswer(input, found, tried, timedOut, { forgotten, ended: endedByForget.length });
-  return patched('no-placement-reschedules-and-says-what-is-known')
-    ? noPlacementAnswer(input, found, tried, timedOut)
-    : noPlacement(input, found, tried, timedOut);
 }
 
 /**
@@ -211,78 +186,36 @@ function candidateRequest(input: CreateVolumeInput) {
   return { capacityBytes, accessType, requisite, preferred };
 }
 
-/** Placement as earlier releases did it, for their histories: one table of every node. */
-async function legacyCandidates(input: CreateVolumeInput): Promise<CandidateAnswer> {
-  const nodes = await listReportedNodes(control);
-  const unknown = unknownNodes(nodes, input.requisite);
-  if (input.requisite && unknown.length === input.requisite.length) {
-    throw ApplicationFailure.create({
-      type: FailureType.InvalidArgument,
-      message: `accessibility requirements name only nodes that never registered: ${unknown.join(', ')}`,
-      nonRetryable: true,
-    });
-  }
-  const capable = nodes.filter((node) => input.accessType !== 'block' || supportsBlock(node.backend));
-  if (capable.length === 0 && nodes.length > 0) {
-    throw ApplicationFailure.create({
-      type: FailureType.InvalidArgument,
-      message: 'block volumes need the loop backend, and no registered node has it',
-      nonRetryable: true,
-    });
-  }
-  return { candidates: capable, unknown, offline: 0, full: 0, incapable: 0 };
-}
-
 /**
- * Why nothing was placed. RESOURCE_EXHAUSTED (the CO reschedules the pod) only when nodes themselves said they
- * have no room; "cannot tell right now" (offline or unknown nodes, nodes that did not pick the work up) is
- * UNAVAILABLE, which the CO retries.
+ * Why nothing was placed. RESOURCE_EXHAUSTED (the CO reschedules the pod) only when nodes themselves said they have
+ * no room, or when a node the CO chose (requisite) cannot serve block: external-provisioner then drops the selected
+ * node so the scheduler chooses again (INVALID_ARGUMENT would leave the PVC pending for ever). "Cannot tell right
+ * now" (offline or unknown nodes, nodes that did not pick the work up, nothing seen yet: visibility, which a create
+ * without topology samples, lags the records by seconds) is UNAVAILABLE, which the CO retries. A restore's or clone's
+ * source on a forgotten node is NOT_FOUND; other forgotten nodes are named and, like nodes without room, let the CO
+ * choose another node (nothing will answer there again). `endedByForget`: candidates tried whose completion a forget
+ * ended, counted as forgotten, not as without room.
  */
-function noPlacement(input: CreateVolumeInput, found: CandidateAnswer, tried: number, timedOut: number) {
-  const where = input.requisite ? `on nodes ${input.requisite.join(', ')}` : 'on any live node';
-  const what = `cannot place ${input.capacityBytes} bytes ${where}`;
-  const seen = [
-    found.full + tried - timedOut > 0 ? `${found.full + tried - timedOut} without room` : '',
-    found.offline + timedOut > 0 ? `${found.offline + timedOut} offline or not answering` : '',
-    found.unknown.length > 0 ? `no record of ${found.unknown.join(', ')} (no agent registered it)` : '',
-    found.incapable > 0 ? `${found.incapable} without block support (block volumes need the loop backend)` : '',
-  ].filter(Boolean);
-  const detail = seen.length > 0 ? seen.join('; ') : 'no live node has registered';
-  const undecided = found.offline + timedOut + found.unknown.length > 0 || seen.length === 0;
-  if (found.incapable > 0 && found.full + tried === 0 && !undecided)
-    return { type: FailureType.InvalidArgument, message: `${what}: ${detail}` };
-  return undecided
-    ? { type: FailureType.Unavailable, message: `${what} right now: ${detail}; retry` }
-    : { type: FailureType.ResourceExhausted, message: `${what}: ${detail}` };
-}
-
-/**
- * Why nothing was placed, as this release answers it. Beyond noPlacement: a node the CO chose (requisite) whose
- * backend cannot serve block is RESOURCE_EXHAUSTED, which makes external-provisioner drop the selected node so the
- * scheduler chooses again (INVALID_ARGUMENT left the PVC pending for ever); and "nothing seen" says what is known:
- * visibility, which a create without topology samples, lags the records by seconds. With `gone` (runs that met a
- * forgotten node): a restore's or clone's source on a forgotten node is NOT_FOUND; other forgotten nodes are named
- * and, like nodes without room, let the CO choose another node (nothing will answer there again).
- */
-function noPlacementAnswer(
+function whyNotPlaced(
   input: CreateVolumeInput,
   found: CandidateAnswer,
   tried: number,
   timedOut: number,
-  gone: { forgotten: ForgottenOn[]; ended: number } = { forgotten: [], ended: 0 },
+  endedByForget: ForgottenOn[],
 ) {
+  const forgotten = [...(found.forgotten ?? []), ...endedByForget];
   const where = input.requisite ? `on nodes ${input.requisite.join(', ')}` : 'on any live node';
   const what = `cannot place ${input.capacityBytes} bytes ${where}`;
-  const sourceGone = copySourceGone(input, gone.forgotten);
+  const sourceGone = copySourceGone(input, forgotten);
   if (sourceGone) return { type: FailureType.NotFound, message: `${what}: ${sourceGone}` };
-  const full = found.full + tried - timedOut - gone.ended;
+  const full = found.full + tried - timedOut - endedByForget.length;
   const notAnswering = found.offline + timedOut;
   const seen = [
     full > 0 ? `${full} without room` : '',
     notAnswering > 0 ? `${notAnswering} offline or not answering` : '',
     found.unknown.length > 0 ? `no record of ${found.unknown.join(', ')} (no agent registered it)` : '',
     found.incapable > 0 ? `${found.incapable} cannot serve block (block volumes need the loop backend)` : '',
-    gone.forgotten.length > 0 ? `${gone.forgotten.map(forgottenFor).join(', ')} forgotten for good` : '',
+    forgotten.length > 0 ? `${forgotten.map(forgottenFor).join(', ')} forgotten for good` : '',
   ].filter(Boolean);
   if (seen.length === 0) {
     const listed = found.listed ?? 0;

@@ -1,10 +1,4 @@
-import {
-  patched,
-  proxyActivities,
-  setCurrentDetails,
-  upsertSearchAttributes,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { proxyActivities, setCurrentDetails, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { NodeActivities, NodeDeleteOutcome } from '../activities/node-activities';
 import { deleteOptions } from './node-activity-options';
 import type { ForgetNotice } from './node-forgotten';
@@ -59,15 +53,8 @@ export async function deleteSnapshot(input: DeleteSnapshotInput): Promise<Delete
  * gone, the copy is kept on the node's record, which deletes it should the node return with this pool.
  */
 async function writtenOff(input: DeleteSnapshotInput, notice: ForgetNotice): Promise<DeleteSnapshotResult> {
-  if (patched('delete-snapshot-records-write-off')) {
-    const copy = {
-      volumeId: input.snapshotId,
-      key: input.key,
-      poolIdPrefix: input.poolIdPrefix,
-      reason: notice.reason,
-    };
-    await recordWriteOff(input.driverName, input.nodeId, { ...copy, kind: 'snapshot' });
-  }
+  const copy = { volumeId: input.snapshotId, key: input.key, poolIdPrefix: input.poolIdPrefix, reason: notice.reason };
+  await recordWriteOff(input.driverName, input.nodeId, { ...copy, kind: 'snapshot' });
   return finish({ outcome: 'node-forgotten', nodeId: input.nodeId, reason: notice.reason });
 }
 

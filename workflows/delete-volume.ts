@@ -1,18 +1,11 @@
-import {
-  patched,
-  proxyActivities,
-  setCurrentDetails,
-  upsertSearchAttributes,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { proxyActivities, setCurrentDetails, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities, NodeDeleteOutcome } from '../activities/node-activities';
 import { deleteOptions } from './node-activity-options';
 import type { ForgetNotice } from './node-forgotten';
 import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
-import { NodeIdKey, PhaseKey, WaitingSinceKey } from './search-attribute-keys';
-import { listReportedNodes } from './reported-nodes';
+import { PhaseKey } from './search-attribute-keys';
 
 export interface DeleteVolumeInput {
   driverName: string;
@@ -22,8 +15,8 @@ export interface DeleteVolumeInput {
   poolIdPrefix: string;
   /**
    * The node's liveness as its record showed when the request arrived: only what operators see depends on it.
-   * Undefined when no record exists (the node is unknown) and in requests of earlier releases. The controller
-   * starts the workflow with the matching phase (search attributes set at start cost no extra write).
+   * Undefined when no record exists (the node is unknown). The controller starts the workflow with the matching
+   * phase (search attributes set at start cost no extra write).
    */
   nodeLive?: boolean;
   /** The node was already forgotten for good when the request arrived: the recorded decision ends the deletion. */
@@ -31,8 +24,7 @@ export interface DeleteVolumeInput {
 }
 
 export interface DeleteVolumeResult {
-  /** `node-never-registered` only in histories of earlier releases: an unknown node now waits like any other. */
-  outcome: NodeDeleteOutcome | 'node-never-registered' | 'node-forgotten';
+  outcome: NodeDeleteOutcome | 'node-forgotten';
   nodeId: string;
   /** For node-forgotten: the operator's reason. */
   reason?: string;
@@ -51,49 +43,19 @@ const control = proxyActivities<ControlActivities>({
  */
 export async function deleteVolume(input: DeleteVolumeInput): Promise<DeleteVolumeResult> {
   const untilForgotten = listenForForget();
-  // Earlier releases read the one registry table first and trusted a missing node as proof of absence.
-  const withoutRegistry = patched('delete-without-registry');
-  const liveness = withoutRegistry ? followNodeLiveness() : undefined;
-  if (withoutRegistry) {
-    if (input.forgotten) return writtenOff(input, input.forgotten);
-    // The controller started this workflow with the node ID and the phase matching `nodeLive`.
-    liveness?.waitOn({ nodeId: input.nodeId, doing: 'deletion' }, input.nodeLive, workflowInfo().startTime, true);
-  } else {
-    const legacy = await legacyStart(input);
-    if (legacy) return legacy;
-  }
+  const liveness = followNodeLiveness();
+  if (input.forgotten) return writtenOff(input, input.forgotten);
+  // The controller started this workflow with the node ID and the phase matching `nodeLive`.
+  liveness.waitOn({ nodeId: input.nodeId, doing: 'deletion' }, input.nodeLive, workflowInfo().startTime, true);
   const onNode = proxyActivities<NodeActivities>(
     deleteOptions(input.driverName, input.nodeId, `delete volume ${input.key} from the pool of ${input.nodeId}`),
   );
   const result = await untilForgotten(input.nodeId, () =>
     onNode.deleteVolumeOnNode({ key: input.key, poolIdPrefix: input.poolIdPrefix }),
   );
-  liveness?.stop();
+  liveness.stop();
   if (result.forgotten) return writtenOff(input, result.notice);
   return finish({ outcome: result.value, nodeId: input.nodeId });
-}
-
-/** The start of histories written by earlier releases: the registry read, then the phase as judged from it. */
-async function legacyStart(input: DeleteVolumeInput): Promise<DeleteVolumeResult | undefined> {
-  const nodes = await listReportedNodes(control);
-  const node = nodes.find((candidate) => candidate.nodeId === input.nodeId);
-  upsertSearchAttributes([{ key: NodeIdKey, value: input.nodeId }]);
-  // Completed histories answered "never registered" here; a run reaching this point now waits instead.
-  if (!node && !patched('unknown-node-waits')) {
-    return finish({ outcome: 'node-never-registered', nodeId: input.nodeId });
-  }
-  const now = new Date();
-  if (node?.live) {
-    upsertSearchAttributes([{ key: PhaseKey, value: 'running' }]);
-    setCurrentDetails(`deleting on node ${input.nodeId}`);
-  } else {
-    upsertSearchAttributes([
-      { key: PhaseKey, value: 'waiting-for-node' },
-      { key: WaitingSinceKey, value: now },
-    ]);
-    setCurrentDetails(`waiting for node ${input.nodeId} since ${now.toISOString()}`);
-  }
-  return undefined;
 }
 
 /**
@@ -101,15 +63,8 @@ async function legacyStart(input: DeleteVolumeInput): Promise<DeleteVolumeResult
  * on the node's record, which deletes it for real should the node ever return with this pool.
  */
 async function writtenOff(input: DeleteVolumeInput, notice: ForgetNotice): Promise<DeleteVolumeResult> {
-  if (patched('delete-records-write-off')) {
-    const volume = {
-      volumeId: input.volumeId,
-      key: input.key,
-      poolIdPrefix: input.poolIdPrefix,
-      reason: notice.reason,
-    };
-    await control.recordWriteOff({ driverName: input.driverName, nodeId: input.nodeId, volume });
-  }
+  const volume = { volumeId: input.volumeId, key: input.key, poolIdPrefix: input.poolIdPrefix, reason: notice.reason };
+  await control.recordWriteOff({ driverName: input.driverName, nodeId: input.nodeId, volume });
   return finish({ outcome: 'node-forgotten', nodeId: input.nodeId, reason: notice.reason });
 }
 

@@ -1,4 +1,4 @@
-import { condition, defineSignal, patched, setHandler } from '@temporalio/workflow';
+import { condition, defineSignal, setHandler } from '@temporalio/workflow';
 import { startCancellable } from './cancellable-work';
 
 /**
@@ -17,12 +17,6 @@ export const nodeForgottenSignal = defineSignal<[ForgetNotice]>('nodeForgotten')
 export type UntilForgotten<T> = { forgotten: false; value: T } | { forgotten: true; notice: ForgetNotice };
 
 /**
- * Earlier builds let any notice end any node's work: a forget of node A (or a late one, about a node the create had
- * already left) skipped node B's completion after B may have allocated. Their histories keep that path.
- */
-export const NOTICE_PER_NODE_PATCH = 'forget-notice-per-node';
-
-/**
  * Runs work against a node until it finishes or that node is forgotten, in which case the work is cancelled.
  * Notices are kept for the whole workflow (a create visits several nodes); each ends only work on the node it names.
  */
@@ -33,12 +27,11 @@ export function listenForForget(): <T>(nodeId: string, work: () => Promise<T>) =
   });
   return async <T>(nodeId: string, work: () => Promise<T>): Promise<UntilForgotten<T>> => {
     let judged = 0;
-    /** The first notice not judged yet that ends this work; patched() only where the two builds differ. */
+    /** The first notice not judged yet that names this work's node: a notice about another node ends nothing. */
     const ending = (): ForgetNotice | undefined => {
       while (judged < notices.length) {
         const notice = notices[judged++]!;
         if (notice.nodeId === nodeId) return notice;
-        if (!patched(NOTICE_PER_NODE_PATCH)) return notices[notices.length - 1]; // as earlier builds: the latest
       }
       return undefined;
     };

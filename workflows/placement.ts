@@ -38,10 +38,3 @@ function weightedShuffle(nodes: NodeView[], random: () => number): NodeView[] {
     .sort((a, b) => b.score - a.score || a.node.nodeId.localeCompare(b.node.nodeId))
     .map(({ node }) => node);
 }
-
-/** Requisite nodes the registry has never seen: a request naming only those can never be placed. */
-export function unknownNodes(nodes: NodeView[], requisite: string[] | undefined): string[] {
-  if (!requisite) return [];
-  const known = new Set(nodes.map((node) => node.nodeId));
-  return requisite.filter((nodeId) => !known.has(nodeId));
-}

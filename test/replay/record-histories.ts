@@ -6,7 +6,7 @@ import path from 'node:path';
 import { createWorkflowId, deleteWorkflowId, nodeRecordWorkflowId } from '../../common/names';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
-import { forgetNodeRecordSignal, renewRecordSignal } from '../../workflows/node-presence';
+import { renewRecordSignal } from '../../workflows/node-presence';
 import { startDevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
 
@@ -14,7 +14,6 @@ import { TestCluster } from '../support/cluster';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { call, withDeadline } from '../../csi/client';
 import { recordCreateScenarios } from './create-scenarios';
-import { recordReleaseDeletionOfUnknownNode } from './record-legacy';
 import { recordSnapshotScenarios, type Recording } from './snapshot-scenarios';
 import { recordForgetScenarios } from './forget-scenarios';
 
@@ -45,8 +44,6 @@ async function main(): Promise<void> {
     createScenarios.catch(() => undefined); // awaited below; a failure there must not go unhandled meanwhile
     const snapshotScenarios = recordSnapshotScenarios(cluster, clients, await cluster.temporal());
     snapshotScenarios.catch(() => undefined);
-    const legacy = recordReleaseDeletionOfUnknownNode(server.address, 'default');
-    legacy.catch(() => undefined);
     const forgetScenarios = recordForgetScenarios(cluster, await cluster.temporal());
     forgetScenarios.catch(() => undefined);
     const created = await retryLikeCo(() =>
@@ -76,14 +73,7 @@ async function main(): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 2000)); // the announcement reaches the deletion
     await cluster.startNode('node-2');
     await retryLikeCo(() => deleteVolume(clients, waitingId));
-    // A forget by signal, as release 0.1 sent it, reaches the record while the node answers: it is refused.
-    const node2Record = temporal.workflow.getHandle(nodeRecordWorkflowId(cluster.driverName, 'node-2'));
-    await node2Record.signal(forgetNodeRecordSignal, {
-      nodeId: 'node-2',
-      reason: 'recorded',
-      at: new Date().toISOString(),
-    });
-    await node2Record.signal(renewRecordSignal);
+    await temporal.workflow.getHandle(nodeRecordWorkflowId(cluster.driverName, 'node-2')).signal(renewRecordSignal);
 
     // Larger than any pool: no node is placed, and the create says what it knows.
     const noRoom = createVolume(clients, createRequest('pvc-no-room', 1024 ** 4, onNode('node-1')));
@@ -109,7 +99,6 @@ async function main(): Promise<void> {
           'expand-volume': expandId,
           ...(await createScenarios),
           ...(await forgetScenarios),
-          'release-0.1/delete-volume-unknown-node-waits': await legacy,
         }).map(([name, workflowId]) => [name, { workflowId }]),
       ),
       // The node record continued as new: its first run holds the offline/online history.

@@ -97,9 +97,6 @@ async function recordListings(driverName: string, temporal: Client, volumeId: st
   return {
     'list-volumes-page': await run('listVolumesPage', listWorkflowId(driverName, 'recorded-page'), page),
     'list-snapshots-page': await run('listSnapshotsPage', listSnapshotsWorkflowId(driverName, 'recorded-page'), page),
-    // The single-result listings that controllers of the previous release start during a rollout.
-    'list-volumes': await run('listVolumes', listWorkflowId(driverName, 'recorded-all'), {}),
-    'list-snapshots': await run('listSnapshots', listSnapshotsWorkflowId(driverName, 'recorded-all'), {}),
     'inspect-volume': await run(
       'inspectVolume',
       inspectWorkflowId(driverName, volumeId, 'recorded'),

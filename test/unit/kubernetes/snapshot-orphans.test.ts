@@ -5,7 +5,7 @@ import { formatVolumeId } from '../../../common/volume-id';
 import { SNAPSHOT_CONTENTS, listDriverSnapshotContents } from '../../../kubernetes/snapshot-contents';
 import type { DriverSnapshotContent } from '../../../kubernetes/snapshot-contents';
 import { judgeSnapshots } from '../../../kubernetes/snapshot-orphans';
-import type { ListedSnapshot } from '../../../workflows/list-snapshots';
+import type { ListedSnapshot } from '../../../workflows/listing';
 
 const DRIVER = 'durable-csi.io';
 const PREFIX = '0123456789abcdef';
