@@ -2,13 +2,14 @@ import { log } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { supportsBlock } from '../common/backend-kinds';
 import { byVolumeIdOrder, nodeRemains } from '../common/list-position';
-import { controlTaskQueue, nodeRecordWorkflowId, operationTypesClause } from '../common/names';
-import type { NodeView, WrittenOffVolume } from '../node-records/types';
-import { NODE_MEMO_KEY } from '../node-records/types';
-import type { LivenessNotice } from '../workflows/node-liveness';
-import { nodeLivenessSignal } from '../workflows/node-liveness';
-import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
-import { writeOffVolumeSignal } from '../workflows/write-off-signal';
+import {
+  nodeLivenessSignal,
+  NodeIdKey,
+  nodeRecordStart,
+  operationTypesClause,
+  writeOffVolumeSignal,
+} from '../common/names';
+import type { NodeView, WrittenOffVolume, LivenessNotice } from '../common/names';
 import { listNodeViews } from '../node-records/reads';
 import { PlacementReads } from './placement-reads';
 
@@ -161,17 +162,9 @@ async function noteWriteOffOnRecord(
   input: { driverName: string; nodeId: string; volume: WrittenOffVolume },
 ): Promise<void> {
   await client.workflow.signalWithStart('nodePresence', {
-    workflowId: nodeRecordWorkflowId(input.driverName, input.nodeId),
-    taskQueue: controlTaskQueue(input.driverName),
-    args: [{ driverName: input.driverName, nodeId: input.nodeId }],
+    ...nodeRecordStart(input.driverName, input.nodeId),
     signal: writeOffVolumeSignal,
     signalArgs: [input.volume],
-    memo: { [NODE_MEMO_KEY]: { nodeId: input.nodeId, live: false } },
-    typedSearchAttributes: [
-      { key: OperationKey, value: 'node' },
-      { key: NodeIdKey, value: input.nodeId },
-      { key: PhaseKey, value: 'offline' },
-    ],
   });
 }
 

@@ -1,6 +1,6 @@
 import { log } from '@temporalio/activity';
 import { continueInPool } from '../common/list-position';
-import { ownsVolume, poolIdPrefix } from '../common/volume-id';
+import { ownsVolume, poolIdPrefix } from '../common/ids';
 import { DriverError, FailureType } from '../common/failures';
 import type { ContentSource, ExpandResult, SnapshotRecord, StorageBackend } from '../storage/pool/backend';
 import { whileHeartbeating } from './heartbeating';

@@ -1,5 +1,4 @@
-import { parseSnapshotId } from '../common/snapshot-id';
-import { parseVolumeId } from '../common/volume-id';
+import { parseSnapshotId, parseVolumeId } from '../common/ids';
 
 /**
  * What `volumes delete` prints after a successful DeleteVolume. CSI answers success for a volume that does not

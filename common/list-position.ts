@@ -8,8 +8,7 @@
  * their first letter, so nodes come in the same order in both lists, and a position says which list it is of.
  * No Node built-ins here: workflow code imports this file.
  */
-import { isValidNodeId } from './node-id';
-import { parseScopedId, volumeIdPrefix } from './volume-id';
+import { isValidNodeId, parseScopedId, volumeIdPrefix } from './ids';
 
 /** Which list a position is of: the version its IDs start with. */
 export type ListedIds = 'v1' | 's1';

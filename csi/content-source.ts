@@ -1,7 +1,6 @@
 /** The content source of a CreateVolume (restore or clone, served with --snapshots): checked, and its node. */
 import { DriverError, FailureType } from '../common/failures';
-import { parseSnapshotId } from '../common/snapshot-id';
-import { parseVolumeId } from '../common/volume-id';
+import { parseSnapshotId, parseVolumeId } from '../common/ids';
 import type { VolumeContentSource__Output } from './generated/csi/v1/VolumeContentSource';
 
 /**

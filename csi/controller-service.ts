@@ -1,6 +1,6 @@
 import type { ServerUnaryCall } from '@grpc/grpc-js';
 import { DriverError, FailureType } from '../common/failures';
-import type { NodeView } from '../node-records/types';
+import type { NodeView } from '../common/names';
 import { isListPosition } from '../common/list-position';
 import type { VolumeOperations } from '../operations/volume-operations';
 import type { SnapshotOperations } from '../operations/snapshot-operations';

@@ -1,4 +1,4 @@
-import { parseVolumeId } from '../common/volume-id';
+import { parseVolumeId } from '../common/ids';
 import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';

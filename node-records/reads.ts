@@ -1,10 +1,8 @@
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { controlTaskQueue, nodeRecordWorkflowId } from '../common/names';
-import type { ForgottenNode, NodeRecordMemo, NodeReport, NodeView } from './types';
-import { NODE_MEMO_KEY } from './types';
-import { OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
+import { controlTaskQueue, nodeRecordWorkflowId, NODE_MEMO_KEY, OperationKey, PhaseKey } from '../common/names';
+import type { ForgottenNode, NodeRecordMemo, NodeReport, NodeView } from '../common/names';
 
 /**
  * Reading node records (workflows/node-presence.ts). One node: DescribeWorkflowExecution, answered by the server

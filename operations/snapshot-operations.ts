@@ -8,16 +8,17 @@ import {
   deleteSnapshotWorkflowId,
   listSnapshotsWorkflowId,
   oneOffTag,
+  NodeIdKey,
+  OperationKey,
+  VolumeIdKey,
 } from '../common/names';
-import { parseSnapshotId } from '../common/snapshot-id';
-import { parseVolumeId } from '../common/volume-id';
+import { parseSnapshotId, parseVolumeId } from '../common/ids';
 import type * as workflows from '../workflows';
 import type { CreateSnapshotResult } from '../workflows/create-snapshot';
 import type { DeleteSnapshotResult } from '../workflows/delete-snapshot';
 import type { NodeSnapshotFilter } from '../activities/node-activities';
 import { MAX_PAGE_ENTRIES } from '../common/list-position';
 import type { ListSnapshotsPage } from '../workflows/listing';
-import { NodeIdKey, OperationKey, VolumeIdKey } from '../workflows/search-attribute-keys';
 import { boundedResult } from './bounded-result';
 import { describeWait } from './describe-wait';
 import { everyPage } from './list-volumes';

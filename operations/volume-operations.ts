@@ -10,26 +10,25 @@ import {
   expandWorkflowId,
   inspectWorkflowId,
   oneOffTag,
-} from '../common/names';
-import type { NodeView } from '../node-records/types';
-import { parseVolumeId } from '../common/volume-id';
-import { incompatibility, requestShape, type CapacityRange, type CreateRequestShape } from '../common/create-request';
-import type { CreateVolumeInput, CreateVolumeResult } from '../workflows/create-volume';
-import type { DeleteVolumeResult } from '../workflows/delete-volume';
-import type { ExpandVolumeResult } from '../workflows/expand-volume';
-import { nodeForgottenSignal, type ForgetNotice } from '../workflows/node-forgotten';
-import type { NodeVolume } from '../activities/node-activities';
-import type { ListVolumesPage } from '../workflows/listing';
-import type * as workflows from '../workflows';
-import type { SearchAttributePair, WorkflowResultType } from '@temporalio/common';
-import {
+  nodeForgottenSignal,
+  type ForgetNotice,
   NodeIdKey,
   OperationKey,
   PhaseKey,
   VolumeIdKey,
   VolumeNameKey,
   WaitingSinceKey,
-} from '../workflows/search-attribute-keys';
+} from '../common/names';
+import type { NodeView } from '../common/names';
+import { parseVolumeId } from '../common/ids';
+import { incompatibility, requestShape, type CapacityRange, type CreateRequestShape } from '../common/create-request';
+import type { CreateVolumeInput, CreateVolumeResult } from '../workflows/create-volume';
+import type { DeleteVolumeResult } from '../workflows/delete-volume';
+import type { ExpandVolumeResult } from '../workflows/expand-volume';
+import type { NodeVolume } from '../activities/node-activities';
+import type { ListVolumesPage } from '../workflows/listing';
+import type * as workflows from '../workflows';
+import type { SearchAttributePair, WorkflowResultType } from '@temporalio/common';
 import { boundedResult, type Bounded } from './bounded-result';
 import { describeWait } from './describe-wait';
 import { listEveryVolume, listVolumePage, type ListVolumesResult } from './list-volumes';

@@ -7,12 +7,11 @@ import {
 } from '@temporalio/workflow';
 import type { NodeActivities } from '../activities/node-activities';
 import { FailureType } from '../common/failures';
-import { formatSnapshotId } from '../common/snapshot-id';
-import { poolIdPrefix } from '../common/volume-id';
+import { formatSnapshotId, poolIdPrefix } from '../common/ids';
 import { snapshotOptions } from './node-activity-options';
 import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
-import { PhaseKey, VolumeIdKey } from './search-attribute-keys';
+import { PhaseKey, VolumeIdKey } from '../common/names';
 import { recordWriteOff } from './record-write-off';
 
 export interface CreateSnapshotInput {

@@ -12,15 +12,14 @@ import { TimeoutType } from '@temporalio/common';
 import type { CandidateAnswer, ControlActivities, ForgottenOn } from '../activities/control-activities';
 import type { NodeActivities, NodeCreateResult } from '../activities/node-activities';
 import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
-import { formatVolumeId, parseVolumeId, poolIdPrefix } from '../common/volume-id';
-import { parseSnapshotId } from '../common/snapshot-id';
+import { formatVolumeId, parseVolumeId, poolIdPrefix, parseSnapshotId } from '../common/ids';
 import { requestShape, type CreateRequestShape } from '../common/create-request';
 import { createCompletionOptions, createFirstTryOptions } from './node-activity-options';
 import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
 import { rankCandidates } from './placement';
-import { NodeIdKey, PhaseKey, VolumeIdKey } from './search-attribute-keys';
-import type { NodeView, WrittenOffVolume } from '../node-records/types';
+import { NodeIdKey, PhaseKey, VolumeIdKey } from '../common/names';
+import type { NodeView, WrittenOffVolume } from '../common/names';
 
 /** Everything the create needs; secrets never enter here (invariant 6). */
 export interface CreateVolumeInput {

@@ -1,10 +1,10 @@
 import { proxyActivities, setCurrentDetails, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { NodeActivities, NodeDeleteOutcome } from '../activities/node-activities';
 import { deleteOptions } from './node-activity-options';
-import type { ForgetNotice } from './node-forgotten';
+import type { ForgetNotice } from '../common/names';
 import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
-import { PhaseKey } from './search-attribute-keys';
+import { PhaseKey } from '../common/names';
 import { recordWriteOff } from './record-write-off';
 
 export interface DeleteSnapshotInput {

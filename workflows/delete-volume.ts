@@ -2,10 +2,10 @@ import { proxyActivities, setCurrentDetails, upsertSearchAttributes, workflowInf
 import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities, NodeDeleteOutcome } from '../activities/node-activities';
 import { deleteOptions } from './node-activity-options';
-import type { ForgetNotice } from './node-forgotten';
+import type { ForgetNotice } from '../common/names';
 import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
-import { PhaseKey } from './search-attribute-keys';
+import { PhaseKey } from '../common/names';
 
 export interface DeleteVolumeInput {
   driverName: string;

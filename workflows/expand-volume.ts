@@ -4,7 +4,7 @@ import { FailureType } from '../common/failures';
 import { expandOptions } from './node-activity-options';
 import { listenForForget } from './node-forgotten';
 import { followNodeLiveness } from './node-liveness';
-import { PhaseKey } from './search-attribute-keys';
+import { PhaseKey } from '../common/names';
 
 export interface ExpandVolumeInput {
   driverName: string;

@@ -8,8 +8,7 @@ import type {
   NodeSnapshotPage,
 } from '../activities/node-activities';
 import { LIST_START, MAX_PAGE_ENTRIES, pastNode, type ListedIds } from '../common/list-position';
-import { formatSnapshotId } from '../common/snapshot-id';
-import { formatVolumeId, poolIdPrefix } from '../common/volume-id';
+import { formatSnapshotId, formatVolumeId, poolIdPrefix } from '../common/ids';
 import { listOptions } from './node-activity-options';
 
 /**

@@ -1,18 +1,6 @@
-import { condition, defineSignal, setHandler } from '@temporalio/workflow';
+import { condition, setHandler } from '@temporalio/workflow';
+import { nodeForgottenSignal, type ForgetNotice } from '../common/names';
 import { startCancellable } from './cancellable-work';
-
-/**
- * The operator's decision that a node is gone for good (`durable-csi nodes forget`). Operations waiting on
- * that node stop waiting and end with this recorded outcome; nothing else ever gives up on a node.
- */
-export interface ForgetNotice {
-  nodeId: string;
-  reason: string;
-  /** ISO 8601, when the operator decided. */
-  at: string;
-}
-
-export const nodeForgottenSignal = defineSignal<[ForgetNotice]>('nodeForgotten');
 
 export type UntilForgotten<T> = { forgotten: false; value: T } | { forgotten: true; notice: ForgetNotice };
 

@@ -1,19 +1,5 @@
-import { defineSignal, setCurrentDetails, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
-import { PhaseKey, WaitingSinceKey } from './search-attribute-keys';
-
-/**
- * A node's record tells the operations waiting on that node when it goes offline or comes back
- * (workflows/node-presence.ts, through the announceLiveness activity), so their phase, search attributes and
- * UI details follow the node while they wait, not only as judged when they started.
- */
-export interface LivenessNotice {
-  nodeId: string;
-  live: boolean;
-  /** ISO 8601: when the record saw the change. */
-  at: string;
-}
-
-export const nodeLivenessSignal = defineSignal<[LivenessNotice]>('nodeLiveness');
+import { setCurrentDetails, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
+import { nodeLivenessSignal, PhaseKey, WaitingSinceKey } from '../common/names';
 
 /** What an operation is doing on a node, for the details line: "deleting", "allocating", ... */
 export interface NodeWork {

@@ -2,8 +2,6 @@ import {
   ActivityFailure,
   ApplicationFailure,
   condition,
-  defineSignal,
-  defineUpdate,
   makeContinueAsNewFunc,
   proxyActivities,
   setHandler,
@@ -15,14 +13,25 @@ import {
 import { TimeoutType } from '@temporalio/common';
 import type { ControlActivities } from '../activities/control-activities';
 import type { PresenceActivities, PresenceHold } from '../activities/presence-activities';
-import { nodeTaskQueue } from '../common/names';
-import type { ForgottenNode, NodeRecord, NodeRecordMemo, NodeReport, WrittenOffVolume } from '../node-records/types';
-import { NODE_MEMO_KEY, PRESENCE_HEARTBEAT_TIMEOUT_MS } from '../node-records/types';
+import {
+  forgetNodeRecordUpdate,
+  NODE_MEMO_KEY,
+  NodeIdKey,
+  nodeTaskQueue,
+  OperationKey,
+  PhaseKey,
+  PRESENCE_HEARTBEAT_TIMEOUT_MS,
+  renewRecordSignal,
+  writeOffVolumeSignal,
+  type ForgetNotice,
+  type ForgottenNode,
+  type NodeRecord,
+  type NodeRecordMemo,
+  type NodeReport,
+  type WrittenOffVolume,
+} from '../common/names';
 import { startCancellable } from './cancellable-work';
-import { writeOffVolumeSignal } from './write-off-signal';
 import { writtenOffCleaner, type WrittenOffCleaner } from './written-off-volumes';
-import type { ForgetNotice } from './node-forgotten';
-import { NodeIdKey, OperationKey, PhaseKey } from './search-attribute-keys';
 
 /**
  * One node's record: one long-lived workflow per node, so no workflow hears from every node and no operation
@@ -40,14 +49,6 @@ export interface NodePresenceInput {
   /** Carried over continue-as-new: volumes written off while the node was forgotten, still on its pool. */
   writtenOff?: WrittenOffVolume[];
 }
-
-/**
- * The decision that the node is gone for good (`durable-csi nodes forget`, or the Kubernetes Node policy), asked of
- * the record, which refuses it while its node answers (returns the decision kept).
- */
-export const forgetNodeRecordUpdate = defineUpdate<ForgottenNode, [ForgetNotice]>('forgetNodeRecord');
-/** Continue as new at the next point where no presence activity is pending (compaction, and the soak's faults). */
-export const renewRecordSignal = defineSignal('renewRecord');
 
 const HISTORY_LIMIT = 2000;
 

@@ -1,4 +1,4 @@
-import type { NodeView } from '../node-records/types';
+import type { NodeView } from '../common/names';
 
 /**
  * Orders the nodes a new volume may go to: live nodes inside the requisite set with room for it, the

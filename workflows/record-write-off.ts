@@ -1,6 +1,6 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control-activities';
-import type { WrittenOffVolume } from '../node-records/types';
+import type { WrittenOffVolume } from '../common/names';
 
 // Retried until it is recorded: the write-off is what makes an answer about a forgotten node true.
 const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '30s', retry: { maximumInterval: '10s' } });

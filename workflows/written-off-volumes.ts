@@ -11,8 +11,8 @@ import { RetryState } from '@temporalio/common';
 import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities } from '../activities/node-activities';
 import { deleteOptions } from './node-activity-options';
-import type { WrittenOffVolume } from '../node-records/types';
-import { ownsVolume, poolIdPrefix } from '../common/volume-id';
+import type { WrittenOffVolume } from '../common/names';
+import { ownsVolume, poolIdPrefix } from '../common/ids';
 
 /**
  * The volumes (and snapshot copies) a node's record keeps because their deletions were answered "node-forgotten"

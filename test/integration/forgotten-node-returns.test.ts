@@ -7,12 +7,20 @@ import { call, withDeadline, type CsiClients } from '../../csi/client';
 import type { ControllerExpandVolumeResponse__Output } from '../../csi/generated/csi/v1/ControllerExpandVolumeResponse';
 import { buildOrphanReport } from '../../kubernetes/orphan-report';
 import { readNodeRecord } from '../../node-records/reads';
-import { controlTaskQueue, deleteWorkflowId, nodeRecordWorkflowId } from '../../common/names';
-import { parseVolumeId } from '../../common/volume-id';
+import {
+  controlTaskQueue,
+  deleteWorkflowId,
+  nodeRecordWorkflowId,
+  forgetNodeRecordUpdate,
+  renewRecordSignal,
+  NodeIdKey,
+  OperationKey,
+  PhaseKey,
+  VolumeIdKey,
+} from '../../common/names';
+import { parseVolumeId } from '../../common/ids';
 import { forgetNode } from '../../operations/forget-node';
-import { forgetNodeRecordUpdate, renewRecordSignal } from '../../workflows/node-presence';
 import type * as workflows from '../../workflows';
-import { NodeIdKey, OperationKey, PhaseKey, VolumeIdKey } from '../../workflows/search-attribute-keys';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { listPendingOperations } from '../../operations/pending-operations';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';

@@ -3,10 +3,9 @@ import { temporal as temporal_api } from '@temporalio/proto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createWorkflowId, deleteWorkflowId, nodeRecordWorkflowId } from '../../common/names';
+import { createWorkflowId, deleteWorkflowId, nodeRecordWorkflowId, renewRecordSignal } from '../../common/names';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
-import { renewRecordSignal } from '../../workflows/node-presence';
 import { startDevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
 

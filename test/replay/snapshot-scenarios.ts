@@ -10,13 +10,13 @@ import {
   listSnapshotsWorkflowId,
   listWorkflowId,
   nodeRecordWorkflowId,
+  renewRecordSignal,
 } from '../../common/names';
-import { parseVolumeId } from '../../common/volume-id';
+import { parseVolumeId } from '../../common/ids';
 import type { CsiClients } from '../../csi/client';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
 import type { TestCluster } from '../support/cluster';
-import { renewRecordSignal } from '../../workflows/node-presence';
 import { until } from '../support/create-history';
 import { MiB, codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { createSnapshot, deleteSnapshot } from '../support/snapshot-requests';

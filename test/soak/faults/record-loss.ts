@@ -1,7 +1,6 @@
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
-import { nodeRecordWorkflowId } from '../../../common/names';
+import { nodeRecordWorkflowId, renewRecordSignal } from '../../../common/names';
 import { connectionOptions } from '../../../temporal/config';
-import { renewRecordSignal } from '../../../workflows/node-presence';
 import { resetToFirstTask } from '../../support/reset-workflow';
 import type { Fault } from './types';
 import { sleep, step } from './types';

@@ -1,7 +1,6 @@
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import { deleteSnapshotWorkflowId } from '../../../common/names';
-import { formatSnapshotId } from '../../../common/snapshot-id';
-import { formatVolumeId } from '../../../common/volume-id';
+import { formatSnapshotId, formatVolumeId } from '../../../common/ids';
 import { SNAPSHOT_CONTENTS, listDriverSnapshotContents } from '../../../kubernetes/snapshot-contents';
 import type { DriverSnapshotContent } from '../../../kubernetes/snapshot-contents';
 import { judgeSnapshots } from '../../../kubernetes/snapshot-orphans';

@@ -1,4 +1,4 @@
-import type { NodeView } from '../../../node-records/types';
+import type { NodeView } from '../../../common/names';
 import { rankCandidates } from '../../../workflows/placement';
 
 const GI = 1024 ** 3;
