@@ -1,10 +1,8 @@
-import { log } from '@temporalio/activity';
+import { ApplicationFailure, heartbeat, log } from '@temporalio/activity';
 import { continueInPool } from '../common/list-position';
 import { ownsVolume, poolIdPrefix } from '../common/ids';
-import { DriverError, FailureType } from '../common/failures';
+import { DriverError, FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
 import type { ContentSource, ExpandResult, SnapshotRecord, StorageBackend } from '../storage/pool/backend';
-import { whileHeartbeating } from './heartbeating';
-import { withFailureTypes } from './to-application-failure';
 
 /**
  * Activities that touch a node's storage. They run only in that node's agent, polling the node's own task
@@ -101,7 +99,8 @@ export interface NodeExpandInput extends NodeDeleteInput {
   capacityBytes: number;
 }
 
-export interface NodeVolume {
+/** A volume as getVolumeOnNode answers it (ValidateVolumeCapabilities' look at one volume). */
+export interface InspectedVolume {
   key: string;
   name: string;
   capacityBytes: number;
@@ -117,7 +116,7 @@ export interface NodeListInput {
 export interface NodeListPage {
   nodeId: string;
   poolId: string;
-  volumes: Omit<NodeVolume, 'poolId'>[];
+  volumes: Omit<InspectedVolume, 'poolId'>[];
   /** The pool holds volumes after the last one listed. */
   more: boolean;
 }
@@ -226,7 +225,7 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
     },
 
     /** Undefined when this pool does not hold the volume. */
-    async getVolumeOnNode(input: NodeDeleteInput): Promise<NodeVolume | undefined> {
+    async getVolumeOnNode(input: NodeDeleteInput): Promise<InspectedVolume | undefined> {
       return withFailureTypes(async () => {
         if (!ownsVolume(poolId, input.poolIdPrefix)) return undefined;
         const record = await backend.getVolume(input.key);
@@ -311,4 +310,42 @@ function withinBytes<T>(entries: T[], bytes: number): T[] {
     if (used > bytes && index > 0) return entries.slice(0, index);
   }
   return entries;
+}
+
+const HEARTBEAT_INTERVAL_MS = 1000;
+
+/**
+ * Heartbeats while the body runs, so a node agent that dies mid-activity is noticed after the heartbeat
+ * timeout (seconds) instead of the start-to-close timeout (which must allow for slow formatting).
+ *
+ * No heartbeat at the start: the server times the heartbeat timeout from the attempt's start until the first
+ * heartbeat, so a death before it is noticed just the same, and the many activities that finish within the
+ * interval save a heartbeat RPC and a mutable-state write each (docs/performance.md).
+ */
+async function whileHeartbeating<T>(body: () => Promise<T>): Promise<T> {
+  const timer = setInterval(() => heartbeat(), HEARTBEAT_INTERVAL_MS);
+  try {
+    return await body();
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+/**
+ * Runs an activity body and turns a DriverError into an ApplicationFailure of the same type, so the type
+ * survives the trip through Temporal to csi/errors.ts. Other errors pass through and are retried.
+ */
+async function withFailureTypes<T>(body: () => Promise<T>): Promise<T> {
+  try {
+    return await body();
+  } catch (error) {
+    if (error instanceof DriverError) {
+      throw ApplicationFailure.create({
+        type: error.type,
+        message: error.message,
+        nonRetryable: NON_RETRYABLE_TYPES.includes(error.type),
+      });
+    }
+    throw error;
+  }
 }

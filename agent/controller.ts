@@ -3,6 +3,7 @@ import { Worker, type NativeConnection } from '@temporalio/worker';
 import type { ServerUnaryCall } from '@grpc/grpc-js';
 import fs from 'node:fs';
 import { createControlActivities, type ControlDeps } from '../activities/control-activities';
+import { createPlacementActivities } from '../activities/placement';
 import { createLogger, type Logger } from '../common/logger';
 import { controlTaskQueue } from '../common/names';
 import type { TemporalConfig } from '../temporal/config';
@@ -215,7 +216,10 @@ function createControlWorker(
     ...(fs.existsSync(WORKFLOW_BUNDLE_PATH)
       ? { workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH } }
       : { workflowsPath: WORKFLOWS_PATH }),
-    activities: createControlActivities({ client, driverName: config.driverName, writtenOffEvents }),
+    activities: {
+      ...createControlActivities({ client, driverName: config.driverName, writtenOffEvents }),
+      ...createPlacementActivities({ client, driverName: config.driverName }),
+    },
     shutdownGraceTime: '5s',
     ...controllerWorkerTuning(),
   });

@@ -1,5 +1,5 @@
 import { Metadata } from '@grpc/grpc-js';
-import type { DeleteVolumeResult } from '../workflows/delete-volume';
+import type { DeleteVolumeResult } from '../workflows/deletion';
 
 /**
  * What a successful DeleteVolume found, sent as response headers: the CSI response is empty, and our CLI must

@@ -15,7 +15,7 @@ import {
 import { parseSnapshotId, parseVolumeId } from '../common/ids';
 import type * as workflows from '../workflows';
 import type { CreateSnapshotResult } from '../workflows/create-snapshot';
-import type { DeleteSnapshotResult } from '../workflows/delete-snapshot';
+import type { DeleteSnapshotResult } from '../workflows/deletion';
 import type { NodeSnapshotFilter } from '../activities/node-activities';
 import { MAX_PAGE_ENTRIES } from '../common/list-position';
 import type { ListSnapshotsPage } from '../workflows/listing';

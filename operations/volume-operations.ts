@@ -23,9 +23,9 @@ import type { NodeView } from '../common/names';
 import { parseVolumeId } from '../common/ids';
 import { incompatibility, requestShape, type CapacityRange, type CreateRequestShape } from '../common/create-request';
 import type { CreateVolumeInput, CreateVolumeResult } from '../workflows/create-volume';
-import type { DeleteVolumeResult } from '../workflows/delete-volume';
+import type { DeleteVolumeResult } from '../workflows/deletion';
 import type { ExpandVolumeResult } from '../workflows/expand-volume';
-import type { NodeVolume } from '../activities/node-activities';
+import type { InspectedVolume } from '../activities/node-activities';
 import type { ListVolumesPage } from '../workflows/listing';
 import type * as workflows from '../workflows';
 import type { SearchAttributePair, WorkflowResultType } from '@temporalio/common';
@@ -177,7 +177,7 @@ export class VolumeOperations {
   }
 
   /** The volume as its node holds it; NotFound when this driver never issued it or the node lacks it. */
-  async inspect(volumeId: string): Promise<{ node: NodeView; volume: NodeVolume }> {
+  async inspect(volumeId: string): Promise<{ node: NodeView; volume: InspectedVolume }> {
     const parts = parseVolumeId(volumeId);
     if (!parts) throw new DriverError(FailureType.NotFound, `volume ${volumeId} was not issued by this driver`);
     const node = (await readNodeRecord(this.client, this.driverName, parts.nodeId))?.node;

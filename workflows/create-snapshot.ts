@@ -8,11 +8,8 @@ import {
 import type { NodeActivities } from '../activities/node-activities';
 import { FailureType } from '../common/failures';
 import { formatSnapshotId, poolIdPrefix } from '../common/ids';
-import { snapshotOptions } from './node-activity-options';
-import { listenForForget } from './node-forgotten';
-import { followNodeLiveness } from './node-liveness';
+import { snapshotOptions, listenForForget, followNodeLiveness, recordWriteOff } from './node-work';
 import { PhaseKey, VolumeIdKey } from '../common/names';
-import { recordWriteOff } from './record-write-off';
 
 export interface CreateSnapshotInput {
   driverName: string;

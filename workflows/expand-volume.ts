@@ -1,9 +1,7 @@
 import { ApplicationFailure, proxyActivities, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { NodeActivities } from '../activities/node-activities';
 import { FailureType } from '../common/failures';
-import { expandOptions } from './node-activity-options';
-import { listenForForget } from './node-forgotten';
-import { followNodeLiveness } from './node-liveness';
+import { expandOptions, listenForForget, followNodeLiveness } from './node-work';
 import { PhaseKey } from '../common/names';
 
 export interface ExpandVolumeInput {

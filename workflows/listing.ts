@@ -9,7 +9,7 @@ import type {
 } from '../activities/node-activities';
 import { LIST_START, MAX_PAGE_ENTRIES, pastNode, type ListedIds } from '../common/list-position';
 import { formatSnapshotId, formatVolumeId, poolIdPrefix } from '../common/ids';
-import { listOptions } from './node-activity-options';
+import { listOptions } from './node-work';
 
 /**
  * Listing volumes and snapshots, one page per workflow (listVolumesPage, listSnapshotsPage), from the pools

@@ -30,8 +30,8 @@ import {
   type NodeReport,
   type WrittenOffVolume,
 } from '../common/names';
-import { startCancellable } from './cancellable-work';
-import { writtenOffCleaner, type WrittenOffCleaner } from './written-off-volumes';
+import { startCancellable } from './node-work';
+import { WrittenOffCleaner } from './written-off-volumes';
 
 /**
  * One node's record: one long-lived workflow per node, so no workflow hears from every node and no operation
@@ -182,7 +182,7 @@ function forget(run: RecordRun, notice: ForgetNotice): ForgottenNode {
 /** The volumes written off while the node was forgotten, deleted on its pool when it is back (or at once). */
 function keepWrittenOffVolumes(run: RecordRun): WrittenOffCleaner {
   const { input, memo } = run;
-  const cleaner = writtenOffCleaner({
+  const cleaner = new WrittenOffCleaner({
     driverName: input.driverName,
     nodeId: input.nodeId,
     kept: input.writtenOff ?? [],

@@ -7,7 +7,7 @@ import { createWorkflowId } from '../../common/names';
 import type { CsiClients } from '../../csi/client';
 import { createLogger } from '../../common/logger';
 import { parseSnapshotId } from '../../common/ids';
-import { PLACEMENT_READ_MAX_AGE_MS } from '../../activities/placement-reads';
+import { PLACEMENT_READ_MAX_AGE_MS } from '../../activities/placement';
 import { GoneNodes } from '../../kubernetes/gone-nodes';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';

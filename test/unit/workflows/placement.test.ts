@@ -1,5 +1,5 @@
 import type { NodeView } from '../../../common/names';
-import { rankCandidates } from '../../../workflows/placement';
+import { rankCandidates } from '../../../activities/placement';
 
 const GI = 1024 ** 3;
 

@@ -1,10 +1,34 @@
+import {
+  CancellationScope,
+  condition,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
 import type { ActivityOptions, RetryPolicy } from '@temporalio/common';
+import type { ControlActivities } from '../activities/control-activities';
 import { COPY_TIME_CEILING_MS, COPY_TIME_MARGIN_MS } from '../common/copy-budget';
 import { NON_RETRYABLE_TYPES } from '../common/failures';
-import { nodeTaskQueue } from '../common/names';
+import {
+  nodeForgottenSignal,
+  nodeLivenessSignal,
+  nodeTaskQueue,
+  PhaseKey,
+  WaitingSinceKey,
+  type ForgetNotice,
+  type WrittenOffVolume,
+} from '../common/names';
 
 /**
- * The options of every storage activity on a node's own queue (activities/node-activities.ts), in one place.
+ * How a workflow works on a node: the options of its activities on the node's own queue, its phase following the
+ * node's liveness while it waits there, the end of that work when the node is forgotten for good, and the write-off
+ * that keeps what a forgotten node may still hold on the node's record. Every operation workflow (create, delete,
+ * expand, snapshot) is a short story over these.
+ */
+
+/*
+ * The options of every storage activity on a node's own queue (activities/node-activities.ts).
  *
  * Node activities heartbeat every second (activities/heartbeating.ts), so a dead agent is noticed after the
  * heartbeat timeout, in seconds, and the attempt is retried on the same node; the start-to-close timeout only has
@@ -129,4 +153,119 @@ export function snapshotOptions(driverName: string, nodeId: string, summary: str
     retry: UNTIL_THE_NODE_ANSWERS,
     summary,
   };
+}
+
+/** What an operation is doing on a node, for the details line: "deleting", "allocating", ... */
+export interface NodeWork {
+  nodeId: string;
+  doing: string;
+}
+
+export interface LivenessFollower {
+  /**
+   * The operation now waits on this node; `live` is the best knowledge at this moment (unknown: undefined).
+   * `shown`: the workflow was started with the matching phase already (no upsert needed).
+   */
+  waitOn(work: NodeWork, live: boolean | undefined, at: Date, shown?: boolean): void;
+  /** The operation no longer waits on any node. */
+  stop(): void;
+}
+
+/** Registers the liveness handler; phase changes only while the operation waits on the notice's node. */
+export function followNodeLiveness(): LivenessFollower {
+  let current: NodeWork | undefined;
+  let shownLive: boolean | undefined;
+  let latest = '';
+  const show = (work: NodeWork, live: boolean | undefined, at: Date, shown = false) => {
+    shownLive = live;
+    if (live === false || live === undefined) {
+      if (!shown)
+        upsertSearchAttributes([
+          { key: PhaseKey, value: 'waiting-for-node' },
+          { key: WaitingSinceKey, value: at },
+        ]);
+      const why = live === false ? 'offline' : 'unknown to this driver: no agent has registered it';
+      setCurrentDetails(`${work.doing} waits for node ${work.nodeId} (${why}) since ${at.toISOString()}`);
+    } else {
+      if (!shown) upsertSearchAttributes([{ key: PhaseKey, value: 'running' }]);
+      setCurrentDetails(`${work.doing} on node ${work.nodeId}`);
+    }
+  };
+  setHandler(nodeLivenessSignal, (notice) => {
+    if (notice.at < latest) return; // announcements may arrive out of order; ISO strings sort by time
+    latest = notice.at;
+    if (!current || notice.nodeId !== current.nodeId || notice.live === shownLive) return;
+    show(current, notice.live, new Date(notice.at));
+  });
+  return {
+    waitOn(work, live, at, shown) {
+      current = work;
+      show(work, live, at, shown);
+    },
+    stop() {
+      current = undefined;
+    },
+  };
+}
+
+export type UntilForgotten<T> = { forgotten: false; value: T } | { forgotten: true; notice: ForgetNotice };
+
+/**
+ * Runs work against a node until it finishes or that node is forgotten, in which case the work is cancelled.
+ * Notices are kept for the whole workflow (a create visits several nodes); each ends only work on the node it names.
+ */
+export function listenForForget(): <T>(nodeId: string, work: () => Promise<T>) => Promise<UntilForgotten<T>> {
+  const notices: ForgetNotice[] = [];
+  setHandler(nodeForgottenSignal, (received) => {
+    notices.push(received);
+  });
+  return async <T>(nodeId: string, work: () => Promise<T>): Promise<UntilForgotten<T>> => {
+    let judged = 0;
+    /** The first notice not judged yet that names this work's node: a notice about another node ends nothing. */
+    const ending = (): ForgetNotice | undefined => {
+      while (judged < notices.length) {
+        const notice = notices[judged++]!;
+        if (notice.nodeId === nodeId) return notice;
+      }
+      return undefined;
+    };
+    const early = ending();
+    if (early) return { forgotten: true, notice: early };
+    const { finished, cancel } = startCancellable(work, (value) => ({ forgotten: false as const, value }));
+    for (;;) {
+      const winner = await Promise.race([finished, condition(() => judged < notices.length).then(() => undefined)]);
+      if (winner) return winner;
+      const notice = ending();
+      if (notice) {
+        cancel();
+        return { forgotten: true, notice };
+      }
+    }
+  };
+}
+
+/**
+ * Starts work in its own cancellation scope, to be raced against a signal (a forget notice, a renewal): whoever
+ * loses the race cancels it. `wrap` shapes the result inside the same `then`, so the promise chain, and with it
+ * the order in which a replay settles the race, is exactly the one the callers had before sharing this.
+ */
+export function startCancellable<T, R>(
+  work: () => Promise<T>,
+  wrap: (value: T) => R,
+): { finished: Promise<R>; cancel: () => void } {
+  const scope = new CancellationScope();
+  const running = scope.run(work);
+  running.catch(() => undefined); // once cancelled, its failure is expected and ignored
+  return { finished: running.then(wrap), cancel: () => scope.cancel() };
+}
+
+// Retried until it is recorded: the write-off is what makes an answer about a forgotten node true.
+const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '30s', retry: { maximumInterval: '10s' } });
+
+/**
+ * Keeps a volume or snapshot copy the CO was told is gone, while its node is forgotten, on that node's record
+ * (workflows/written-off-volumes.ts), which deletes it there should the node return with the same pool.
+ */
+export function recordWriteOff(driverName: string, nodeId: string, volume: WrittenOffVolume): Promise<void> {
+  return control.recordWriteOff({ driverName, nodeId, volume });
 }
