@@ -67,3 +67,39 @@ export function continueInPool(
 function listOf(position: string): ListedIds {
   return position.startsWith('s1_') ? 's1' : 'v1';
 }
+
+/** One page of a listing, volumes or snapshots; `unreachableNodes` and `answeredNodes` name the nodes it asked. */
+export interface Page<Listed> {
+  entries: Listed[];
+  /** Nodes asked that did not answer (offline, or no answer in time): their entries are missing. */
+  unreachableNodes: string[];
+  /** Nodes whose pools answered: only for these is an entry's absence from the list a fact. */
+  answeredNodes: string[];
+  /** Where the next page starts (a list position); '' when this is the last page. */
+  nextToken: string;
+}
+
+/**
+ * Every entry of a listing, volumes or snapshots, read page by page from the start (by the controller, not in a
+ * workflow). A node counts as answered only if it answered every page that asked it: one that failed part way is
+ * unreachable, not judged.
+ */
+export async function everyPage<Listed>(pageAfter: (after: string) => Promise<Page<Listed>>): Promise<Page<Listed>> {
+  const entries: Listed[] = [];
+  const answered = new Set<string>();
+  const unreachable = new Set<string>();
+  let after = LIST_START;
+  do {
+    const page = await pageAfter(after);
+    entries.push(...page.entries);
+    for (const nodeId of page.answeredNodes) answered.add(nodeId);
+    for (const nodeId of page.unreachableNodes) unreachable.add(nodeId);
+    after = page.nextToken;
+  } while (after);
+  return {
+    entries,
+    unreachableNodes: [...unreachable].sort(),
+    answeredNodes: [...answered].filter((nodeId) => !unreachable.has(nodeId)).sort(),
+    nextToken: '',
+  };
+}

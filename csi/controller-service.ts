@@ -154,7 +154,7 @@ async function getCapacity(
     ? nodesOfTopologies([request.accessible_topology], 'topology')
     : undefined;
   // A segment (what external-provisioner asks, per node) reads only its nodes' records; no topology sums all.
-  const counted = segment ? await operations.nodesNamed(segment) : await operations.allNodes();
+  const counted = await operations.capacityNodes(segment);
   const available = counted.map(availableOf);
   return {
     available_capacity: String(available.reduce((sum, bytes) => sum + bytes, 0)),

@@ -107,6 +107,17 @@ export async function listNodeViews(client: Client, driverName: string): Promise
   return (await listNodeRecords(client, driverName)).flatMap((view) => (view.node ? [view.node] : []));
 }
 
+/**
+ * The named nodes' records, read fresh (nodes without a record left out); without names, every node with a record
+ * that is not forgotten: O(nodes), for the topology-less GetCapacity only.
+ */
+export async function readNodeViews(client: Client, driverName: string, nodeIds?: string[]): Promise<NodeView[]> {
+  const records = nodeIds
+    ? await Promise.all(nodeIds.map((nodeId) => readNodeRecord(client, driverName, nodeId)))
+    : (await readAllNodeRecords(client, driverName)).filter((record) => !record.forgotten);
+  return records.flatMap((record) => (record?.node ? [record.node] : []));
+}
+
 /** Records are described this many at a time when read fresh. */
 const READ_CONCURRENCY = 16;
 

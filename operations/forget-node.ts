@@ -9,7 +9,7 @@ import { readNodeRecord } from '../node-records/reads';
 import { DriverError, FailureType } from '../common/failures';
 import { forgetNodeRecordUpdate, nodeForgottenSignal, nodeRecordStart, nodeRecordWorkflowId } from '../common/names';
 import { isValidNodeId } from '../common/ids';
-import { formatDuration } from './describe-wait';
+import { formatDuration } from '../common/duration';
 import type { ForgetNotice } from '../common/names';
 import type { nodePresence } from '../workflows/node-presence';
 import { listPendingOperations } from './pending-operations';

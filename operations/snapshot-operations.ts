@@ -1,30 +1,33 @@
 import type { Client } from '@temporalio/client';
-import { readNodeRecord } from '../node-records/reads';
-import type { NodeRecordView } from '../node-records/reads';
 import { DriverError, FailureType } from '../common/failures';
+import { parseSnapshotId, parseVolumeId } from '../common/ids';
+import { everyPage, MAX_PAGE_ENTRIES } from '../common/list-position';
 import {
   controlTaskQueue,
   createSnapshotWorkflowId,
   deleteSnapshotWorkflowId,
   listSnapshotsWorkflowId,
-  oneOffTag,
   NodeIdKey,
+  oneOffTag,
   OperationKey,
   VolumeIdKey,
 } from '../common/names';
-import { parseSnapshotId, parseVolumeId } from '../common/ids';
+import type { NodeSnapshotFilter } from '../activities/node-activities';
+import { readNodeRecord, type NodeRecordView } from '../node-records/reads';
 import type * as workflows from '../workflows';
 import type { CreateSnapshotResult } from '../workflows/create-snapshot';
 import type { DeleteSnapshotResult } from '../workflows/deletion';
-import type { NodeSnapshotFilter } from '../activities/node-activities';
-import { MAX_PAGE_ENTRIES } from '../common/list-position';
 import type { ListSnapshotsPage } from '../workflows/listing';
-import { boundedResult } from './bounded-result';
-import { describeWait } from './describe-wait';
-import { everyPage } from './list-volumes';
 import { newSnapshotKey } from './snapshot-key';
-import { attachToCreate, startOrAttach, type CreateRequestTiming, type ReusableName } from './start-or-attach';
-import { deliverForget, phaseAttributes } from './volume-operations';
+import {
+  attachToCreate,
+  deliverForget,
+  phaseAttributes,
+  resultOrWait,
+  startOrAttach,
+  type CreateRequestTiming,
+  type ReusableName,
+} from './start-or-attach';
 
 /**
  * What the CSI controller asks of Temporal for snapshots (docs/snapshots.md): as for volumes, each call starts or
@@ -81,13 +84,8 @@ export class SnapshotOperations {
         `snapshot "${name}" already exists of volume ${asked}, not of the requested ${sourceVolumeId}`,
       );
     }
-    const outcome = await boundedResult(this.client, handle, waitMs);
-    if (outcome.done) return outcome.value;
-    const now = await readNodeRecord(this.client, this.driverName, parts.nodeId);
-    throw new DriverError(
-      FailureType.Aborted,
-      describeWait(`snapshot "${name}"`, sourceVolumeId, parts.nodeId, now, description.startTime, new Date()),
-    );
+    const wait = { what: `snapshot "${name}"`, id: sourceVolumeId, nodeId: parts.nodeId, waitMs };
+    return resultOrWait(this.client, this.driverName, handle, wait);
   }
 
   /**
@@ -120,16 +118,8 @@ export class SnapshotOperations {
       staticSummary: `delete snapshot ${snapshotId} on node ${parts.nodeId}`,
     });
     if (record?.forgotten) await deliverForget(handle, record.forgotten);
-    const outcome = await boundedResult(this.client, handle, waitMs);
-    if (outcome.done) return outcome.value;
-    const [description, now] = await Promise.all([
-      handle.describe(),
-      readNodeRecord(this.client, this.driverName, parts.nodeId),
-    ]);
-    throw new DriverError(
-      FailureType.Aborted,
-      describeWait('snapshot deletion', snapshotId, parts.nodeId, now, description.startTime, new Date()),
-    );
+    const wait = { what: 'snapshot deletion', id: snapshotId, nodeId: parts.nodeId, waitMs };
+    return resultOrWait(this.client, this.driverName, handle, wait);
   }
 
   /** One page of the snapshots after the list position `after`, sorted by snapshot ID; a lookup asks its node only. */

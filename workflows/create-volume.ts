@@ -13,7 +13,6 @@ import type { NodeActivities, NodeCreateInput, NodeCreateResult } from '../activ
 import type { CandidateAnswer, ForgottenOn, PlacementActivities } from '../activities/placement';
 import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
 import { formatVolumeId, parseSnapshotId, parseVolumeId, poolIdPrefix } from '../common/ids';
-import { requestShape, type CreateRequestShape } from '../common/create-request';
 import { NodeIdKey, PhaseKey, VolumeIdKey, type NodeView } from '../common/names';
 import {
   createCompletionOptions,
@@ -42,6 +41,24 @@ export interface CreateVolumeInput {
   contentSource?: { snapshotId: string } | { volumeId: string };
   /** With a content source: the CO's limit (0: none), so the node may raise the capacity to the source's size. */
   limitBytes?: number;
+}
+
+/**
+ * The parts of a CreateVolume request that decide whether a later request for the same name is compatible (CSI:
+ * same name, different size or parameters is ALREADY_EXISTS). Kept in the create's start memo and in its result.
+ */
+export interface CreateRequestShape {
+  capacityBytes: number;
+  parameters: Record<string, string>;
+  accessType?: string;
+  fsType?: string;
+  /** Restore or clone: the source's ID. Absent for an empty volume (and in memos of earlier releases). */
+  contentSource?: { snapshotId: string } | { volumeId: string };
+}
+
+export function requestShape(input: CreateRequestShape): CreateRequestShape {
+  const { capacityBytes, parameters, accessType, fsType, contentSource } = input;
+  return { capacityBytes, parameters, accessType, fsType, ...(contentSource ? { contentSource } : {}) };
 }
 
 export interface CreateVolumeResult {

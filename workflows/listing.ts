@@ -7,7 +7,7 @@ import type {
   NodeSnapshotList,
   NodeSnapshotPage,
 } from '../activities/node-activities';
-import { LIST_START, MAX_PAGE_ENTRIES, pastNode, type ListedIds } from '../common/list-position';
+import { LIST_START, MAX_PAGE_ENTRIES, pastNode, type ListedIds, type Page } from '../common/list-position';
 import { formatSnapshotId, formatVolumeId, poolIdPrefix } from '../common/ids';
 import { listOptions } from './node-work';
 
@@ -33,17 +33,6 @@ export interface ListedSnapshot {
   nodeId: string;
   sizeBytes: number;
   createdAt: string;
-}
-
-/** One page of a listing, volumes or snapshots; `unreachableNodes` and `answeredNodes` name the nodes it asked. */
-export interface Page<Listed> {
-  entries: Listed[];
-  /** Nodes asked that did not answer (offline, or no answer in time): their entries are missing. */
-  unreachableNodes: string[];
-  /** Nodes whose pools answered: only for these is an entry's absence from the list a fact. */
-  answeredNodes: string[];
-  /** Where the next page starts (a list position); '' when this is the last page. */
-  nextToken: string;
 }
 
 export interface ListVolumesPage extends Omit<Page<ListedVolume>, 'entries'> {
