@@ -22,10 +22,10 @@ import { recordForgetScenarios } from './forget-scenarios';
  * node with no record ended by `nodes forget`, an expansion, a node record through offline, online, a forget signal
  * refused while live and a renewal, creates whose first try dies on the node (create-scenarios.ts: completion,
  * forget, a notice naming another node), snapshots, a restore, every listing and a record deleting what was written
- * off (snapshot-scenarios.ts), a forgotten node's return and a restore its forget ended (forget-scenarios.ts), and a deletion started by release 0.1 and finished by this code (record-legacy.ts).
+ * off (snapshot-scenarios.ts), a forgotten node's return and a restore its forget ended (forget-scenarios.ts).
  * replay.test.ts fails when a workflow type or a patch has no fixture. Run it after a deliberate, patched() change
- * to workflow code (docs/workflow-changes.md): `node dist/test/replay/record-histories.js`. Histories of earlier
- * builds and releases stay in their own folders, replayed too.
+ * to workflow code (docs/workflow-changes.md): `node dist/test/replay/record-histories.js`. The histories of a
+ * release stay in a folder of their own (release-0.2.0/ once a later change records over these), replayed too.
  */
 export const FIXTURES = path.join(__dirname, '..', '..', '..', 'test', 'fixtures', 'histories');
 
