@@ -10,6 +10,7 @@ import type { TemporalConfig } from '../temporal/config';
 import { connectTemporal, TemporalConnectionError } from '../temporal/connection';
 import { driverVersion } from '../common/version';
 import { createControllerService } from '../csi/controller-service';
+import { createSnapshotHandlers } from '../csi/controller-snapshots';
 import { createIdentityService } from '../csi/identity-service';
 import { serveCsi, type AsyncService } from '../csi/server';
 import { DriverError, FailureType } from '../common/failures';
@@ -264,13 +265,18 @@ function untilConnected(temporal: ControllerTemporal, config: ControllerConfig):
     const snapshots = config.snapshots
       ? new SnapshotOperations(connected.client, config.driverName, { eagerStart: true })
       : undefined;
-    service = createControllerService(operations, config, snapshots) as AsyncService;
+    service = createControllerService(
+      operations,
+      config,
+      snapshots && (createSnapshotHandlers(snapshots, config) as AsyncService),
+    ) as AsyncService;
     return service;
   };
   // Which methods are served depends on the configuration only, and making the handlers calls nothing: the names
   // come from a service made over operations that are never called.
   const unused = {} as VolumeOperations & SnapshotOperations;
-  const names = Object.keys(createControllerService(unused, config, config.snapshots ? unused : undefined));
+  const snapshotHandlers = config.snapshots ? (createSnapshotHandlers(unused, config) as AsyncService) : undefined;
+  const names = Object.keys(createControllerService(unused, config, snapshotHandlers));
   return Object.fromEntries(
     names.map((name) => [
       name,

@@ -9,8 +9,7 @@ import { isListPosition } from '../common/list-position';
 import { silentNode, snapshotLookup } from '../operations/snapshot-operations';
 import type { SnapshotOperations } from '../operations/snapshot-operations';
 import type { ListedSnapshot } from '../workflows/listing';
-import { callAbandoned, callWaitMs } from './call-wait';
-import { deleteOutcomeHeaders } from './delete-outcome';
+import { callAbandoned, callWaitMs, deleteOutcomeHeaders } from './controller-service';
 import type { CreateSnapshotRequest__Output } from './generated/csi/v1/CreateSnapshotRequest';
 import type { CreateSnapshotResponse } from './generated/csi/v1/CreateSnapshotResponse';
 import type { DeleteSnapshotRequest__Output } from './generated/csi/v1/DeleteSnapshotRequest';
@@ -19,8 +18,6 @@ import type { ListSnapshotsResponse } from './generated/csi/v1/ListSnapshotsResp
 import type { Snapshot } from './generated/csi/v1/Snapshot';
 import { assertMaxEntries, listCoverageHeaders, unusableToken } from './list-coverage';
 import { checkName } from './validate-create';
-
-export const SNAPSHOT_CAPABILITIES = ['CREATE_DELETE_SNAPSHOT', 'LIST_SNAPSHOTS', 'CLONE_VOLUME'];
 
 export function createSnapshotHandlers(snapshots: SnapshotOperations, options: { callWaitMs: number }) {
   return {
