@@ -1,7 +1,7 @@
 /** The node side of dir volumes: the volume directory itself is bind mounted; there is nothing to attach. */
 import { DriverError, FailureType } from '../../common/failures';
 import type { AccessType } from '../pool/backend';
-import { pathExists } from '../host/fs-checks';
+import { pathExists } from '../host/files';
 import { bindMatcherOf, readMounts } from '../host/mounts';
 import type { PoolLayout } from '../pool/pool-layout';
 import type { Attachment, VolumeAccess, VolumeRef } from '../node/volume-access';

@@ -13,7 +13,7 @@ import type { DirQuotaMode } from './dir-quota';
 import { readIntent } from '../pool/journal';
 import { isMountOf } from '../host/mounts';
 import { PoolBackend } from '../pool/pool-backend';
-import { copyTree } from '../host/copy';
+import { copyTree } from '../host/tools';
 import type { NewIdentity } from '../pool/pool-identity';
 import type { PoolBackendOptions } from '../pool/pool-backend';
 import { nodeVolumes } from '../node/node-volumes';

@@ -7,7 +7,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
-import { isNotFound } from '../host/fs-checks';
+import { isNotFound } from '../host/files';
 import { mountHolding, readMounts } from '../host/mounts';
 import type { MountEntry } from '../host/mounts';
 

@@ -6,7 +6,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
 import { formatBytes } from '../../common/quantity';
-import { fsyncDir, fsyncPath } from '../host/atomic-file';
+import { fsyncDir, fsyncPath } from '../host/files';
 import { ToolError, runTool } from '../host/tools';
 
 /** Creates or grows the file to `bytes`, allocating every block; never shrinks. No space: ResourceExhausted. */

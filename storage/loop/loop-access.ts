@@ -6,10 +6,9 @@ import { promises as fs } from 'node:fs';
 import { DriverError, FailureType } from '../../common/failures';
 import type { AccessType } from '../pool/backend';
 import { growExt4IfSmaller, growFilesystem, loopFsType } from './filesystems';
-import { deviceBytes } from '../host/block-device';
-import { pathExists } from '../host/fs-checks';
+import { deviceBytes, bindMatcherOf, majorMinorOf, readMounts, showsVolume } from '../host/mounts';
+import { pathExists } from '../host/files';
 import { attachDevice, detachDevices, devicesByKind, devicesOfKind } from './loop-devices';
-import { bindMatcherOf, majorMinorOf, readMounts, showsVolume } from '../host/mounts';
 import type { PoolLayout } from '../pool/pool-layout';
 import type { Attachment, VolumeAccess, VolumeRef } from '../node/volume-access';
 

@@ -10,7 +10,7 @@ import { DriverError, FailureType } from '../../common/failures';
 import type { CreateVolumeSpec, OpenReport } from '../pool/backend';
 import { LOOP_FS_TYPES, assertLoopSize, growFilesystem, loopFsType, makeFilesystem } from './filesystems';
 import { assertFreeSpace, preallocate } from './image-files';
-import { cloneImage, copyImage } from '../host/copy';
+import { cloneImage, copyImage } from '../host/tools';
 import { LoopAccess } from './loop-access';
 import { attachedDevices, detachDevices, loopAttachments, refreshDevice } from './loop-devices';
 import {

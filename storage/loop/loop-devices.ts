@@ -5,9 +5,9 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
-import { isReadOnlyDevice } from '../host/block-device';
+import { isReadOnlyDevice } from '../host/mounts';
 import { runTool } from '../host/tools';
-import { isNotFound } from '../host/fs-checks';
+import { isNotFound } from '../host/files';
 
 const SYS_BLOCK = '/sys/class/block';
 /** A detach is deferred while something (udev, blkid) still has the device open; wait that long for it. */

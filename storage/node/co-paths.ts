@@ -6,7 +6,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
-import { errorCode, isNotFound } from '../host/fs-checks';
+import { errorCode, isNotFound } from '../host/files';
 
 export function assertCoPath(target: string, field: string): void {
   if (typeof target !== 'string' || !path.isAbsolute(target) || target.includes('\0')) {

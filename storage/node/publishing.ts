@@ -5,7 +5,7 @@
 import { DriverError, FailureType } from '../../common/failures';
 import type { PublishOptions } from '../pool/backend';
 import { assertCoPath, ensureDirectory, ensureFile, removeIfEmpty } from './co-paths';
-import { pathExists } from '../host/fs-checks';
+import { pathExists } from '../host/files';
 import { bindMount, showsVolume, topMountAt, unmountVolumeAt } from '../host/mounts';
 import { establish } from './staging';
 import { readStaging } from './staging-records';

@@ -6,7 +6,7 @@
 import { DriverError, FailureType } from '../../common/failures';
 import type { OpenReport, StageOptions } from '../pool/backend';
 import { assertCoPath, ensureDirectory, removeIfEmpty } from './co-paths';
-import { pathExists } from '../host/fs-checks';
+import { pathExists } from '../host/files';
 import type { MountEntry } from '../host/mounts';
 import {
   bindMount,

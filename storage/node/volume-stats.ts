@@ -3,9 +3,8 @@ import { promises as fs } from 'node:fs';
 import { DriverError, FailureType } from '../../common/failures';
 import type { VolumeStats, VolumeUsage } from '../pool/backend';
 import { assertCoPath } from './co-paths';
-import { deviceBytes } from '../host/block-device';
-import { pathExists } from '../host/fs-checks';
-import { showsVolume, topMountAt } from '../host/mounts';
+import { deviceBytes, showsVolume, topMountAt } from '../host/mounts';
+import { pathExists } from '../host/files';
 import { readStaging } from './staging-records';
 import type { VolumeAccess, VolumeRef } from './volume-access';
 

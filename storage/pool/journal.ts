@@ -6,8 +6,7 @@
  */
 import { promises as fs } from 'node:fs';
 import { DriverError } from '../../common/failures';
-import { readJson, removeFile, writeJsonAtomic } from '../host/atomic-file';
-import { pathExists } from '../host/fs-checks';
+import { readJson, removeFile, writeJsonAtomic, pathExists } from '../host/files';
 import { readKeyedFiles } from './keyed-files';
 import type { PoolLayout } from './pool-layout';
 import { isProjectId } from './project-id';

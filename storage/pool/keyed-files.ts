@@ -1,7 +1,7 @@
 /** Directories of <key>.json files (journal/, staging/): what can be read, and the strays, left alone. */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { isTempFileName } from '../host/atomic-file';
+import { isTempFileName } from '../host/files';
 import { keyOfJsonFileName } from './pool-layout';
 
 /** Entries `read` understands, in name order; every other name (temporary files aside) is a stray. */

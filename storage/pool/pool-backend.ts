@@ -27,7 +27,7 @@ import type {
 } from './backend';
 import { AsyncMutex } from './async-mutex';
 import { CopiesInFlight } from './copies-in-flight';
-import { fsyncDir } from '../host/atomic-file';
+import { fsyncDir } from '../host/files';
 import { ensurePoolIdentity, readIdentity } from './pool-identity';
 import type { NewIdentity, PoolIdentity } from './pool-identity';
 import { PoolIndexes } from './pool-indexes';

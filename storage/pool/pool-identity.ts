@@ -1,7 +1,7 @@
 /** <pool>/pool.json: the pool's UUID, written once so that a re-created pool is never mistaken for the old one. */
 import { randomUUID } from 'node:crypto';
 import { DriverError, FailureType } from '../../common/failures';
-import { readJson, writeJsonOnce } from '../host/atomic-file';
+import { readJson, writeJsonOnce } from '../host/files';
 import type { PoolLayout } from './pool-layout';
 
 export interface PoolIdentity {

@@ -7,8 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { DriverError, FailureType } from '../../common/failures';
-import { readFileIfExists, removeFile, writeFileOnce } from '../host/atomic-file';
-import { errorCode, isNotFound } from '../host/fs-checks';
+import { readFileIfExists, removeFile, writeFileOnce, errorCode, isNotFound } from '../host/files';
 import type { PoolLayout } from './pool-layout';
 
 const ATTEMPTS = 5;

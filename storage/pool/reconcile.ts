@@ -5,7 +5,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { OpenReport } from './backend';
-import { isTempFileName } from '../host/atomic-file';
+import { isTempFileName } from '../host/files';
 import { readMounts, thawFilesystem } from '../host/mounts';
 import { currentBootId, listFreezes, listIntents, removeFreeze, removeIntent } from './journal';
 import type { FreezeRecord, Intent } from './journal';

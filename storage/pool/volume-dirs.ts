@@ -1,7 +1,6 @@
 /** The data directories under volumes/, one per key. */
 import { promises as fs } from 'node:fs';
-import { fsyncDir } from '../host/atomic-file';
-import { pathExists } from '../host/fs-checks';
+import { fsyncDir, pathExists } from '../host/files';
 import type { PoolLayout } from './pool-layout';
 
 /** Fails with EEXIST rather than adopt a directory this call did not create. */

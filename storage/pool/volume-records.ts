@@ -2,8 +2,7 @@
 import { promises as fs } from 'node:fs';
 import { DriverError, FailureType } from '../../common/failures';
 import type { VolumeRecord } from './backend';
-import { readJson, removeFile, writeJsonAtomic } from '../host/atomic-file';
-import { pathExists } from '../host/fs-checks';
+import { readJson, removeFile, writeJsonAtomic, pathExists } from '../host/files';
 import { keyOfJsonFileName } from './pool-layout';
 import type { PoolLayout } from './pool-layout';
 import { isProjectId } from './project-id';

@@ -5,7 +5,7 @@
  */
 import fs from 'node:fs';
 import { FailureType } from '../../../common/failures';
-import * as atomicFile from '../../../storage/host/atomic-file';
+import * as atomicFile from '../../../storage/host/files';
 import type { CreateVolumeSpec, StorageBackend } from '../../../storage/pool/backend';
 import { DirBackend } from '../../../storage/dir/dir-backend';
 import * as journal from '../../../storage/pool/journal';
