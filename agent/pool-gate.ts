@@ -2,7 +2,7 @@ import { DriverError, FailureType } from '../common/failures';
 import { poolIdPrefix } from '../common/volume-id';
 import { DirBackend } from '../storage/dir/dir-backend';
 import type { StorageBackend } from '../storage/pool/backend';
-import type { NewIdentity, PoolIdentity } from '../storage/pool/pool-identity';
+import type { NewIdentity, PoolIdentity } from '../storage/pool/pool-layout';
 
 /**
  * Whether the agent may open its pool and run storage work on it. After a reboot the pool's disk may not be

@@ -1,6 +1,5 @@
 import fs from 'node:fs';
-import { PoolLayout } from '../storage/pool/pool-layout';
-import { isProcessAlive, lockHolder } from '../storage/pool/pool-lock';
+import { PoolLayout, isProcessAlive, lockHolder } from '../storage/pool/pool-layout';
 
 export interface PoolHolder {
   nodeId: string;

@@ -14,16 +14,16 @@ import { readIntent } from '../pool/journal';
 import { isMountOf } from '../host/mounts';
 import { PoolBackend } from '../pool/pool-backend';
 import { copyTree } from '../host/tools';
-import type { NewIdentity } from '../pool/pool-identity';
+import type { NewIdentity } from '../pool/pool-layout';
 import type { PoolBackendOptions } from '../pool/pool-backend';
 import { nodeVolumes } from '../node/node-volumes';
 import { XfsProjectQuotas, chooseProjectId } from './project-quotas';
 import type { ProjectQuotas } from './project-quotas';
 import type { VolumeShape } from '../pool/volume-compat';
-import { removeVolumeDir } from '../pool/volume-dirs';
+import { removeTree } from '../host/files';
 import type { CopyOrigin } from '../pool/volume-origin';
-import { listRecords, readRecord, writeRecord } from '../pool/volume-records';
-import type { StoredRecord } from '../pool/volume-records';
+import { listRecords, readRecord, writeRecord } from '../pool/records';
+import type { StoredRecord } from '../pool/records';
 
 export interface DirBackendOptions extends PoolBackendOptions {
   /** `--dir-quota`: `project` enforces each volume's size with a project quota; `none` only reserves it. */
@@ -114,7 +114,7 @@ export class DirBackend extends PoolBackend {
   protected async release(key: string): Promise<void> {
     const projectId =
       (await readRecord(this.layout, key))?.projectId ?? (await readIntent(this.layout, key))?.projectId;
-    await removeVolumeDir(this.layout, key);
+    await removeTree(this.layout.volumeDir(key));
     if (this.quotas && projectId !== undefined) await this.quotas.clearLimit(projectId);
   }
 

@@ -6,7 +6,7 @@
 import { DriverError, FailureType } from '../../common/failures';
 import { assertProjectQuotas } from './dir-quota';
 import { runTool } from '../host/tools';
-import { LAST_PROJECT_ID } from '../pool/project-id';
+import { LAST_PROJECT_ID } from '../pool/records';
 
 export interface ProjectQuotas {
   /** Refuses (FailedPrecondition, with what to do) unless the pool's filesystem enforces project quotas. */

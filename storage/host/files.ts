@@ -137,3 +137,18 @@ export async function removeFile(file: string): Promise<boolean> {
   await fsyncDir(path.dirname(file));
   return true;
 }
+
+/** Makes the directory, and fsyncs its parent; EEXIST rather than adopt a directory this call did not make. */
+export async function createDir(dir: string): Promise<void> {
+  await fs.mkdir(dir);
+  await fsyncDir(path.dirname(dir));
+}
+
+/**
+ * Removes the directory and everything in it, and only that (fs.rm follows no symbolic link inside it), then fsyncs
+ * its parent. Absent: nothing to do.
+ */
+export async function removeTree(dir: string): Promise<void> {
+  await fs.rm(dir, { recursive: true, force: true });
+  await fsyncDir(path.dirname(dir));
+}

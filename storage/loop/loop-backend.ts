@@ -28,9 +28,9 @@ import { isVolumeKey } from '../pool/pool-layout';
 import { nodeVolumes } from '../node/node-volumes';
 import { readStaging } from '../node/staging-records';
 import type { VolumeShape } from '../pool/volume-compat';
-import { removeVolumeDir } from '../pool/volume-dirs';
+import { removeTree } from '../host/files';
 import type { CopyOrigin } from '../pool/volume-origin';
-import type { StoredRecord } from '../pool/volume-records';
+import type { StoredRecord } from '../pool/records';
 
 export type LoopBackendOptions = PoolBackendOptions;
 
@@ -196,7 +196,7 @@ export class LoopBackend extends PoolBackend {
   /** A device still attached would keep the deleted file's blocks (and the data) alive: detach first. */
   protected async release(key: string): Promise<void> {
     await detachDevices(this.layout.volumeImage(key));
-    await removeVolumeDir(this.layout, key);
+    await removeTree(this.layout.volumeDir(key));
   }
 
   protected async grow(record: StoredRecord, capacityBytes: number): Promise<void> {

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
 import type { AccessType } from '../pool/backend';
 import { readJson, removeFile, writeJsonAtomic } from '../host/files';
-import { readKeyedFiles } from '../pool/keyed-files';
+import { readKeyedFiles } from '../pool/pool-layout';
 import type { PoolLayout } from '../pool/pool-layout';
 
 export interface StagingRecord {

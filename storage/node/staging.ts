@@ -20,7 +20,7 @@ import {
 import { listStaging, readStaging, removeStaging, writeStaging } from './staging-records';
 import type { StagingRecord } from './staging-records';
 import type { Attachment, VolumeAccess, VolumeRef } from './volume-access';
-import { readRecord } from '../pool/volume-records';
+import { readRecord } from '../pool/records';
 
 type Repaired = OpenReport['repaired'][number];
 

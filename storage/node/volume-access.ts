@@ -2,7 +2,7 @@
 import type { AccessType } from '../pool/backend';
 import type { MountMatcher } from '../host/mounts';
 import type { PoolLayout } from '../pool/pool-layout';
-import type { StoredRecord } from '../pool/volume-records';
+import type { StoredRecord } from '../pool/records';
 
 /** A volume as the node side sees it; a key alone (a directory left without a record) is enough to find it. */
 export type VolumeRef = Pick<StoredRecord, 'key' | 'accessType' | 'fsType'>;

@@ -7,7 +7,7 @@
  * is journaled before anything is allocated, and open() reconciles the journal with what exists on disk.
  * Staging is recorded in the pool before anything is attached or mounted, and open() re-establishes it.
  */
-import type { NewIdentity, PoolIdentity } from './pool-identity';
+import type { NewIdentity, PoolIdentity } from './pool-layout';
 
 export type AccessType = 'mount' | 'block';
 

@@ -5,7 +5,7 @@
  * volume access, so the pool never imports the node side.
  */
 import type { OpenReport, PublishOptions, StageOptions, VolumeStats } from './backend';
-import type { StoredRecord } from './volume-records';
+import type { StoredRecord } from './records';
 
 /** A volume as the node side needs to know it; a key alone (a directory left without a record) is enough. */
 export type NodeVolume = Pick<StoredRecord, 'key' | 'accessType' | 'fsType'>;

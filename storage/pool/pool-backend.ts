@@ -26,28 +26,30 @@ import type {
   VolumeStats,
 } from './backend';
 import { AsyncMutex } from './async-mutex';
-import { CopiesInFlight } from './copies-in-flight';
+import { CopiesInFlight, PoolIndexes } from './pool-indexes';
 import { fsyncDir } from '../host/files';
-import { ensurePoolIdentity, readIdentity } from './pool-identity';
-import type { NewIdentity, PoolIdentity } from './pool-identity';
-import { PoolIndexes } from './pool-indexes';
-import { PoolLayout, assertSnapshotKey, assertVolumeKey } from './pool-layout';
+import {
+  ensurePoolIdentity,
+  readIdentity,
+  PoolLayout,
+  assertSnapshotKey,
+  assertVolumeKey,
+  acquirePoolLock,
+} from './pool-layout';
+import type { NewIdentity, PoolIdentity, PoolLock } from './pool-layout';
 import type { NodeSide } from './node-side';
-import { acquirePoolLock } from './pool-lock';
-import type { PoolLock } from './pool-lock';
 import { createSnapshot, deleteSnapshot } from './pool-snapshots';
 import type { SnapshotPool } from './pool-snapshots';
 import { createVolume, deleteVolume, expandVolume, mustReadVolume } from './pool-volumes';
 import type { VolumePool } from './pool-volumes';
-import { reconcilePool, thawFrozen } from './reconcile';
-import type { Release } from './reconcile';
+import { reconcilePool, thawFrozen } from './journal';
+import type { Release } from './journal';
 import { assertCreateSnapshotSpec, readSnapshot } from './snapshots';
 import type { StoredSnapshot } from './snapshots';
 import type { VolumeShape } from './volume-compat';
 import type { CopyOrigin } from './volume-origin';
-import { readRecord } from './volume-records';
-import type { StoredRecord } from './volume-records';
-import { assertCreateVolumeSpec, isSize } from './volume-spec';
+import { readRecord, assertCreateVolumeSpec, isSize } from './records';
+import type { StoredRecord } from './records';
 
 export interface PoolBackendOptions {
   /** Absolute path of the pool directory; created if missing. */

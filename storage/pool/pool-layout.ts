@@ -1,6 +1,8 @@
 /**
- * The only place that turns a volume key into a path. Keys are validated before any path is formed, and every
- * path is checked to lie inside the pool; names from the CO never reach a path.
+ * The pool directory: where everything lies in it, whose it is and who holds it.
+ *
+ * The layout is the only place that turns a volume key into a path. Keys are validated before any path is formed,
+ * and every path is checked to lie inside the pool; names from the CO never reach a path.
  *
  *   <pool>/pool.json            identity, written once
  *   <pool>/.lock                pid of the agent that owns the pool
@@ -18,8 +20,20 @@
  * Snapshot keys have the form of volume keys and are checked the same way; they live in their own directories,
  * so a snapshot key never names a volume's file.
  */
+import { randomUUID } from 'node:crypto';
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
+import {
+  errorCode,
+  isNotFound,
+  isTempFileName,
+  readFileIfExists,
+  readJson,
+  removeFile,
+  writeFileOnce,
+  writeJsonOnce,
+} from '../host/files';
 
 const VOLUME_KEY = /^[0-9a-f]{32}$/;
 const JSON_FILE = /^([0-9a-f]{32})\.json$/;
@@ -45,6 +59,26 @@ export function assertSnapshotKey(key: unknown): asserts key is string {
 /** The key a records/ or journal/ file name stands for; undefined for names this driver does not write. */
 export function keyOfJsonFileName(name: string): string | undefined {
   return JSON_FILE.exec(name)?.[1];
+}
+
+/**
+ * A directory of <key>.json files (journal/, staging/, ...): the entries `read` understands, in name order; every
+ * other name (temporary files aside) is a stray, left alone.
+ */
+export async function readKeyedFiles<T>(
+  dir: string,
+  read: (key: string) => Promise<T | undefined>,
+): Promise<{ entries: T[]; strays: string[] }> {
+  const entries: T[] = [];
+  const strays: string[] = [];
+  for (const name of (await fs.readdir(dir)).sort()) {
+    if (isTempFileName(name)) continue;
+    const key = keyOfJsonFileName(name);
+    const entry = key === undefined ? undefined : await read(key);
+    if (entry) entries.push(entry);
+    else strays.push(path.join(dir, name));
+  }
+  return { entries, strays };
 }
 
 export class PoolLayout {
@@ -161,4 +195,139 @@ export class PoolLayout {
     }
     return candidate;
   }
+}
+
+/* <pool>/pool.json: the pool's UUID, written once so that a re-created pool is never mistaken for the old one. */
+
+export interface PoolIdentity {
+  poolId: string;
+  /** ISO 8601. */
+  createdAt: string;
+  /** The backend kind that created the pool; another kind must not open it. */
+  backend: string;
+  /** The identity this pool replaced, when an operator accepted the replacement (agent/pool-gate.ts). */
+  replaces?: string;
+}
+
+/** What to write when the pool has no identity yet. */
+export interface NewIdentity {
+  /** The identity the node's record remembered, named by the operator's decision; absent on a first start. */
+  replaces?: string;
+}
+
+/**
+ * Writes the identity if there is none (created: true), then checks it belongs to `backend`. A pool that has one
+ * keeps it whatever `fresh` says: the file is written once, so a disk mounted in the meantime wins.
+ */
+export async function ensurePoolIdentity(
+  layout: PoolLayout,
+  backend: string,
+  fresh: NewIdentity = {},
+): Promise<{ identity: PoolIdentity; created: boolean }> {
+  const made: PoolIdentity = { poolId: randomUUID(), createdAt: new Date().toISOString(), backend };
+  if (fresh.replaces) made.replaces = fresh.replaces;
+  const created = await writeJsonOnce(layout.identityFile, made);
+  const identity = created ? made : await readIdentity(layout);
+  if (!identity) throw new DriverError(FailureType.Internal, `${layout.identityFile} vanished while it was opened`);
+  if (identity.backend !== backend) {
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `pool ${layout.root} belongs to the ${identity.backend} backend, not ${backend}`,
+    );
+  }
+  return { identity, created };
+}
+
+/** The pool's identity; undefined when it has none yet (an empty directory, or a disk not mounted there). */
+export async function readIdentity(layout: PoolLayout): Promise<PoolIdentity | undefined> {
+  const file = layout.identityFile;
+  const value = await readJson(file).catch((error: unknown) => {
+    if (error instanceof DriverError) return null;
+    throw error;
+  });
+  if (value === undefined) return undefined;
+  const identity = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
+  const { poolId, createdAt, backend, replaces } = identity;
+  if (typeof poolId !== 'string' || poolId === '' || typeof createdAt !== 'string' || typeof backend !== 'string') {
+    throw new DriverError(FailureType.FailedPrecondition, `${file} is not a durable-csi pool identity`);
+  }
+  return { poolId, createdAt, backend, ...(typeof replaces === 'string' ? { replaces } : {}) };
+}
+
+/*
+ * One agent process owns a pool. <pool>/.lock holds the owner's pid on its first line, then a token naming this
+ * lock so that a release never removes a lock another process has since taken over. A lock whose pid is dead
+ * is taken over, and so is one holding our own pid: the agent restarted in a fresh PID namespace, or this
+ * process reopened the pool after a simulated crash.
+ */
+
+const ATTEMPTS = 5;
+
+export interface PoolLock {
+  /** Removes the lock file if it is still ours. */
+  release(): Promise<void>;
+}
+
+/** The pid on the lock's first line; undefined for anything else (a lock nobody could have written). */
+export function lockHolder(text: string): number | undefined {
+  const first = text.split('\n')[0]?.trim() ?? '';
+  const pid = /^\d{1,10}$/.test(first) ? Number(first) : 0;
+  return pid > 0 ? pid : undefined;
+}
+
+export function isProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: the process exists but belongs to someone else.
+    return errorCode(error) === 'EPERM';
+  }
+}
+
+export async function acquirePoolLock(layout: PoolLayout): Promise<PoolLock> {
+  const file = layout.lockFile;
+  const content = `${process.pid}\n${randomUUID()}\n`;
+  for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+    if (await writeFileOnce(file, content)) return { release: () => releaseLock(file, content) };
+    const seen = await readFileIfExists(file);
+    if (seen === undefined) continue;
+    const holder = lockHolder(seen);
+    if (holder !== undefined && holder !== process.pid && isProcessAlive(holder)) {
+      throw new DriverError(FailureType.FailedPrecondition, `pool ${layout.root} is in use by process ${holder}`);
+    }
+    await removeStaleLock(file, seen);
+  }
+  throw new DriverError(FailureType.Aborted, `could not lock pool ${layout.root}: other processes keep taking it`);
+}
+
+/**
+ * Removes the lock only if it still holds what was judged stale: it is moved aside (atomically) and put back
+ * if another process replaced it in the meantime, so two processes taking over a stale lock cannot both win.
+ */
+async function removeStaleLock(file: string, stale: string): Promise<void> {
+  const aside = `${file}.stale-${randomUUID()}`;
+  try {
+    await fs.rename(file, aside);
+  } catch (error) {
+    if (isNotFound(error)) return;
+    throw error;
+  }
+  try {
+    if ((await fs.readFile(aside, 'utf8')) !== stale) await restoreLock(aside, file);
+  } finally {
+    await fs.rm(aside, { force: true });
+  }
+}
+
+async function restoreLock(aside: string, file: string): Promise<void> {
+  try {
+    await fs.link(aside, file);
+  } catch (error) {
+    if (errorCode(error) !== 'EEXIST') throw error;
+  }
+}
+
+async function releaseLock(file: string, content: string): Promise<void> {
+  if ((await readFileIfExists(file)) === content) await removeFile(file);
 }

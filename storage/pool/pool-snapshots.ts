@@ -7,21 +7,13 @@
  */
 import { DriverError, FailureType } from '../../common/failures';
 import type { CreateSnapshotSpec } from './backend';
-import type { CopiesInFlight } from './copies-in-flight';
-import type { PoolIndexes } from './pool-indexes';
+import { createDir, pathExists } from '../host/files';
+import type { CopiesInFlight, PoolIndexes } from './pool-indexes';
 import type { PoolLayout } from './pool-layout';
-import {
-  makeSnapshotDir,
-  readSnapshot,
-  settleSnapshotIntent,
-  shapeOf,
-  snapshotDirExists,
-  writeSnapshot,
-  writeSnapshotIntent,
-} from './snapshots';
+import { readSnapshot, settleSnapshotIntent, shapeOf, writeSnapshot, writeSnapshotIntent } from './snapshots';
 import type { SnapshotIntent, StoredSnapshot } from './snapshots';
-import { readRecord } from './volume-records';
-import type { StoredRecord } from './volume-records';
+import { readRecord } from './records';
+import type { StoredRecord } from './records';
 
 /** What snapshot work asks of the pool it runs in; PoolBackend hands over its own. */
 export interface SnapshotPool {
@@ -105,7 +97,7 @@ async function beginSnapshot(pool: SnapshotPool, spec: CreateSnapshotSpec): Prom
     throw new DriverError(FailureType.NotFound, `volume ${sourceKey} does not exist in pool ${layout.root}`);
   }
   copies.assertVolumeFree(sourceKey, `snapshot volume ${sourceKey} as "${name}"`);
-  if (await snapshotDirExists(layout, key)) {
+  if (await pathExists(layout.snapshotDir(key))) {
     throw new DriverError(
       FailureType.FailedPrecondition,
       `${layout.snapshotDir(key)} exists without a record; remove it by hand to reuse snapshot key ${key}`,
@@ -126,7 +118,7 @@ async function beginSnapshot(pool: SnapshotPool, spec: CreateSnapshotSpec): Prom
   await indexes.changing(async () => {
     await writeSnapshotIntent(layout, intent);
     try {
-      await makeSnapshotDir(layout, key);
+      await createDir(layout.snapshotDir(key));
     } catch (error) {
       await settleSnapshotIntent(layout, intent).catch(() => undefined);
       throw error;
@@ -149,7 +141,7 @@ export async function deleteSnapshot(pool: SnapshotPool, key: string): Promise<'
     (entry) => entry.key === key && entry.op === 'snapshot-delete' && entry.outcome === 'completed',
   );
   const record = await readSnapshot(layout, key);
-  if (!record && !(await snapshotDirExists(layout, key))) return finishedNow ? 'deleted' : 'absent';
+  if (!record && !(await pathExists(layout.snapshotDir(key)))) return finishedNow ? 'deleted' : 'absent';
   const intent: SnapshotIntent = {
     op: 'delete',
     key,

@@ -8,21 +8,18 @@
 import { DriverError, FailureType } from '../../common/failures';
 import { formatBytes } from '../../common/quantity';
 import type { CreateVolumeSpec, ExpandResult } from './backend';
-import type { CopiesInFlight } from './copies-in-flight';
-import { removeIntent, writeIntent } from './journal';
-import type { Intent } from './journal';
+import type { CopiesInFlight, PoolIndexes } from './pool-indexes';
+import { removeIntent, writeIntent, settleIntent } from './journal';
+import type { Intent, Release } from './journal';
 import type { NodeVolume } from './node-side';
-import type { PoolIndexes } from './pool-indexes';
 import type { PoolLayout } from './pool-layout';
-import { settleIntent } from './reconcile';
-import type { Release } from './reconcile';
 import { assertCompatible } from './volume-compat';
 import type { VolumeShape } from './volume-compat';
-import { makeVolumeDir, volumeDirExists } from './volume-dirs';
+import { createDir, pathExists } from '../host/files';
 import { adoptFsType, originOf } from './volume-origin';
 import type { CopyOrigin, DataPaths } from './volume-origin';
-import { readRecord, writeRecord } from './volume-records';
-import type { StoredRecord } from './volume-records';
+import { readRecord, writeRecord } from './records';
+import type { StoredRecord } from './records';
 
 /** What volume work asks of the pool it runs in: PoolBackend hands over its own and its backend's hooks. */
 export interface VolumePool extends DataPaths {
@@ -126,7 +123,7 @@ async function beginVolume(
     else copies.assertVolumeFree(source.volumeKey, doing);
   }
   const shape = origin?.shape ?? requestedShape;
-  if (await volumeDirExists(layout, spec.key)) {
+  if (await pathExists(layout.volumeDir(spec.key))) {
     // A stray: its content is unknown, so it is neither adopted nor removed.
     throw new DriverError(
       FailureType.FailedPrecondition,
@@ -145,7 +142,7 @@ async function beginVolume(
   await indexes.changing(async () => {
     await writeIntent(layout, intent);
     try {
-      await makeVolumeDir(layout, key);
+      await createDir(layout.volumeDir(key));
       await pool.allocate(record, origin?.copy);
       if (origin) return;
       await writeRecord(layout, record);
@@ -179,7 +176,7 @@ export async function deleteVolume(pool: VolumePool, key: string): Promise<{ exi
     (entry) => entry.key === key && entry.op === 'delete' && entry.outcome === 'completed',
   );
   const record = await readRecord(layout, key);
-  if (!record && !(await volumeDirExists(layout, key))) return { existed: finishedNow };
+  if (!record && !(await pathExists(layout.volumeDir(key)))) return { existed: finishedNow };
   await pool.assertNotInUse(record ?? { key });
   const intent: Intent = {
     op: 'delete',

@@ -8,12 +8,10 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
 import type { CreateSnapshotSpec, OpenReport, SnapshotRecord } from './backend';
-import { fsyncDir, readJson, removeFile, writeJsonAtomic, pathExists } from '../host/files';
-import { readKeyedFiles } from './keyed-files';
-import { KeyedIndex } from './keyed-index';
-import { assertSnapshotKey, assertVolumeKey, isVolumeKey, keyOfJsonFileName } from './pool-layout';
+import { pathExists, readJson, removeFile, removeTree, writeJsonAtomic } from '../host/files';
+import { readKeyedFiles, assertSnapshotKey, assertVolumeKey, isVolumeKey, keyOfJsonFileName } from './pool-layout';
 import type { PoolLayout } from './pool-layout';
-import { isSize } from './volume-spec';
+import { isSize } from './records';
 
 /** What is stored: the path is derived from the key on every read. */
 export type StoredSnapshot = Omit<SnapshotRecord, 'path'>;
@@ -136,22 +134,6 @@ export async function listSnapshotIntents(
   return { intents: entries, strays };
 }
 
-/** Fails with EEXIST rather than adopt a directory this call did not create. */
-export async function makeSnapshotDir(layout: PoolLayout, key: string): Promise<void> {
-  await fs.mkdir(layout.snapshotDir(key));
-  await fsyncDir(layout.snapshotDataDir);
-}
-
-/** Removes the copy and only that: fs.rm does not follow symbolic links inside it. */
-async function removeSnapshotDir(layout: PoolLayout, key: string): Promise<void> {
-  await fs.rm(layout.snapshotDir(key), { recursive: true, force: true });
-  await fsyncDir(layout.snapshotDataDir);
-}
-
-export async function snapshotDirExists(layout: PoolLayout, key: string): Promise<boolean> {
-  return pathExists(layout.snapshotDir(key));
-}
-
 /**
  * The same rules as a volume's intent: a create whose record was written is kept; one without a record made at
  * most a partial copy, which is removed; a delete is driven forward. Snapshots hold nothing outside their
@@ -162,7 +144,7 @@ export async function settleSnapshotIntent(layout: PoolLayout, intent: SnapshotI
     await removeFile(layout.snapshotIntentFile(intent.key));
     return 'kept';
   }
-  await removeSnapshotDir(layout, intent.key);
+  await removeTree(layout.snapshotDir(intent.key));
   if (intent.op === 'delete') await removeFile(layout.snapshotRecordFile(intent.key));
   await removeFile(layout.snapshotIntentFile(intent.key));
   return intent.op === 'create' ? 'rolled-back' : 'completed';
@@ -193,38 +175,9 @@ export async function findSnapshotStrays(layout: PoolLayout): Promise<string[]> 
   }
   for (const name of await fs.readdir(layout.snapshotRecordsDir)) {
     const key = keyOfJsonFileName(name);
-    if (key === undefined || !(await snapshotDirExists(layout, key))) {
+    if (key === undefined || !(await pathExists(layout.snapshotDir(key)))) {
       strays.push(path.join(layout.snapshotRecordsDir, name));
     }
   }
   return strays;
-}
-
-/** The pool's snapshots in memory, read from disk after open() and again whenever a change failed part way. */
-export class SnapshotIndex extends KeyedIndex<StoredSnapshot> {
-  /** `inFlight`: keys whose intents a copy in progress reserves itself. */
-  static async load(
-    layout: PoolLayout,
-    bytesOf: (sizeBytes: number) => number,
-    inFlight: (key: string) => boolean = () => false,
-  ): Promise<SnapshotIndex> {
-    const records = await listSnapshotRecords(layout);
-    const keys = new Set(records.map((record) => record.key));
-    const { intents } = await listSnapshotIntents(layout);
-    const pending = intents
-      .filter((intent) => intent.op === 'create' && !keys.has(intent.key) && !inFlight(intent.key))
-      .reduce((sum, intent) => sum + bytesOf(intent.sizeBytes), 0);
-    const index = new SnapshotIndex(bytesOf, pending);
-    for (const record of records) index.put(record);
-    return index;
-  }
-
-  protected sizeOf(record: StoredSnapshot): number {
-    return record.sizeBytes;
-  }
-
-  /** The lowest key wins should two share a name (only by hand), as in a scan sorted by key. */
-  byName(name: string): StoredSnapshot | undefined {
-    return this.all().find((record) => record.name === name);
-  }
 }

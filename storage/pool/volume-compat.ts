@@ -2,22 +2,11 @@
 import { DriverError, FailureType } from '../../common/failures';
 import { formatBytes } from '../../common/quantity';
 import type { CreateVolumeSpec } from './backend';
-import type { Intent } from './journal';
-import type { StoredRecord } from './volume-records';
-import { describeSource, sameParameters } from './volume-spec';
+import type { StoredRecord } from './records';
+import { describeSource, sameParameters } from './records';
 
 /** What a create records beyond the common fields (dir: nothing; loop: access type and filesystem). */
 export type VolumeShape = Pick<StoredRecord, 'accessType' | 'fsType'>;
-
-/**
- * Volumes plus creates still in the journal (a create that has written its record is counted once), each by
- * what it takes from the pool.
- */
-export function reserved(records: StoredRecord[], intents: Intent[], bytesOf = (capacity: number) => capacity) {
-  const keys = new Set(records.map((record) => record.key));
-  const pending = intents.filter((intent) => intent.op === 'create' && !keys.has(intent.key));
-  return [...records, ...pending].reduce((sum, entry) => sum + bytesOf(entry.capacityBytes), 0);
-}
 
 /**
  * Same key: name and size must match. Same name under another key: size and parameters must match. Either way

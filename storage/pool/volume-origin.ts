@@ -8,9 +8,8 @@ import type { PoolLayout } from './pool-layout';
 import { readSnapshot } from './snapshots';
 import { describeSize } from './volume-compat';
 import type { VolumeShape } from './volume-compat';
-import { readRecord } from './volume-records';
-import type { StoredRecord } from './volume-records';
-import { describeSource } from './volume-spec';
+import { readRecord, describeSource } from './records';
+import type { StoredRecord } from './records';
 
 /**
  * Where a restored or cloned volume's data comes from: `path` is the snapshot's copy or the source volume's data;

@@ -18,8 +18,7 @@ import {
   projectIdCandidate,
   type ProjectQuotas,
 } from '../../../storage/dir/project-quotas';
-import { LAST_PROJECT_ID } from '../../../storage/pool/project-id';
-import { readRecord, writeRecord } from '../../../storage/pool/volume-records';
+import { LAST_PROJECT_ID, readRecord, writeRecord } from '../../../storage/pool/records';
 import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
 
 const MiB = 1024 ** 2;

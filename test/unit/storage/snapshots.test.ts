@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { FailureType } from '../../../common/failures';
 import { DirBackend } from '../../../storage/dir/dir-backend';
-import type { StoredRecord } from '../../../storage/pool/volume-records';
+import type { StoredRecord } from '../../../storage/pool/records';
 import { LoopBackend } from '../../../storage/loop/loop-backend';
 import type { CreateVolumeSpec } from '../../../storage/pool/backend';
 import { PoolLayout } from '../../../storage/pool/pool-layout';
