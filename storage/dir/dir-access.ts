@@ -4,7 +4,7 @@ import type { AccessType } from '../pool/backend';
 import { pathExists } from '../host/files';
 import { bindMatcherOf, readMounts } from '../host/mounts';
 import type { PoolLayout } from '../pool/pool-layout';
-import type { Attachment, VolumeAccess, VolumeRef } from '../node/volume-access';
+import type { Attachment, VolumeAccess, VolumeRef } from '../pool/staging';
 
 export class DirAccess implements VolumeAccess {
   constructor(readonly layout: PoolLayout) {}

@@ -10,20 +10,18 @@ import { formatBytes } from '../../common/quantity';
 import type { CreateVolumeSpec, OpenReport } from '../pool/backend';
 import { DirAccess } from './dir-access';
 import type { DirQuotaMode } from './dir-quota';
-import { readIntent } from '../pool/journal';
+import type { Intent } from '../pool/journal';
 import { isMountOf } from '../host/mounts';
 import { PoolBackend } from '../pool/pool-backend';
 import { copyTree } from '../host/tools';
 import type { NewIdentity } from '../pool/pool-layout';
 import type { PoolBackendOptions } from '../pool/pool-backend';
-import { nodeVolumes } from '../node/node-volumes';
 import { XfsProjectQuotas, chooseProjectId } from './project-quotas';
 import type { ProjectQuotas } from './project-quotas';
-import type { VolumeShape } from '../pool/volume-compat';
 import { removeTree } from '../host/files';
-import type { CopyOrigin } from '../pool/volume-origin';
-import { listRecords, readRecord, writeRecord } from '../pool/records';
-import type { StoredRecord } from '../pool/records';
+import type { CopyOrigin } from '../pool/volumes';
+import { listRecords, writeRecord } from '../pool/records';
+import type { StoredRecord, VolumeShape } from '../pool/records';
 
 export interface DirBackendOptions extends PoolBackendOptions {
   /** `--dir-quota`: `project` enforces each volume's size with a project quota; `none` only reserves it. */
@@ -35,8 +33,7 @@ export interface DirBackendOptions extends PoolBackendOptions {
 export class DirBackend extends PoolBackend {
   readonly kind = 'dir';
   readonly capabilities = { accessTypes: ['mount'], fsTypes: [] } as const;
-  private readonly access = new DirAccess(this.layout);
-  protected readonly node = nodeVolumes(this.access);
+  readonly access = new DirAccess(this.layout);
   /** Undefined with --dir-quota=none. */
   private readonly quotas: ProjectQuotas | undefined;
 
@@ -56,7 +53,7 @@ export class DirBackend extends PoolBackend {
     return super.open(fresh);
   }
 
-  protected shapeOf(spec: CreateVolumeSpec): VolumeShape {
+  shapeOf(spec: CreateVolumeSpec): VolumeShape {
     if (spec.accessType === 'block') {
       throw new DriverError(
         FailureType.InvalidArgument,
@@ -66,11 +63,11 @@ export class DirBackend extends PoolBackend {
     return {};
   }
 
-  protected dataPath(key: string): string {
+  dataPath(key: string): string {
     return this.layout.volumeDir(key);
   }
 
-  protected override async volumeIds(key: string, existing: StoredRecord[]): Promise<Pick<StoredRecord, 'projectId'>> {
+  override async volumeIds(key: string, existing: StoredRecord[]): Promise<Pick<StoredRecord, 'projectId'>> {
     if (!this.quotas) return {};
     return { projectId: await this.chooseProject(this.quotas, key, existing) };
   }
@@ -83,18 +80,18 @@ export class DirBackend extends PoolBackend {
    * The (empty) directory joins its project before the limit is set: whatever is written later is charged, a
    * restore's or clone's copy included (its files inherit the project as they are made).
    */
-  protected async allocate(record: StoredRecord): Promise<void> {
+  async allocate(record: StoredRecord): Promise<void> {
     if (this.quotas && record.projectId !== undefined) {
       await this.quotas.assign(this.layout.volumeDir(record.key), record.projectId);
       await this.quotas.setLimit(record.projectId, record.capacityBytes);
     }
   }
 
-  protected async copyIn(record: StoredRecord, origin: CopyOrigin, budgetMs: number): Promise<void> {
+  async copyIn(record: StoredRecord, origin: CopyOrigin, budgetMs: number): Promise<void> {
     await copyTree(origin.path, this.layout.volumeDir(record.key), budgetMs);
   }
 
-  protected snapshotDataPath(key: string): string {
+  snapshotDataPath(key: string): string {
     return this.layout.snapshotDir(key);
   }
 
@@ -103,7 +100,7 @@ export class DirBackend extends PoolBackend {
    * the pool's whole filesystem, every volume on it), so a snapshot of a volume in use is not point-in-time;
    * docs/snapshots.md says so. With reflinks (XFS, btrfs) the copy is quick and shares blocks until written.
    */
-  protected async copyToSnapshot(source: StoredRecord, target: string, budgetMs: number): Promise<void> {
+  async copyToSnapshot(source: StoredRecord, target: string, budgetMs: number): Promise<void> {
     await copyTree(this.layout.volumeDir(source.key), target, budgetMs);
   }
 
@@ -111,23 +108,21 @@ export class DirBackend extends PoolBackend {
    * The directory goes first, then the project's limit: the intent (or the record) that names the project stays
    * until both are done, so a crash in between leaves the limit for the settling to clear.
    */
-  protected async release(key: string): Promise<void> {
-    const projectId =
-      (await readRecord(this.layout, key))?.projectId ?? (await readIntent(this.layout, key))?.projectId;
+  async release({ key, projectId }: Intent): Promise<void> {
     await removeTree(this.layout.volumeDir(key));
     if (this.quotas && projectId !== undefined) await this.quotas.clearLimit(projectId);
   }
 
   /** The reservation grows, and the limit with it (before the record: a crash in between is corrected at open). */
-  protected async grow(record: StoredRecord, capacityBytes: number): Promise<void> {
+  async grow(record: StoredRecord, capacityBytes: number): Promise<void> {
     if (this.quotas && record.projectId !== undefined) await this.quotas.setLimit(record.projectId, capacityBytes);
   }
 
-  protected needsNodeExpansion(): boolean {
+  needsNodeExpansion(): boolean {
     return false;
   }
 
-  protected async growFilesystem(record: StoredRecord, volumePath: string): Promise<number> {
+  async growFilesystem(record: StoredRecord, volumePath: string): Promise<number> {
     const attachment = await this.access.find(record);
     if (!attachment || !(await isMountOf(volumePath, attachment.matchers))) {
       throw new DriverError(FailureType.NotFound, `${volumePath} is not a mount of volume ${record.key}`);
@@ -140,7 +135,7 @@ export class DirBackend extends PoolBackend {
    * and writing the record left it larger), and volumes made without a project (under --dir-quota=none) are
    * given one, their existing files included.
    */
-  protected override async sweep(): Promise<OpenReport['repaired']> {
+  override async sweep(): Promise<OpenReport['repaired']> {
     const quotas = this.quotas;
     if (!quotas) return [];
     const repaired: OpenReport['repaired'] = [];

@@ -10,7 +10,7 @@ import { deviceBytes, bindMatcherOf, majorMinorOf, readMounts, showsVolume } fro
 import { pathExists } from '../host/files';
 import { attachDevice, detachDevices, devicesByKind, devicesOfKind } from './loop-devices';
 import type { PoolLayout } from '../pool/pool-layout';
-import type { Attachment, VolumeAccess, VolumeRef } from '../node/volume-access';
+import type { Attachment, VolumeAccess, VolumeRef } from '../pool/staging';
 
 export class LoopAccess implements VolumeAccess {
   constructor(readonly layout: PoolLayout) {}

@@ -22,15 +22,14 @@ import {
   thawFilesystem,
 } from '../host/mounts';
 import { currentBootId, removeFreeze, writeFreeze } from '../pool/journal';
+import type { Intent } from '../pool/journal';
 import { PoolBackend } from '../pool/pool-backend';
 import type { PoolBackendOptions } from '../pool/pool-backend';
 import { isVolumeKey } from '../pool/pool-layout';
-import { nodeVolumes } from '../node/node-volumes';
-import { readStaging } from '../node/staging-records';
-import type { VolumeShape } from '../pool/volume-compat';
+import { assertNotInUse, readStaging } from '../pool/staging';
 import { removeTree } from '../host/files';
-import type { CopyOrigin } from '../pool/volume-origin';
-import type { StoredRecord } from '../pool/records';
+import type { CopyOrigin } from '../pool/volumes';
+import type { StoredRecord, VolumeShape } from '../pool/records';
 
 export type LoopBackendOptions = PoolBackendOptions;
 
@@ -40,10 +39,9 @@ const SECTOR = 512;
 export class LoopBackend extends PoolBackend {
   readonly kind = 'loop';
   readonly capabilities = { accessTypes: ['mount', 'block'], fsTypes: LOOP_FS_TYPES } as const;
-  private readonly access = new LoopAccess(this.layout);
-  protected readonly node = nodeVolumes(this.access);
+  readonly access = new LoopAccess(this.layout);
 
-  protected shapeOf(spec: CreateVolumeSpec): VolumeShape {
+  shapeOf(spec: CreateVolumeSpec): VolumeShape {
     const accessType = spec.accessType ?? 'mount';
     if (accessType !== 'mount' && accessType !== 'block') {
       throw new DriverError(FailureType.InvalidArgument, `access type ${String(accessType)} is not mount or block`);
@@ -53,15 +51,15 @@ export class LoopBackend extends PoolBackend {
     return fsType === undefined ? { accessType } : { accessType, fsType };
   }
 
-  protected dataPath(key: string): string {
+  dataPath(key: string): string {
     return this.layout.volumeImage(key);
   }
 
-  protected override allocatedBytes(capacityBytes: number): number {
+  override allocatedBytes(capacityBytes: number): number {
     return Math.ceil(capacityBytes / SECTOR) * SECTOR;
   }
 
-  protected override async checkSpace(bytes: number, what: string): Promise<void> {
+  override async checkSpace(bytes: number, what: string): Promise<void> {
     await assertFreeSpace(this.layout.volumesDir, bytes, what);
   }
 
@@ -69,7 +67,7 @@ export class LoopBackend extends PoolBackend {
    * A restore or clone is filled by copyIn, without the pool held; an empty volume is preallocated and formatted
    * here.
    */
-  protected async allocate(record: StoredRecord, origin?: CopyOrigin): Promise<void> {
+  async allocate(record: StoredRecord, origin?: CopyOrigin): Promise<void> {
     if (origin) return;
     const image = this.layout.volumeImage(record.key);
     await preallocate(image, this.allocatedBytes(record.capacityBytes));
@@ -81,7 +79,7 @@ export class LoopBackend extends PoolBackend {
    * holes get real blocks, as every loop volume has, and a larger volume gets its new tail. An ext4 filesystem is
    * grown to the device when the volume is staged (loop-access.ts); xfs only through NodeExpandVolume.
    */
-  protected async copyIn(record: StoredRecord, origin: CopyOrigin, budgetMs: number): Promise<void> {
+  async copyIn(record: StoredRecord, origin: CopyOrigin, budgetMs: number): Promise<void> {
     const image = this.layout.volumeImage(record.key);
     await (origin.volume
       ? this.copyVolumeImage(origin.volume, image, budgetMs)
@@ -89,11 +87,11 @@ export class LoopBackend extends PoolBackend {
     await preallocate(image, this.allocatedBytes(record.capacityBytes));
   }
 
-  protected snapshotDataPath(key: string): string {
+  snapshotDataPath(key: string): string {
     return this.layout.snapshotImage(key);
   }
 
-  protected copyToSnapshot(source: StoredRecord, target: string, budgetMs: number): Promise<void> {
+  copyToSnapshot(source: StoredRecord, target: string, budgetMs: number): Promise<void> {
     return this.copyVolumeImage(source, target, budgetMs);
   }
 
@@ -146,7 +144,7 @@ export class LoopBackend extends PoolBackend {
     try {
       await copyImage(image, target, budgetMs);
     } finally {
-      // Should the thaw fail, the record stays: the next call or open() thaws it (reconcile.ts).
+      // Should the thaw fail, the record stays: the next call or open() thaws it (journal.ts).
       await thawFilesystem(mountPoint);
       await removeFreeze(this.layout, source.key);
     }
@@ -194,22 +192,22 @@ export class LoopBackend extends PoolBackend {
   }
 
   /** A device still attached would keep the deleted file's blocks (and the data) alive: detach first. */
-  protected async release(key: string): Promise<void> {
+  async release({ key }: Intent): Promise<void> {
     await detachDevices(this.layout.volumeImage(key));
     await removeTree(this.layout.volumeDir(key));
   }
 
-  protected async grow(record: StoredRecord, capacityBytes: number): Promise<void> {
+  async grow(record: StoredRecord, capacityBytes: number): Promise<void> {
     const image = this.layout.volumeImage(record.key);
     await preallocate(image, this.allocatedBytes(capacityBytes));
     for (const device of await attachedDevices(image)) await refreshDevice(device);
   }
 
-  protected needsNodeExpansion(record: StoredRecord): boolean {
+  needsNodeExpansion(record: StoredRecord): boolean {
     return record.accessType !== 'block';
   }
 
-  protected async growFilesystem(record: StoredRecord, volumePath: string): Promise<number> {
+  async growFilesystem(record: StoredRecord, volumePath: string): Promise<number> {
     const attachment = await this.access.find(record);
     if (!attachment?.device) {
       throw new DriverError(
@@ -231,13 +229,13 @@ export class LoopBackend extends PoolBackend {
   }
 
   /** Devices attached to images of volumes that are not staged (and not mounted anywhere) are detached. */
-  protected override async sweep(): Promise<OpenReport['repaired']> {
+  override async sweep(): Promise<OpenReport['repaired']> {
     const repaired: OpenReport['repaired'] = [];
     for (const { device, file } of await loopAttachments()) {
       const key = path.basename(path.dirname(file));
       if (!isVolumeKey(key) || (await realPathIfExists(this.layout.volumeImage(key))) !== file) continue;
       try {
-        await this.node.assertNotInUse({ key });
+        await assertNotInUse(this.access, { key });
       } catch {
         continue; // staged, or in use by someone: not a leftover
       }

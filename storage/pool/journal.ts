@@ -14,6 +14,7 @@ import type { OpenReport } from './backend';
 import { isTempFileName, pathExists, readJson, removeFile, writeJsonAtomic } from '../host/files';
 import { readMounts, thawFilesystem } from '../host/mounts';
 import { isVolumeKey, keyOfJsonFileName, readKeyedFiles } from './pool-layout';
+import type { PoolBackend } from './pool-backend';
 import type { PoolLayout } from './pool-layout';
 import { isProjectId, isSize, isStringMap, listRecordKeys, recordExists, removeRecord } from './records';
 import { findSnapshotStrays, settleSnapshotJournal } from './snapshots';
@@ -74,23 +75,19 @@ export async function listIntents(layout: PoolLayout): Promise<{ intents: Intent
 
 export type Reconciled = OpenReport['reconciled'][number];
 
-/** Frees everything a volume holds in the pool (dir: its directory; loop: its devices, then its directory). */
-export type Release = (layout: PoolLayout, key: string) => Promise<void>;
-
 /**
- * A create whose record was written is done ('kept'); one without a record allocated at most a directory,
- * which is removed ('rolled-back'). A delete is always driven forward ('completed').
+ * A create whose record was written is done ('kept'); one without a record allocated at most a directory, which
+ * the backend releases ('rolled-back'). A delete is always driven forward ('completed'): the backend releases what
+ * the volume holds (dir: its directory, then its project's limit; loop: its devices, then its directory), then its
+ * record goes.
  */
-export async function settleIntent(
-  layout: PoolLayout,
-  intent: Intent,
-  release: Release,
-): Promise<Reconciled['outcome']> {
+export async function settleIntent(pool: PoolBackend, intent: Intent): Promise<Reconciled['outcome']> {
+  const { layout } = pool;
   if (intent.op === 'create' && (await recordExists(layout, intent.key))) {
     await removeIntent(layout, intent.key);
     return 'kept';
   }
-  await release(layout, intent.key);
+  await pool.release(intent);
   if (intent.op === 'delete') await removeRecord(layout, intent.key);
   await removeIntent(layout, intent.key);
   return intent.op === 'create' ? 'rolled-back' : 'completed';
@@ -103,14 +100,13 @@ const NONE_IN_FLIGHT: InFlight = () => false;
 
 /** Settles every readable journal entry but those in flight; unreadable ones are returned as strays. */
 export async function settleJournal(
-  layout: PoolLayout,
-  release: Release,
+  pool: PoolBackend,
   inFlight: InFlight = NONE_IN_FLIGHT,
 ): Promise<{ reconciled: Reconciled[]; strays: string[] }> {
-  const { intents, strays } = await listIntents(layout);
+  const { intents, strays } = await listIntents(pool.layout);
   const reconciled: Reconciled[] = [];
   for (const intent of intents.filter((entry) => !inFlight(entry.key))) {
-    reconciled.push({ key: intent.key, op: intent.op, outcome: await settleIntent(layout, intent, release) });
+    reconciled.push({ key: intent.key, op: intent.op, outcome: await settleIntent(pool, intent) });
   }
   return { reconciled, strays };
 }
@@ -216,10 +212,10 @@ async function thawRecorded(freeze: FreezeRecord): Promise<boolean> {
 
 /** `inFlight`: the volume and snapshot keys of copies still running in this process (a pool opened again). */
 export async function reconcilePool(
-  layout: PoolLayout,
-  release: Release,
+  pool: PoolBackend,
   inFlight: { volume: InFlight; snapshot: InFlight } = { volume: NONE_IN_FLIGHT, snapshot: NONE_IN_FLIGHT },
 ): Promise<Pick<OpenReport, 'reconciled' | 'strays'>> {
+  const { layout } = pool;
   // Only this process writes in records/, journal/ and staging/ (it holds the pool lock): temporary files there
   // are leftovers of a crash, never a write in progress.
   await removeTempFiles(layout.recordsDir);
@@ -228,7 +224,7 @@ export async function reconcilePool(
   await removeTempFiles(layout.frozenDir);
   await removeTempFiles(layout.snapshotRecordsDir);
   await removeTempFiles(layout.snapshotJournalDir);
-  const { reconciled, strays } = await settleJournal(layout, release, inFlight.volume);
+  const { reconciled, strays } = await settleJournal(pool, inFlight.volume);
   const snapshots = await settleSnapshotJournal(layout, inFlight.snapshot);
   reconciled.push(...snapshots.reconciled);
   strays.push(...snapshots.strays, ...(await findStrays(layout)), ...(await findSnapshotStrays(layout)));

@@ -7,7 +7,8 @@
  */
 import { DriverError, FailureType } from '../../common/failures';
 import { listIntents, settleJournal, thawFrozen } from './journal';
-import type { Intent, Reconciled, Release } from './journal';
+import type { Intent, Reconciled } from './journal';
+import type { PoolBackend } from './pool-backend';
 import type { PoolLayout } from './pool-layout';
 import { listRecords } from './records';
 import type { StoredRecord } from './records';
@@ -275,29 +276,33 @@ export class PoolIndexes {
   private snapshotIndex: SnapshotIndex | undefined;
 
   /**
-   * `bytesOf` is what a volume or snapshot of that size takes from the pool; `release` settles a volume intent.
-   * The intents of `copies` are theirs: neither settled here nor counted by the indexes (the copies count them).
+   * The intents of the pool's copies in flight are theirs: neither settled here nor counted by the indexes (the
+   * copies count them).
    */
-  constructor(
-    private readonly layout: PoolLayout,
-    private readonly bytesOf: (size: number) => number,
-    private readonly release: Release,
-    private readonly copies: CopiesInFlight,
-  ) {}
+  constructor(private readonly pool: PoolBackend) {}
+
+  /** What a volume or snapshot of this size takes from the pool. */
+  private readonly bytesOf = (size: number): number => this.pool.allocatedBytes(size);
 
   async records(): Promise<RecordIndex> {
-    this.volumeIndex ??= await RecordIndex.load(this.layout, this.bytesOf, (key) => this.copies.volumeBusy(key));
+    this.volumeIndex ??= await RecordIndex.load(this.pool.layout, this.bytesOf, (key) =>
+      this.pool.copies.volumeBusy(key),
+    );
     return this.volumeIndex;
   }
 
   async snapshots(): Promise<SnapshotIndex> {
-    this.snapshotIndex ??= await SnapshotIndex.load(this.layout, this.bytesOf, (key) => this.copies.snapshotBusy(key));
+    this.snapshotIndex ??= await SnapshotIndex.load(this.pool.layout, this.bytesOf, (key) =>
+      this.pool.copies.snapshotBusy(key),
+    );
     return this.snapshotIndex;
   }
 
   /** Volumes, snapshots, the creates of either still in the journals, and the copies in flight. */
   async reservedBytes(): Promise<number> {
-    return (await this.records()).reservedBytes + (await this.snapshots()).reservedBytes + this.copies.reservedBytes;
+    return (
+      (await this.records()).reservedBytes + (await this.snapshots()).reservedBytes + this.pool.copies.reservedBytes
+    );
   }
 
   /** Runs a step that changes the pool on disk: should it fail part way, the indexes are read again next time. */
@@ -315,12 +320,11 @@ export class PoolIndexes {
    * the copies in flight keep theirs. Anything settled changed records, so the indexes are reread.
    */
   async settle(): Promise<{ reconciled: Reconciled[]; strays: string[] }> {
-    const { copies } = this;
-    await thawFrozen(this.layout, (key) => copies.volumeBusy(key));
-    const volumes = await this.changing(() =>
-      settleJournal(this.layout, this.release, (key) => copies.volumeBusy(key)),
-    );
-    const snapshots = await this.changing(() => settleSnapshotJournal(this.layout, (key) => copies.snapshotBusy(key)));
+    const { pool } = this;
+    const { layout, copies } = pool;
+    await thawFrozen(layout, (key) => copies.volumeBusy(key));
+    const volumes = await this.changing(() => settleJournal(pool, (key) => copies.volumeBusy(key)));
+    const snapshots = await this.changing(() => settleSnapshotJournal(layout, (key) => copies.snapshotBusy(key)));
     if (volumes.reconciled.length > 0) this.volumeIndex = undefined;
     if (snapshots.reconciled.length > 0) this.snapshotIndex = undefined;
     return {

@@ -26,6 +26,7 @@ import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
 import {
   errorCode,
+  fsyncDir,
   isNotFound,
   isTempFileName,
   readFileIfExists,
@@ -185,6 +186,18 @@ export class PoolLayout {
 
   volumeImage(key: string): string {
     return path.join(this.volumeDir(key), 'disk.img');
+  }
+
+  /** Makes every directory of the layout that is missing, durably (at open: the pool may be new). */
+  async createDirs(): Promise<void> {
+    for (const dir of [this.volumesDir, this.recordsDir, this.journalDir, this.stagingDir, this.frozenDir]) {
+      await fs.mkdir(dir, { recursive: true });
+    }
+    for (const dir of [this.snapshotDataDir, this.snapshotRecordsDir, this.snapshotJournalDir]) {
+      await fs.mkdir(dir, { recursive: true });
+    }
+    await fsyncDir(this.snapshotsDir);
+    await fsyncDir(this.root);
   }
 
   /** Defence in depth: the key check already rules this out. */

@@ -12,6 +12,9 @@ import type { PoolLayout } from './pool-layout';
 /** What is stored: the path is derived from the key on every read, so a moved pool keeps working. */
 export type StoredRecord = Omit<VolumeRecord, 'path'>;
 
+/** What a create records beyond the common fields (dir: nothing; loop: access type and filesystem). */
+export type VolumeShape = Pick<StoredRecord, 'accessType' | 'fsType'>;
+
 function parseRecord(value: unknown, key: string, file: string): StoredRecord {
   const record = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
   const { name, capacityBytes, parameters, createdAt, accessType, fsType, projectId, contentSource } = record;
@@ -48,6 +51,13 @@ export async function readRecord(layout: PoolLayout, key: string): Promise<Store
   const file = layout.recordFile(key);
   const value = await readJson(file);
   return value === undefined ? undefined : parseRecord(value, key, file);
+}
+
+/** The volume's record; NotFound when the pool does not hold it. */
+export async function mustReadVolume(layout: PoolLayout, key: string): Promise<StoredRecord> {
+  const record = await readRecord(layout, key);
+  if (!record) throw new DriverError(FailureType.NotFound, `volume ${key} does not exist in pool ${layout.root}`);
+  return record;
 }
 
 export async function recordExists(layout: PoolLayout, key: string): Promise<boolean> {

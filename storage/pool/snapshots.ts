@@ -1,17 +1,23 @@
 /**
- * Snapshots on disk, journaled like volumes: snapshots/journal/<key>.json is written before the copy is made and
- * removed when the record (snapshots/records/<key>.json) is written, so a crash part way leaves an intent that the
- * next call or open() settles: a create without a record is rolled back (its partial copy removed), one with a
- * record is kept, a delete is completed. The copy itself (snapshots/data/<key>/) is made by the backend.
+ * Snapshots: their records, their journal, and creating and deleting one. A snapshot is journaled like a volume:
+ * snapshots/journal/<key>.json is written before the copy is made and removed when the record
+ * (snapshots/records/<key>.json) is written, so a crash part way leaves an intent that the next call or open()
+ * settles: a create without a record is rolled back (its partial copy removed), one with a record is kept, a delete
+ * is completed. The checks and the intent run with the pool held, the copy without it (CopiesInFlight keeps its
+ * source and target from changing meanwhile), the record with the pool held again. The copy itself
+ * (snapshots/data/<key>/) is made by the backend.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { copyTimeMs } from '../../common/copy-budget';
 import { DriverError, FailureType } from '../../common/failures';
 import type { CreateSnapshotSpec, OpenReport, SnapshotRecord } from './backend';
-import { pathExists, readJson, removeFile, removeTree, writeJsonAtomic } from '../host/files';
-import { readKeyedFiles, assertSnapshotKey, assertVolumeKey, isVolumeKey, keyOfJsonFileName } from './pool-layout';
+import { createDir, pathExists, readJson, removeFile, removeTree, writeJsonAtomic } from '../host/files';
+import type { PoolBackend } from './pool-backend';
+import { assertSnapshotKey, assertVolumeKey, isVolumeKey, keyOfJsonFileName, readKeyedFiles } from './pool-layout';
 import type { PoolLayout } from './pool-layout';
-import { isSize } from './records';
+import { isSize, readRecord } from './records';
+import type { StoredRecord } from './records';
 
 /** What is stored: the path is derived from the key on every read. */
 export type StoredSnapshot = Omit<SnapshotRecord, 'path'>;
@@ -55,11 +61,11 @@ function parseSnapshot(value: unknown, key: string, file: string): StoredSnapsho
   ) {
     throw new DriverError(FailureType.Internal, `${file} is not a snapshot record for key ${key}`);
   }
-  return { key, name, sourceKey, sizeBytes, createdAt, ...shapeOf({ accessType, fsType }) };
+  return { key, name, sourceKey, sizeBytes, createdAt, ...snapshotShape({ accessType, fsType }) };
 }
 
 /** The loop shape, present only when set: a dir snapshot's record has neither field. */
-export function shapeOf(
+export function snapshotShape(
   shape: Pick<StoredSnapshot, 'accessType' | 'fsType'>,
 ): Pick<StoredSnapshot, 'accessType' | 'fsType'> {
   return {
@@ -68,7 +74,7 @@ export function shapeOf(
   };
 }
 
-function parseIntent(value: unknown, key: string): SnapshotIntent | undefined {
+function parseSnapshotIntent(value: unknown, key: string): SnapshotIntent | undefined {
   const intent = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
   const { op, name, sourceKey, sizeBytes, at } = intent;
   if (
@@ -98,7 +104,7 @@ export async function writeSnapshot(layout: PoolLayout, record: StoredSnapshot):
     sourceKey,
     sizeBytes,
     createdAt,
-    ...shapeOf(record),
+    ...snapshotShape(record),
   });
 }
 
@@ -124,7 +130,7 @@ export async function listSnapshotIntents(
 ): Promise<{ intents: SnapshotIntent[]; strays: string[] }> {
   const read = async (key: string) => {
     try {
-      return parseIntent(await readJson(layout.snapshotIntentFile(key)), key);
+      return parseSnapshotIntent(await readJson(layout.snapshotIntentFile(key)), key);
     } catch (error) {
       if (error instanceof DriverError) return undefined;
       throw error;
@@ -180,4 +186,130 @@ export async function findSnapshotStrays(layout: PoolLayout): Promise<string[]> 
     }
   }
   return strays;
+}
+
+/* Creating and deleting a snapshot. */
+
+/** A copy journaled and marked in flight, to be made without the pool held. */
+interface SnapshotCopy {
+  intent: SnapshotIntent;
+  record: StoredSnapshot;
+  source: StoredRecord;
+  /** Ends the copy's time in flight: once recorded or rolled back. */
+  done: () => void;
+}
+
+/**
+ * Idempotent by key and by name: an existing snapshot of the same key, name and source is answered as it is; one
+ * that shares only the key or the name is AlreadyExists. While an earlier attempt still copies this key (or the
+ * source is in another copy), Aborted: the caller retries.
+ */
+export async function createSnapshot(pool: PoolBackend, spec: CreateSnapshotSpec): Promise<StoredSnapshot> {
+  const begun = await pool.locked(() => beginSnapshot(pool, spec));
+  if (!('intent' in begun)) return begun;
+  const { intent, record, source, done } = begun;
+  const { layout, indexes } = pool;
+  try {
+    const budgetMs = copyTimeMs(pool.allocatedBytes(source.capacityBytes), pool.copyBudget);
+    await pool.copyToSnapshot(source, pool.snapshotDataPath(record.key), budgetMs);
+    await pool.locked(() =>
+      indexes.changing(async () => {
+        await writeSnapshot(layout, record);
+        await settleSnapshotIntent(layout, intent);
+        (await indexes.snapshots()).put(record);
+      }),
+    );
+    return record;
+  } catch (error) {
+    // Leave no partial copy; should that fail too (or the pool be closed), the intent stays for the next call or
+    // open(), which settle it once this copy is no longer in flight.
+    await pool.locked(() => settleSnapshotIntent(layout, intent)).catch(() => undefined);
+    indexes.drop();
+    throw error;
+  } finally {
+    done();
+  }
+}
+
+/** The checks and the intent, with the pool held: the existing snapshot, or the copy to make. */
+async function beginSnapshot(pool: PoolBackend, spec: CreateSnapshotSpec): Promise<StoredSnapshot | SnapshotCopy> {
+  const { layout, indexes, copies } = pool;
+  const { snapshotKey: key, sourceKey, name } = spec;
+  await indexes.settle();
+  const snapshots = await indexes.snapshots();
+  const existing = snapshots.get(key) ?? snapshots.byName(name);
+  if (existing) {
+    if (existing.key === key && existing.sourceKey === sourceKey && existing.name === name) return existing;
+    throw new DriverError(
+      FailureType.AlreadyExists,
+      `snapshot "${existing.name}" (key ${existing.key}) already exists, of volume ${existing.sourceKey}; ` +
+        `requested "${name}" (key ${key}) of volume ${sourceKey}`,
+    );
+  }
+  // Not recorded yet, but maybe being copied by an earlier attempt.
+  copies.assertSnapshotFree(key, `create snapshot "${name}"`, name);
+  const source = await readRecord(layout, sourceKey);
+  if (!source) {
+    throw new DriverError(FailureType.NotFound, `volume ${sourceKey} does not exist in pool ${layout.root}`);
+  }
+  copies.assertVolumeFree(sourceKey, `snapshot volume ${sourceKey} as "${name}"`);
+  if (await pathExists(layout.snapshotDir(key))) {
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `${layout.snapshotDir(key)} exists without a record; remove it by hand to reuse snapshot key ${key}`,
+    );
+  }
+  const reservedBytes = pool.allocatedBytes(source.capacityBytes);
+  await pool.assertRoom(reservedBytes, `snapshot "${name}" of volume "${source.name}"`);
+  const at = new Date().toISOString();
+  const intent: SnapshotIntent = { op: 'create', key, name, sourceKey, sizeBytes: source.capacityBytes, at };
+  const record: StoredSnapshot = {
+    key,
+    name,
+    sourceKey,
+    sizeBytes: source.capacityBytes,
+    createdAt: at,
+    ...snapshotShape(source),
+  };
+  await indexes.changing(async () => {
+    await writeSnapshotIntent(layout, intent);
+    try {
+      await createDir(layout.snapshotDir(key));
+    } catch (error) {
+      await settleSnapshotIntent(layout, intent).catch(() => undefined);
+      throw error;
+    }
+  });
+  const done = copies.begin({
+    source: { volumeKey: sourceKey },
+    target: { snapshotKey: key, name },
+    reservedBytes,
+  });
+  return { intent, record, source, done };
+}
+
+/** 'deleted' also when an earlier call that failed part way was just finished by settling the journal. */
+export async function deleteSnapshot(pool: PoolBackend, key: string): Promise<'deleted' | 'absent'> {
+  const { layout, indexes } = pool;
+  pool.copies.assertSnapshotFree(key, `delete snapshot ${key}`);
+  const { reconciled } = await indexes.settle();
+  const finishedNow = reconciled.some(
+    (entry) => entry.key === key && entry.op === 'snapshot-delete' && entry.outcome === 'completed',
+  );
+  const record = await readSnapshot(layout, key);
+  if (!record && !(await pathExists(layout.snapshotDir(key)))) return finishedNow ? 'deleted' : 'absent';
+  const intent: SnapshotIntent = {
+    op: 'delete',
+    key,
+    name: record?.name ?? '',
+    sourceKey: record?.sourceKey ?? '',
+    sizeBytes: record?.sizeBytes ?? 0,
+    at: new Date().toISOString(),
+  };
+  await indexes.changing(async () => {
+    await writeSnapshotIntent(layout, intent);
+    await settleSnapshotIntent(layout, intent);
+  });
+  indexes.removeSnapshot(key);
+  return 'deleted';
 }

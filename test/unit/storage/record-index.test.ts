@@ -21,16 +21,16 @@ type Step = 'allocate' | 'release' | 'grow';
 class FlakyDirBackend extends DirBackend {
   readonly failing = new Set<Step>();
 
-  protected override async allocate(): Promise<void> {
+  override async allocate(): Promise<void> {
     this.fail('allocate');
   }
 
-  protected override async release(key: string): Promise<void> {
+  override async release(intent: journal.Intent): Promise<void> {
     this.fail('release');
-    await super.release(key);
+    await super.release(intent);
   }
 
-  protected override async grow(): Promise<void> {
+  override async grow(): Promise<void> {
     this.fail('grow');
   }
 
