@@ -7,29 +7,49 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
-import type { CreateVolumeSpec, OpenReport } from '../pool/backend';
-import { LOOP_FS_TYPES, assertLoopSize, growFilesystem, loopFsType, makeFilesystem } from './filesystems';
-import { assertFreeSpace, preallocate } from './image-files';
-import { cloneImage, copyImage } from '../host/tools';
-import { LoopAccess } from './loop-access';
-import { attachedDevices, detachDevices, loopAttachments, refreshDevice } from './loop-devices';
+import type { AccessType, CreateVolumeSpec, OpenReport } from '../pool/backend';
+import { pathExists, removeTree } from '../host/files';
 import {
+  bindMatcherOf,
+  deviceBytes,
   freezeFilesystem,
   isMountOf,
   majorMinorOf,
   readMounts,
   realPathIfExists,
+  showsVolume,
   thawFilesystem,
 } from '../host/mounts';
+import { cloneImage, copyImage } from '../host/tools';
 import { currentBootId, removeFreeze, writeFreeze } from '../pool/journal';
 import type { Intent } from '../pool/journal';
 import { PoolBackend } from '../pool/pool-backend';
 import type { PoolBackendOptions } from '../pool/pool-backend';
 import { isVolumeKey } from '../pool/pool-layout';
-import { assertNotInUse, readStaging } from '../pool/staging';
-import { removeTree } from '../host/files';
-import type { CopyOrigin } from '../pool/volumes';
+import type { PoolLayout } from '../pool/pool-layout';
 import type { StoredRecord, VolumeShape } from '../pool/records';
+import { assertNotInUse, readStaging } from '../pool/staging';
+import type { Attachment, VolumeAccess, VolumeRef } from '../pool/staging';
+import type { CopyOrigin } from '../pool/volumes';
+import {
+  LOOP_FS_TYPES,
+  assertLoopSize,
+  growExt4IfSmaller,
+  growFilesystem,
+  loopFsType,
+  makeFilesystem,
+} from './filesystems';
+import {
+  assertFreeSpace,
+  attachDevice,
+  attachedDevices,
+  detachDevices,
+  devicesByKind,
+  devicesOfKind,
+  loopAttachments,
+  preallocate,
+  refreshDevice,
+} from './loop-devices';
 
 export type LoopBackendOptions = PoolBackendOptions;
 
@@ -77,7 +97,7 @@ export class LoopBackend extends PoolBackend {
   /**
    * A restore or clone copies the source image (holes kept), then preallocates it to the volume's size: the copy's
    * holes get real blocks, as every loop volume has, and a larger volume gets its new tail. An ext4 filesystem is
-   * grown to the device when the volume is staged (loop-access.ts); xfs only through NodeExpandVolume.
+   * grown to the device when the volume is staged (LoopAccess.attach); xfs only through NodeExpandVolume.
    */
   async copyIn(record: StoredRecord, origin: CopyOrigin, budgetMs: number): Promise<void> {
     const image = this.layout.volumeImage(record.key);
@@ -243,5 +263,90 @@ export class LoopBackend extends PoolBackend {
       repaired.push({ key, outcome: 'detached', message: `${device} was attached without being staged` });
     }
     return repaired;
+  }
+}
+
+/**
+ * The node side of loop volumes: the image is attached as a loop device (found again with `losetup -j`, so a
+ * restarted agent adopts what is there); mount volumes mount its filesystem, block volumes hand the device over.
+ */
+export class LoopAccess implements VolumeAccess {
+  constructor(readonly layout: PoolLayout) {}
+
+  checkAccess(volume: VolumeRef, accessType: AccessType, fsType: string): void {
+    const own = volume.accessType ?? 'mount';
+    if (own !== accessType) {
+      throw new DriverError(
+        FailureType.InvalidArgument,
+        `volume ${volume.key} was created for ${own} access; it cannot be used for ${accessType} access`,
+      );
+    }
+    if (accessType === 'mount' && fsType !== '' && fsType !== loopFsType(volume.fsType)) {
+      throw new DriverError(
+        FailureType.InvalidArgument,
+        `volume ${volume.key} holds ${loopFsType(volume.fsType)}, not the requested fs_type ${fsType}`,
+      );
+    }
+  }
+
+  async attach(volume: VolumeRef): Promise<Attachment> {
+    const image = this.layout.volumeImage(volume.key);
+    if (!(await pathExists(image))) {
+      throw new DriverError(FailureType.FailedPrecondition, `the image of volume ${volume.key} (${image}) is missing`);
+    }
+    const { device, fresh } = await attachDevice(image);
+    const readers = await devicesOfKind(image, true);
+    const attachment = await this.describe(volume, device, fresh, readers);
+    if (attachment.mount?.kind === 'filesystem' && attachment.mount.fsType === 'ext4') {
+      // Expanded while unstaged: grow it now, before it is mounted (online growth needs CAP_SYS_RESOURCE).
+      const mounted = (await readMounts()).some((entry) => showsVolume(entry, attachment.matchers));
+      if (!mounted) await growExt4IfSmaller(device, await deviceBytes(device));
+    }
+    return attachment;
+  }
+
+  async find(volume: VolumeRef): Promise<Attachment | undefined> {
+    const { readWrite, readOnly } = await devicesByKind(this.layout.volumeImage(volume.key));
+    const [device] = readWrite;
+    return device === undefined ? undefined : this.describe(volume, device, false, readOnly);
+  }
+
+  /**
+   * xfs grows only while mounted: a restore larger than its snapshot (or a volume expanded while unstaged) reaches
+   * its size here; ext4 was grown in attach, before the mount. A filesystem already at its device's size is left so.
+   */
+  async afterMount(attachment: Attachment, mountPoint: string): Promise<void> {
+    const { mount } = attachment;
+    if (mount?.kind === 'filesystem' && mount.fsType === 'xfs') await growFilesystem('xfs', mount.device, mountPoint);
+  }
+
+  /** A read-only loop device over the same image, for a read-only raw block publish. */
+  async readOnlyDevice(volume: VolumeRef): Promise<string> {
+    return (await attachDevice(this.layout.volumeImage(volume.key), true)).device;
+  }
+
+  /** Detaches the read-only devices no publish binds any more (after an unpublish). */
+  async releaseUnused(volume: VolumeRef): Promise<void> {
+    const mounts = await readMounts();
+    const image = this.layout.volumeImage(volume.key);
+    const unused: string[] = [];
+    for (const device of await devicesOfKind(image, true)) {
+      const matcher = await bindMatcherOf(device, mounts);
+      if (!mounts.some((entry) => showsVolume(entry, [matcher]))) unused.push(device);
+    }
+    if (unused.length > 0) await detachDevices(image, unused);
+  }
+
+  async detach(volume: VolumeRef): Promise<void> {
+    await detachDevices(this.layout.volumeImage(volume.key));
+  }
+
+  /** Its filesystem's mounts (any bind of it included) and bind mounts of its device nodes (readers' too). */
+  private async describe(volume: VolumeRef, device: string, fresh: boolean, readers: string[]): Promise<Attachment> {
+    const filesystem = { majorMinor: majorMinorOf((await fs.stat(device, { bigint: true })).rdev) };
+    const mounts = await readMounts();
+    const matchers = [filesystem, ...(await Promise.all([device, ...readers].map((d) => bindMatcherOf(d, mounts))))];
+    if (volume.accessType === 'block') return { device, matchers, fresh };
+    return { mount: { kind: 'filesystem', device, fsType: loopFsType(volume.fsType) }, device, matchers, fresh };
   }
 }

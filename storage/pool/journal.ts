@@ -27,7 +27,7 @@ export interface Intent {
   parameters: Record<string, string>;
   /** ISO 8601. */
   at: string;
-  /** dir with --dir-quota=project: the volume's project, chosen before anything is made (storage/dir/project-quotas.ts). */
+  /** dir with --dir-quota=project: the volume's project, chosen before anything is made (dir/dir-backend.ts). */
   projectId?: number;
 }
 

@@ -165,7 +165,7 @@ export function describeSource(source: ContentSource): string {
 
 /**
  * The `projectId` field of a record and an intent, as the pool checks it when it reads them back. Which ID a dir
- * volume gets, and what the filesystem does with it, is the dir backend's (storage/dir/project-quotas.ts).
+ * volume gets, and what the filesystem does with it, is the dir backend's (storage/dir/dir-backend.ts).
  */
 
 /** The highest project ID: below 2^31, for tools that read it signed. */
