@@ -99,20 +99,7 @@ async function beginVolume(
   const source = spec.contentSource === undefined ? {} : { contentSource: { ...spec.contentSource } };
   const createdAt = intent.at;
   const record: StoredRecord = { key, name, capacityBytes, parameters, createdAt, ...shape, ...ids, ...source };
-  await indexes.changing(async () => {
-    await writeIntent(layout, intent);
-    try {
-      await createDir(layout.volumeDir(key));
-      await pool.allocate(record, origin?.copy);
-      if (origin) return;
-      await writeRecord(layout, record);
-      await removeIntent(layout, key);
-    } catch (error) {
-      // Leave nothing half made; should that fail too, the intent stays for the next call or open().
-      await settleIntent(pool, intent).catch(() => undefined);
-      throw error;
-    }
-  });
+  await allocateJournaled(pool, intent, record, origin?.copy);
   if (!origin) {
     records.put(record);
     return record;
@@ -124,6 +111,28 @@ async function beginVolume(
     reservedBytes,
   });
   return { intent, record, origin: origin.copy, done };
+}
+
+/**
+ * Journals the create, then makes the volume's directory and has the backend fill it: an empty volume is recorded
+ * at once, a restore or clone (`copy`) once its copy is made.
+ */
+async function allocateJournaled(pool: PoolBackend, intent: Intent, record: StoredRecord, copy?: CopyOrigin) {
+  const { layout } = pool;
+  await pool.indexes.changing(async () => {
+    await writeIntent(layout, intent);
+    try {
+      await createDir(layout.volumeDir(record.key));
+      await pool.allocate(record, copy);
+      if (copy) return;
+      await writeRecord(layout, record);
+      await removeIntent(layout, record.key);
+    } catch (error) {
+      // Leave nothing half made; should that fail too, the intent stays for the next call or open().
+      await settleIntent(pool, intent).catch(() => undefined);
+      throw error;
+    }
+  });
 }
 
 /** Refused while the volume is in use; `existed` also when an earlier call that failed part way was just finished. */
