@@ -118,6 +118,11 @@ export async function readJson(file: string): Promise<unknown> {
   }
 }
 
+/** A JSON value's fields, for the caller to check one by one; anything but an object has none (every check fails). */
+export function jsonFields(value: unknown): Partial<Record<string, unknown>> {
+  return (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
+}
+
 export async function writeJsonAtomic(file: string, value: unknown): Promise<void> {
   await writeFileAtomic(file, `${JSON.stringify(value, null, 2)}\n`);
 }

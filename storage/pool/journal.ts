@@ -11,7 +11,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError } from '../../common/failures';
 import type { OpenReport } from './backend';
-import { isTempFileName, pathExists, readJson, removeFile, writeJsonAtomic } from '../host/files';
+import { isTempFileName, jsonFields, pathExists, readJson, removeFile, writeJsonAtomic } from '../host/files';
 import { readMounts, thawFilesystem } from '../host/mounts';
 import { isVolumeKey, keyOfJsonFileName, readKeyedFiles } from './pool-layout';
 import type { PoolBackend } from './pool-backend';
@@ -32,7 +32,7 @@ export interface Intent {
 }
 
 function parseIntent(value: unknown, key: string): Intent | undefined {
-  const intent = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
+  const intent = jsonFields(value);
   const { op, name, capacityBytes, parameters, at, projectId } = intent;
   if (
     (op !== 'create' && op !== 'delete') ||
@@ -94,7 +94,7 @@ export async function settleIntent(pool: PoolBackend, intent: Intent): Promise<R
 }
 
 /** Keys whose work is under way in this process (a copy made outside the pool lock): their entries are left alone. */
-type InFlight = (key: string) => boolean;
+export type InFlight = (key: string) => boolean;
 
 const NONE_IN_FLIGHT: InFlight = () => false;
 
@@ -132,7 +132,7 @@ export async function currentBootId(): Promise<string> {
 }
 
 function parseFreeze(value: unknown, key: string): FreezeRecord | undefined {
-  const record = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
+  const record = jsonFields(value);
   const { mountPoint, majorMinor, bootId, at } = record;
   if (
     record.key !== key ||

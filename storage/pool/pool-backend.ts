@@ -75,7 +75,7 @@ export abstract class PoolBackend implements StorageBackend {
   /** How long each copy may take (common/copy-budget.ts). */
   readonly copyBudget: CopyBudget;
   /** The copies running without the pool held: their source and target are refused to every change. */
-  readonly copies = new CopiesInFlight();
+  readonly copies = new CopiesInFlight(this);
   /** The volumes and snapshots in memory, read from disk on first use after open(). */
   readonly indexes: PoolIndexes;
   /**

@@ -7,13 +7,16 @@
  */
 import { DriverError, FailureType } from '../../common/failures';
 import { listIntents, settleJournal, thawFrozen } from './journal';
-import type { Intent, Reconciled } from './journal';
+import type { InFlight, Intent, Reconciled } from './journal';
 import type { PoolBackend } from './pool-backend';
 import type { PoolLayout } from './pool-layout';
 import { listRecords } from './records';
 import type { StoredRecord } from './records';
 import { listSnapshotIntents, listSnapshotRecords, settleSnapshotJournal } from './snapshots';
 import type { StoredSnapshot } from './snapshots';
+
+/** What a volume or snapshot of a size (a capacity, a snapshot's size) takes from the pool. */
+type BytesOf = (size: number) => number;
 
 /**
  * What the two indexes share (volumes, snapshots): entries by key and the bytes they reserve, plus what the journal
@@ -26,7 +29,7 @@ abstract class KeyedIndex<T extends { key: string }> {
   private sortedKeys?: string[];
 
   protected constructor(
-    private readonly bytesOf: (size: number) => number,
+    private readonly bytesOf: BytesOf,
     private readonly pendingBytes: number,
   ) {}
 
@@ -124,11 +127,7 @@ export class RecordIndex extends KeyedIndex<StoredRecord> {
   private readonly keysByName = new Map<string, Set<string>>();
 
   /** `inFlight`: keys whose intents a copy in progress reserves itself. */
-  static async load(
-    layout: PoolLayout,
-    bytesOf: (capacityBytes: number) => number,
-    inFlight: (key: string) => boolean = () => false,
-  ): Promise<RecordIndex> {
+  static async load(layout: PoolLayout, bytesOf: BytesOf, inFlight: InFlight = () => false): Promise<RecordIndex> {
     const records = await listRecords(layout);
     const intents = (await listIntents(layout)).intents.filter((intent) => !inFlight(intent.key));
     const index = new RecordIndex(bytesOf, reserved(records, intents, bytesOf) - reserved(records, [], bytesOf));
@@ -161,11 +160,7 @@ export class RecordIndex extends KeyedIndex<StoredRecord> {
 /** The pool's snapshots in memory, read from disk after open() and again whenever a change failed part way. */
 export class SnapshotIndex extends KeyedIndex<StoredSnapshot> {
   /** `inFlight`: keys whose intents a copy in progress reserves itself. */
-  static async load(
-    layout: PoolLayout,
-    bytesOf: (sizeBytes: number) => number,
-    inFlight: (key: string) => boolean = () => false,
-  ): Promise<SnapshotIndex> {
+  static async load(layout: PoolLayout, bytesOf: BytesOf, inFlight: InFlight = () => false): Promise<SnapshotIndex> {
     const records = await listSnapshotRecords(layout);
     const keys = new Set(records.map((record) => record.key));
     const { intents } = await listSnapshotIntents(layout);
@@ -208,10 +203,35 @@ interface CopyInFlight {
 export class CopiesInFlight {
   private readonly copies = new Set<CopyInFlight>();
 
-  /** Marks the copy as running; call the returned function once it is recorded or rolled back. */
+  constructor(private readonly pool: PoolBackend) {}
+
+  /** Marks the copy as running, with the pool held; `finish` ends it. */
   begin(copy: CopyInFlight): () => void {
     this.copies.add(copy);
     return () => void this.copies.delete(copy);
+  }
+
+  /**
+   * Ends a copy begun with the pool held (`done`, from begin): `make` copies without the pool held, `record` records
+   * it with the pool held again. Should either fail, `rollBack` runs with the pool held; should that fail too (or the
+   * pool be closed), the intent stays for the next call or open(), which settle it once the copy is no longer in
+   * flight. The copy is in flight no more either way.
+   */
+  async finish(
+    done: () => void,
+    steps: { make(): Promise<void>; record(): Promise<void>; rollBack(): Promise<unknown> },
+  ): Promise<void> {
+    const { pool } = this;
+    try {
+      await steps.make();
+      await pool.locked(() => pool.indexes.changing(() => steps.record()));
+    } catch (error) {
+      await pool.locked(() => steps.rollBack()).catch(() => undefined);
+      pool.indexes.drop();
+      throw error;
+    } finally {
+      done();
+    }
   }
 
   get reservedBytes(): number {
@@ -282,7 +302,7 @@ export class PoolIndexes {
   constructor(private readonly pool: PoolBackend) {}
 
   /** What a volume or snapshot of this size takes from the pool. */
-  private readonly bytesOf = (size: number): number => this.pool.allocatedBytes(size);
+  private readonly bytesOf: BytesOf = (size) => this.pool.allocatedBytes(size);
 
   async records(): Promise<RecordIndex> {
     this.volumeIndex ??= await RecordIndex.load(this.pool.layout, this.bytesOf, (key) =>

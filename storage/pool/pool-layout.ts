@@ -29,6 +29,7 @@ import {
   fsyncDir,
   isNotFound,
   isTempFileName,
+  jsonFields,
   readFileIfExists,
   readJson,
   removeFile,
@@ -44,16 +45,18 @@ export function isVolumeKey(key: unknown): key is string {
 }
 
 export function assertVolumeKey(key: unknown): asserts key is string {
-  if (!isVolumeKey(key)) {
-    const shown = typeof key === 'string' ? JSON.stringify(key.slice(0, 80)) : typeof key;
-    throw new DriverError(FailureType.InvalidArgument, `volume key ${shown} is not 32 lower-case hex digits`);
-  }
+  assertKey(key, 'volume');
 }
 
+/** Snapshot keys have the form of volume keys. */
 export function assertSnapshotKey(key: unknown): asserts key is string {
+  assertKey(key, 'snapshot');
+}
+
+function assertKey(key: unknown, what: 'volume' | 'snapshot'): asserts key is string {
   if (!isVolumeKey(key)) {
     const shown = typeof key === 'string' ? JSON.stringify(key.slice(0, 80)) : typeof key;
-    throw new DriverError(FailureType.InvalidArgument, `snapshot key ${shown} is not 32 lower-case hex digits`);
+    throw new DriverError(FailureType.InvalidArgument, `${what} key ${shown} is not 32 lower-case hex digits`);
   }
 }
 
@@ -84,6 +87,17 @@ export async function readKeyedFiles<T>(
 
 export class PoolLayout {
   readonly root: string;
+  readonly identityFile: string;
+  readonly lockFile: string;
+  readonly volumesDir: string;
+  readonly recordsDir: string;
+  readonly journalDir: string;
+  readonly stagingDir: string;
+  readonly frozenDir: string;
+  readonly snapshotsDir: string;
+  readonly snapshotDataDir: string;
+  readonly snapshotRecordsDir: string;
+  readonly snapshotJournalDir: string;
 
   constructor(pool: string) {
     if (typeof pool !== 'string' || !path.isAbsolute(pool)) {
@@ -94,55 +108,45 @@ export class PoolLayout {
       throw new DriverError(FailureType.InvalidArgument, `refusing to use the filesystem root ${root} as a pool`);
     }
     this.root = root;
+    this.identityFile = path.join(root, 'pool.json');
+    this.lockFile = path.join(root, '.lock');
+    this.volumesDir = path.join(root, 'volumes');
+    this.recordsDir = path.join(root, 'records');
+    this.journalDir = path.join(root, 'journal');
+    this.stagingDir = path.join(root, 'staging');
+    this.frozenDir = path.join(root, 'frozen');
+    this.snapshotsDir = path.join(root, 'snapshots');
+    this.snapshotDataDir = path.join(this.snapshotsDir, 'data');
+    this.snapshotRecordsDir = path.join(this.snapshotsDir, 'records');
+    this.snapshotJournalDir = path.join(this.snapshotsDir, 'journal');
   }
 
-  get identityFile(): string {
-    return path.join(this.root, 'pool.json');
+  volumeDir(key: string): string {
+    return this.keyed(this.volumesDir, key, '');
   }
 
-  get lockFile(): string {
-    return path.join(this.root, '.lock');
+  volumeImage(key: string): string {
+    return path.join(this.volumeDir(key), 'disk.img');
   }
 
-  get volumesDir(): string {
-    return path.join(this.root, 'volumes');
+  recordFile(key: string): string {
+    return this.keyed(this.recordsDir, key, '.json');
   }
 
-  get recordsDir(): string {
-    return path.join(this.root, 'records');
+  intentFile(key: string): string {
+    return this.keyed(this.journalDir, key, '.json');
   }
 
-  get journalDir(): string {
-    return path.join(this.root, 'journal');
+  stagingFile(key: string): string {
+    return this.keyed(this.stagingDir, key, '.json');
   }
 
-  get stagingDir(): string {
-    return path.join(this.root, 'staging');
-  }
-
-  get frozenDir(): string {
-    return path.join(this.root, 'frozen');
-  }
-
-  get snapshotsDir(): string {
-    return path.join(this.root, 'snapshots');
-  }
-
-  get snapshotDataDir(): string {
-    return path.join(this.snapshotsDir, 'data');
-  }
-
-  get snapshotRecordsDir(): string {
-    return path.join(this.snapshotsDir, 'records');
-  }
-
-  get snapshotJournalDir(): string {
-    return path.join(this.snapshotsDir, 'journal');
+  freezeFile(key: string): string {
+    return this.keyed(this.frozenDir, key, '.json');
   }
 
   snapshotDir(key: string): string {
-    assertSnapshotKey(key);
-    return this.inside(path.join(this.snapshotDataDir, key));
+    return this.keyed(this.snapshotDataDir, key, '', assertSnapshotKey);
   }
 
   snapshotImage(key: string): string {
@@ -150,42 +154,11 @@ export class PoolLayout {
   }
 
   snapshotRecordFile(key: string): string {
-    assertSnapshotKey(key);
-    return this.inside(path.join(this.snapshotRecordsDir, `${key}.json`));
+    return this.keyed(this.snapshotRecordsDir, key, '.json', assertSnapshotKey);
   }
 
   snapshotIntentFile(key: string): string {
-    assertSnapshotKey(key);
-    return this.inside(path.join(this.snapshotJournalDir, `${key}.json`));
-  }
-
-  volumeDir(key: string): string {
-    assertVolumeKey(key);
-    return this.inside(path.join(this.volumesDir, key));
-  }
-
-  recordFile(key: string): string {
-    assertVolumeKey(key);
-    return this.inside(path.join(this.recordsDir, `${key}.json`));
-  }
-
-  intentFile(key: string): string {
-    assertVolumeKey(key);
-    return this.inside(path.join(this.journalDir, `${key}.json`));
-  }
-
-  stagingFile(key: string): string {
-    assertVolumeKey(key);
-    return this.inside(path.join(this.stagingDir, `${key}.json`));
-  }
-
-  freezeFile(key: string): string {
-    assertVolumeKey(key);
-    return this.inside(path.join(this.frozenDir, `${key}.json`));
-  }
-
-  volumeImage(key: string): string {
-    return path.join(this.volumeDir(key), 'disk.img');
+    return this.keyed(this.snapshotJournalDir, key, '.json', assertSnapshotKey);
   }
 
   /** Makes every directory of the layout that is missing, durably (at open: the pool may be new). */
@@ -200,8 +173,10 @@ export class PoolLayout {
     await fsyncDir(this.root);
   }
 
-  /** Defence in depth: the key check already rules this out. */
-  private inside(candidate: string): string {
+  /** `<dir>/<key><suffix>`, once the key is checked; checked again to lie inside the pool (defence in depth). */
+  private keyed(dir: string, key: string, suffix: string, check: (key: string) => void = assertVolumeKey): string {
+    check(key);
+    const candidate = path.join(dir, `${key}${suffix}`);
     const relative = path.relative(this.root, candidate);
     if (relative === '' || relative.split(path.sep)[0] === '..' || path.isAbsolute(relative)) {
       throw new DriverError(FailureType.Internal, `${candidate} is outside the pool ${this.root}`);
@@ -259,7 +234,7 @@ export async function readIdentity(layout: PoolLayout): Promise<PoolIdentity | u
     throw error;
   });
   if (value === undefined) return undefined;
-  const identity = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
+  const identity = jsonFields(value);
   const { poolId, createdAt, backend, replaces } = identity;
   if (typeof poolId !== 'string' || poolId === '' || typeof createdAt !== 'string' || typeof backend !== 'string') {
     throw new DriverError(FailureType.FailedPrecondition, `${file} is not a durable-csi pool identity`);

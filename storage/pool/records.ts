@@ -5,7 +5,7 @@
 import { promises as fs } from 'node:fs';
 import { DriverError, FailureType } from '../../common/failures';
 import type { ContentSource, CreateVolumeSpec, VolumeRecord } from './backend';
-import { pathExists, readJson, removeFile, writeJsonAtomic } from '../host/files';
+import { jsonFields, pathExists, readJson, removeFile, writeJsonAtomic } from '../host/files';
 import { assertSnapshotKey, assertVolumeKey, isVolumeKey, keyOfJsonFileName } from './pool-layout';
 import type { PoolLayout } from './pool-layout';
 
@@ -15,24 +15,38 @@ export type StoredRecord = Omit<VolumeRecord, 'path'>;
 /** What a create records beyond the common fields (dir: nothing; loop: access type and filesystem). */
 export type VolumeShape = Pick<StoredRecord, 'accessType' | 'fsType'>;
 
+/** A volume's or snapshot's shape as it is stored: its fields present only when set, so a dir record has neither. */
+export function storedShape(shape: VolumeShape): VolumeShape {
+  return {
+    ...(shape.accessType === undefined ? {} : { accessType: shape.accessType }),
+    ...(shape.fsType === undefined ? {} : { fsType: shape.fsType }),
+  };
+}
+
+/** Whether the fields read back from a record make a shape. */
+export function isShape(shape: { accessType?: unknown; fsType?: unknown }): shape is VolumeShape {
+  const { accessType, fsType } = shape;
+  const access = accessType === undefined || accessType === 'mount' || accessType === 'block';
+  return access && (fsType === undefined || typeof fsType === 'string');
+}
+
 function parseRecord(value: unknown, key: string, file: string): StoredRecord {
-  const record = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
-  const { name, capacityBytes, parameters, createdAt, accessType, fsType, projectId, contentSource } = record;
+  const record = jsonFields(value);
+  const { name, capacityBytes, parameters, createdAt, projectId, contentSource } = record;
+  const shape = { accessType: record.accessType, fsType: record.fsType };
   if (
     record.key !== key ||
     typeof name !== 'string' ||
     !isSize(capacityBytes) ||
     !isStringMap(parameters) ||
     typeof createdAt !== 'string' ||
-    (accessType !== undefined && accessType !== 'mount' && accessType !== 'block') ||
-    (fsType !== undefined && typeof fsType !== 'string') ||
+    !isShape(shape) ||
     (projectId !== undefined && !isProjectId(projectId)) ||
     (contentSource !== undefined && !isContentSource(contentSource))
   ) {
     throw new DriverError(FailureType.Internal, `${file} is not a volume record for key ${key}`);
   }
-  const shape = shapeFields({ accessType, fsType, projectId, contentSource });
-  return { key, name, capacityBytes, parameters, createdAt, ...shape };
+  return { key, name, capacityBytes, parameters, createdAt, ...shapeFields({ ...shape, projectId, contentSource }) };
 }
 
 /** The optional fields, present only when set: a dir record stays exactly what it always was. */
@@ -40,8 +54,7 @@ type OptionalFields = Pick<StoredRecord, 'accessType' | 'fsType' | 'projectId' |
 
 function shapeFields(shape: OptionalFields): OptionalFields {
   return {
-    ...(shape.accessType === undefined ? {} : { accessType: shape.accessType }),
-    ...(shape.fsType === undefined ? {} : { fsType: shape.fsType }),
+    ...storedShape(shape),
     ...(shape.projectId === undefined ? {} : { projectId: shape.projectId }),
     ...(shape.contentSource === undefined ? {} : { contentSource: { ...shape.contentSource } }),
   };

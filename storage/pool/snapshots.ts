@@ -12,11 +12,12 @@ import path from 'node:path';
 import { copyTimeMs } from '../../common/copy-budget';
 import { DriverError, FailureType } from '../../common/failures';
 import type { CreateSnapshotSpec, OpenReport, SnapshotRecord } from './backend';
-import { createDir, pathExists, readJson, removeFile, removeTree, writeJsonAtomic } from '../host/files';
+import { createDir, jsonFields, pathExists, readJson, removeFile, removeTree, writeJsonAtomic } from '../host/files';
+import type { InFlight } from './journal';
 import type { PoolBackend } from './pool-backend';
 import { assertSnapshotKey, assertVolumeKey, isVolumeKey, keyOfJsonFileName, readKeyedFiles } from './pool-layout';
 import type { PoolLayout } from './pool-layout';
-import { isSize, readRecord } from './records';
+import { isShape, isSize, readRecord, storedShape } from './records';
 import type { StoredRecord } from './records';
 
 /** What is stored: the path is derived from the key on every read. */
@@ -48,34 +49,24 @@ export function assertCreateSnapshotSpec(spec: unknown): asserts spec is CreateS
 }
 
 function parseSnapshot(value: unknown, key: string, file: string): StoredSnapshot {
-  const record = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
-  const { name, sourceKey, sizeBytes, createdAt, accessType, fsType } = record;
+  const record = jsonFields(value);
+  const { name, sourceKey, sizeBytes, createdAt } = record;
+  const shape = { accessType: record.accessType, fsType: record.fsType };
   if (
     record.key !== key ||
     typeof name !== 'string' ||
     !isVolumeKey(sourceKey) ||
     !isSize(sizeBytes) ||
     typeof createdAt !== 'string' ||
-    (accessType !== undefined && accessType !== 'mount' && accessType !== 'block') ||
-    (fsType !== undefined && typeof fsType !== 'string')
+    !isShape(shape)
   ) {
     throw new DriverError(FailureType.Internal, `${file} is not a snapshot record for key ${key}`);
   }
-  return { key, name, sourceKey, sizeBytes, createdAt, ...snapshotShape({ accessType, fsType }) };
-}
-
-/** The loop shape, present only when set: a dir snapshot's record has neither field. */
-export function snapshotShape(
-  shape: Pick<StoredSnapshot, 'accessType' | 'fsType'>,
-): Pick<StoredSnapshot, 'accessType' | 'fsType'> {
-  return {
-    ...(shape.accessType === undefined ? {} : { accessType: shape.accessType }),
-    ...(shape.fsType === undefined ? {} : { fsType: shape.fsType }),
-  };
+  return { key, name, sourceKey, sizeBytes, createdAt, ...storedShape(shape) };
 }
 
 function parseSnapshotIntent(value: unknown, key: string): SnapshotIntent | undefined {
-  const intent = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
+  const intent = jsonFields(value);
   const { op, name, sourceKey, sizeBytes, at } = intent;
   if (
     (op !== 'create' && op !== 'delete') ||
@@ -104,7 +95,7 @@ export async function writeSnapshot(layout: PoolLayout, record: StoredSnapshot):
     sourceKey,
     sizeBytes,
     createdAt,
-    ...snapshotShape(record),
+    ...storedShape(record),
   });
 }
 
@@ -159,7 +150,7 @@ export async function settleSnapshotIntent(layout: PoolLayout, intent: SnapshotI
 /** Every readable intent but those of copies in flight (`inFlight`), which are theirs to settle. */
 export async function settleSnapshotJournal(
   layout: PoolLayout,
-  inFlight: (key: string) => boolean = () => false,
+  inFlight: InFlight = () => false,
 ): Promise<{ reconciled: Reconciled[]; strays: string[] }> {
   const { intents, strays } = await listSnapshotIntents(layout);
   const reconciled: Reconciled[] = [];
@@ -209,26 +200,20 @@ export async function createSnapshot(pool: PoolBackend, spec: CreateSnapshotSpec
   if (!('intent' in begun)) return begun;
   const { intent, record, source, done } = begun;
   const { layout, indexes } = pool;
-  try {
-    const budgetMs = copyTimeMs(pool.allocatedBytes(source.capacityBytes), pool.copyBudget);
-    await pool.copyToSnapshot(source, pool.snapshotDataPath(record.key), budgetMs);
-    await pool.locked(() =>
-      indexes.changing(async () => {
-        await writeSnapshot(layout, record);
-        await settleSnapshotIntent(layout, intent);
-        (await indexes.snapshots()).put(record);
-      }),
-    );
-    return record;
-  } catch (error) {
-    // Leave no partial copy; should that fail too (or the pool be closed), the intent stays for the next call or
-    // open(), which settle it once this copy is no longer in flight.
-    await pool.locked(() => settleSnapshotIntent(layout, intent)).catch(() => undefined);
-    indexes.drop();
-    throw error;
-  } finally {
-    done();
-  }
+  await pool.copies.finish(done, {
+    make: async () => {
+      const budgetMs = copyTimeMs(pool.allocatedBytes(source.capacityBytes), pool.copyBudget);
+      await pool.copyToSnapshot(source, pool.snapshotDataPath(record.key), budgetMs);
+    },
+    record: async () => {
+      await writeSnapshot(layout, record);
+      await settleSnapshotIntent(layout, intent);
+      (await indexes.snapshots()).put(record);
+    },
+    // Leaves no partial copy.
+    rollBack: () => settleSnapshotIntent(layout, intent),
+  });
+  return record;
 }
 
 /** The checks and the intent, with the pool held: the existing snapshot, or the copy to make. */
@@ -269,7 +254,7 @@ async function beginSnapshot(pool: PoolBackend, spec: CreateSnapshotSpec): Promi
     sourceKey,
     sizeBytes: source.capacityBytes,
     createdAt: at,
-    ...snapshotShape(source),
+    ...storedShape(source),
   };
   await indexes.changing(async () => {
     await writeSnapshotIntent(layout, intent);

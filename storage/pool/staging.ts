@@ -10,7 +10,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
 import type { AccessType, OpenReport, StageOptions } from './backend';
-import { errorCode, isNotFound, pathExists, readJson, removeFile, writeJsonAtomic } from '../host/files';
+import { errorCode, isNotFound, jsonFields, pathExists, readJson, removeFile, writeJsonAtomic } from '../host/files';
 import type { MountEntry, MountMatcher } from '../host/mounts';
 import {
   bindMount,
@@ -77,7 +77,7 @@ export interface StagingRecord {
 }
 
 function parseStaging(value: unknown, key: string): StagingRecord | undefined {
-  const record = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
+  const record = jsonFields(value);
   const { stagingPath, accessType, fsType, mountFlags, createdDir, stagedAt } = record;
   if (
     record.key !== key ||

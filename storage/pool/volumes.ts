@@ -34,23 +34,16 @@ export async function createVolume(
   if (!('intent' in begun)) return begun;
   const { intent, record, origin, done } = begun;
   const { layout, indexes } = pool;
-  try {
-    await pool.copyIn(record, origin, copyTimeMs(pool.allocatedBytes(origin.sizeBytes), pool.copyBudget));
-    await pool.locked(() =>
-      indexes.changing(async () => {
-        await writeRecord(layout, record);
-        await removeIntent(layout, record.key);
-        (await indexes.records()).put(record);
-      }),
-    );
-    return record;
-  } catch (error) {
-    await pool.locked(() => settleIntent(pool, intent)).catch(() => undefined);
-    indexes.drop();
-    throw error;
-  } finally {
-    done();
-  }
+  await pool.copies.finish(done, {
+    make: () => pool.copyIn(record, origin, copyTimeMs(pool.allocatedBytes(origin.sizeBytes), pool.copyBudget)),
+    record: async () => {
+      await writeRecord(layout, record);
+      await removeIntent(layout, record.key);
+      (await indexes.records()).put(record);
+    },
+    rollBack: () => settleIntent(pool, intent),
+  });
+  return record;
 }
 
 /** A restore or clone journaled and allocated, its copy still to make. */
