@@ -71,6 +71,9 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
   const metrics = createProcessMetrics('controller');
   const temporal = startControllerTemporal(config, metrics.registry, logger);
   const services = csiServices(temporal, config);
+  // From the start: durable_csi_temporal_up says 0 while Temporal is out of reach, the rest waits for the client.
+  const client = () => temporal.connected()?.client;
+  registerControllerMetrics(metrics.registry, client, config.driverName, logger, services.readiness);
   const stopMetrics = config.metricsAddress
     ? await serveMetrics(config.metricsAddress, metrics.registry, logger, services.readiness)
     : undefined;
@@ -166,7 +169,6 @@ function startControllerTemporal(
       process.exit(1);
     });
     connected = { client, worker };
-    registerControllerMetrics(registry, client, config.driverName, logger);
     kubernetes = await startKubernetes(config, client, registry, logger);
     writtenOffEvents.report = kubernetes?.reportWrittenOff;
     logger.info({ driver: config.driverName, temporal: config.temporal.address }, 'controller ready');

@@ -2,7 +2,7 @@ import v8 from 'node:v8';
 
 /**
  * How the controller and node agents are run, wherever they run: the container image sets the same variables
- * (deploy/Containerfile; a unit test keeps the two equal). Measured in docs/performance.md:
+ * (deploy/image.json's env, what npm run image builds; a unit test keeps the two equal). Measured in docs/performance.md:
  * - MALLOC_ARENA_MAX=2: glibc otherwise gives each of the Temporal core's threads its own malloc arena, and freed
  *   memory stays in them (about 20 MB of an idle controller).
  * - --max-semi-space-size=1: V8 otherwise lets each isolate's young generation grow to 2 x 16 MB under a high

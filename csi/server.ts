@@ -106,7 +106,7 @@ function wrapService(
 
 function observe(metrics: ProcessMetrics | undefined, method: string, code: string, started: bigint): void {
   metrics?.csiCalls.inc({ method, code });
-  metrics?.csiCallSeconds.observe({ method }, elapsedMs(started) / 1000);
+  metrics?.csiCallSeconds.observe({ method, code }, elapsedMs(started) / 1000);
 }
 
 function elapsedMs(started: bigint): number {

@@ -7,7 +7,7 @@ import { parseListenAddress } from '../common/listen-address';
 export interface ProcessMetrics {
   registry: Registry;
   csiCalls: Counter<'method' | 'code'>;
-  csiCallSeconds: Histogram<'method'>;
+  csiCallSeconds: Histogram<'method' | 'code'>;
 }
 
 /**
@@ -34,8 +34,9 @@ export function createProcessMetrics(component: string): ProcessMetrics {
   });
   const csiCallSeconds = new Histogram({
     name: 'durable_csi_csi_call_duration_seconds',
-    help: 'CSI call latency, by method',
-    labelNames: ['method'],
+    // By code too: an ABORTED answer takes the whole --call-wait by design, and would hide an OK call's latency.
+    help: 'CSI call latency, by method and gRPC code',
+    labelNames: ['method', 'code'],
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });

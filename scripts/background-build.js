@@ -10,15 +10,22 @@ const { clearInterval, setInterval, setTimeout } = require('timers');
 const root = path.resolve(__dirname, '..');
 const LOG = path.join(root, '.tools', 'background-build.log');
 
-/** In the order the suites need them. Only the images need setup's work (dist/ goes into the driver's image). */
+/**
+ * In the order the suites need them: temporal-server (phase 2), the control plane with kubelet (every Kubernetes
+ * suite), the sidecars (e2e-k8s, and with the images the real node's suites), the images (their agnhost is built
+ * alone, before the storage suite's binary), then the storage suite's binary and Ginkgo, which only its suites run.
+ * The Kubernetes steps are sets of one module graph (scripts/install-k8s-tools.js): each compiles only what the ones
+ * before left. Only the images need setup's work (dist/ goes into the driver's image).
+ */
+const K8S_TOOLS = path.join('scripts', 'install-k8s-tools.js');
 const STEPS = [
   { name: 'temporal-server', args: [path.join('scripts', 'install-temporal-server.js')] },
-  { name: 'control plane', args: [path.join('scripts', 'install-k8s-tools.js'), 'kubernetes', 'sidecars'] },
-  // The real node's suites but the storage suite need the images and not the storage suite's binary: they run
-  // while it builds.
-  { name: 'images', args: [path.join('scripts', 'image', 'build.js'), '--node'], afterSetup: true },
-  { name: 'storage suite', args: [path.join('scripts', 'install-k8s-tools.js'), 'storage-suite'] },
-  { name: 'storage suite images', args: [path.join('scripts', 'image', 'build.js'), '--all'], afterSetup: true },
+  { name: 'control plane', args: [K8S_TOOLS, 'kubernetes'] },
+  { name: 'sidecars', args: [K8S_TOOLS, 'sidecars'] },
+  // helm (built) and promtool (Debian's): the chart's tests in phases 3 and 4 (scripts/install-chart-tools.js).
+  { name: 'chart tools', args: [path.join('scripts', 'install-chart-tools.js')] },
+  { name: 'images', args: [path.join('scripts', 'image', 'build.js'), '--all'], afterSetup: true },
+  { name: 'storage suite', args: [K8S_TOOLS, 'storage-suite'] },
 ];
 
 /** `nice -n 19 [ionice -c 3]`: ionice is util-linux's, present on Debian but not everywhere. */
@@ -55,8 +62,9 @@ function tail(file, lines) {
 }
 
 /**
- * Starts the steps; ready(name) resolves with that step's result, ready('all') once every step has ended. The
- * steps marked afterSetup wait for setupDone(); stop() ends whatever runs (this process is ending).
+ * Starts the steps; ready(name) resolves with that step's result, ready([names]) with those steps' results,
+ * ready('all') once every step has ended. The steps marked afterSetup wait for setupDone(); stop() ends whatever
+ * runs (this process is ending).
  */
 function startBackgroundBuild() {
   fs.mkdirSync(path.dirname(LOG), { recursive: true });
@@ -81,18 +89,21 @@ function startBackgroundBuild() {
     fs.closeSync(log);
   })();
 
-  async function ready(name) {
-    if (name !== 'all' && !STEPS.some((step) => step.name === name)) throw new Error(`no background step "${name}"`);
+  async function ready(needs) {
+    const names = needs === 'all' ? STEPS.map((step) => step.name) : [needs].flat();
+    const unknown = names.filter((name) => !STEPS.some((step) => step.name === name));
+    if (unknown.length) throw new Error(`no background step "${unknown.join('", "')}"`);
+    const name = needs === 'all' ? 'all' : names.join(', ');
     const progress = setInterval(() => {
       if (running)
         console.error(
           `test: waiting for the background build: ${running.name} for ${Math.round((Date.now() - running.since) / 1000)} s`,
         );
     }, 60_000);
-    while (!(name === 'all' ? results.size === STEPS.length : results.has(name)))
+    while (!names.every((step) => results.has(step)))
       await Promise.race([finished, new Promise((resolve) => setTimeout(resolve, 1000))]);
     clearInterval(progress);
-    const failed = [...results.values()].filter((result) => !result.ok && (name === 'all' || result.name === name));
+    const failed = [...results.values()].filter((result) => !result.ok && names.includes(result.name));
     if (failed.length === 0) return { name: `background ${name}`, ok: true };
     console.error(`test: the background build failed (${failed.map((f) => f.name).join(', ')}); the log's end:`);
     console.error(tail(LOG, 80));

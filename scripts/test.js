@@ -9,8 +9,8 @@
 //   lint      eslint and prettier                                   needs: setup     beside phase 1
 //   phase 1   dev project, all but the Kubernetes suites, in parallel needs: setup (deps, build, CLI, csi-sanity)
 //   phase 2   prod-temporal project                                  needs: temporal-server
-//   phase 3   dev project, test/e2e-k8s                              needs: the control plane and sidecars
-//   phase 4   dev project, test/e2e-node but the storage suite       needs: kubelet, the sidecars and the images
+//   phase 3   dev project, test/e2e-k8s                              needs: the control plane, sidecars, helm
+//   phase 4   dev project, test/e2e-node but the storage suite       needs: kubelet, sidecars, helm, the images
 //   phase 5   dev project, test/e2e-node/storage-suite               needs: all of it
 // Phases 2 to 5 start once phase 1 is done, each as soon as its needs are ready, side by side, but phases 4 and 5 one
 // after the other (each starts a real node, of which a machine runs one at a time).
@@ -90,13 +90,13 @@ const LATER_PHASES = [
   {
     name: 'phase 3 (Kubernetes control plane)',
     timing: 'phase3',
-    needs: ['control plane'],
+    needs: ['control plane', 'sidecars', 'chart tools'],
     args: [E2E_K8S, '--selectProjects', 'dev'],
   },
   {
     name: 'phase 4 (real node)',
     timing: 'phase4',
-    needs: ['control plane', 'images'],
+    needs: ['control plane', 'sidecars', 'chart tools', 'images'],
     realNode: true,
     args: [E2E_NODE, `--testPathIgnorePatterns=${STORAGE_SUITE}`, '--selectProjects', 'dev'],
   },

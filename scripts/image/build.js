@@ -1,5 +1,6 @@
 'use strict';
-// npm run image: builds the driver's OCI image from the package registries alone, as a docker-archive tar, and
+// npm run image: builds the driver's OCI image from the package registries alone, as a docker-archive tar (what
+// containerd imports) and an OCI archive (what `skopeo copy oci-archive:... docker://...` pushes to a registry), and
 // the small images a real node and the tests need. Node built-ins only. Everything is cached by content under
 // ~/.cache/durable-csi/images ($DURABLE_CSI_IMAGES): a second run rebuilds only what an input changed for.
 //
@@ -11,6 +12,8 @@
 //   npm run image -- --print [--node]          {"<image ref>": "<tar path>"} for every image, or the node's (null:
 //                                              cannot know yet, its input is missing), without building
 const fs = require('fs');
+const path = require('path');
+const { publish, removeScratch, scratchDir } = require('./cache');
 const { run, requireTool, timed } = require('./run');
 const { driverImage } = require('./driver');
 const { smallImages } = require('./small');
@@ -50,11 +53,49 @@ function load(socket, image, tar, timings) {
   );
 }
 
-function report(name, ref, tar, timings) {
+/** Where the OCI archive of an image's docker-archive tar goes: beside its directory (publish empties that one). */
+function ociArchivePath(tar) {
+  return path.join(path.dirname(path.dirname(tar)), `${path.basename(path.dirname(tar))}-oci`, path.basename(tar));
+}
+
+/**
+ * The image as an OCI archive, copied from its docker-archive by skopeo (the same layers and config; cached with it).
+ * Its one image is named by its tag, as OCI layouts name theirs.
+ */
+function ociArchive(ref, tar, timings) {
+  const out = ociArchivePath(tar);
+  if (fs.existsSync(out)) {
+    timings.push({ label: 'oci archive', seconds: 0, cached: true });
+    return out;
+  }
+  requireTool('skopeo', 'skopeo');
+  timed(timings, 'oci archive', () => {
+    const scratch = scratchDir('oci');
+    try {
+      const policy = path.join(scratch, 'policy.json');
+      fs.writeFileSync(policy, `${JSON.stringify({ default: [{ type: 'insecureAcceptAnything' }] })}\n`);
+      const built = path.join(scratch, 'image.tar');
+      const tag = ref.slice(ref.lastIndexOf(':') + 1);
+      run('skopeo', ['--policy', policy, 'copy', '--quiet', `docker-archive:${tar}`, `oci-archive:${built}:${tag}`]);
+      publish(built, out);
+    } finally {
+      removeScratch(scratch);
+    }
+  });
+  return out;
+}
+
+function report(name, ref, tar, timings, oci) {
   console.error(`image: ${name} ${ref}`);
   for (const { label, seconds, cached } of timings)
     console.error(`image:   ${label.padEnd(38)} ${cached ? 'cached' : `${seconds.toFixed(1)} s`}`);
   console.error(`image:   ${'tar'.padEnd(38)} ${tar} (${mib(fs.statSync(tar).size)})`);
+  if (!oci) return;
+  console.error(`image:   ${'oci archive'.padEnd(38)} ${oci} (${mib(fs.statSync(oci).size)})`);
+  // skopeo compresses the layers on the way to a registry; --dest-creds or `skopeo login` for one that asks.
+  const repository = ref.slice(ref.indexOf('/') + 1, ref.lastIndexOf(':'));
+  const tag = ref.slice(ref.lastIndexOf(':') + 1);
+  console.error(`image: push it: skopeo copy oci-archive:${oci} docker://REGISTRY/${repository}:${tag}`);
 }
 
 function main(argv) {
@@ -80,13 +121,15 @@ function main(argv) {
   for (const image of wanted) {
     const timings = [];
     const tar = image.build(timings);
+    // The driver's image is the one pushed to a registry (deploy/README.md); the small ones are for test nodes.
+    const oci = image.name === 'durable-csi' ? ociArchive(image.ref, tar, timings) : undefined;
     if (options.load) load(options.load, image, tar, timings);
-    report(image.name, image.ref, tar, timings);
+    report(image.name, image.ref, tar, timings, oci);
   }
   console.error(`image: done in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 
-module.exports = { allImages, parseArgs };
+module.exports = { allImages, ociArchivePath, parseArgs };
 
 if (require.main === module) {
   try {

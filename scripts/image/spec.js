@@ -5,13 +5,13 @@
 const fs = require('fs');
 const path = require('path');
 const { describeBuild } = require('../build-info');
-const { BUILDS } = require('../install-k8s-tools');
+const { SETS } = require('../install-k8s-tools');
 
 const root = path.resolve(__dirname, '..', '..');
 
 /**
- * containerd's sandbox_image. kubelet 1.36 has no default of its own (the CRI runtime chooses); this is the pause
- * kubeadm v1.36.3 and Kubernetes' e2e image manifest name (cmd/kubeadm/app/constants PauseVersion 3.10.2).
+ * containerd's sandbox_image. kubelet 1.37 has no default of its own (the CRI runtime chooses); this is the pause
+ * kubeadm v1.37.2 and Kubernetes' e2e image manifest name (cmd/kubeadm/app/constants PauseVersion 3.10.2).
  */
 const PAUSE_IMAGE = 'registry.k8s.io/pause:3.10.2';
 /** Debian bookworm's busybox-static, tagged with its own version (the build checks that the binary reports it). */
@@ -19,28 +19,27 @@ const BUSYBOX_VERSION = '1.35.0';
 const BUSYBOX_IMAGE = `docker.io/library/busybox:${BUSYBOX_VERSION}`;
 
 /**
- * The images Kubernetes' storage suite names (k8s.io/kubernetes v1.36.3 test/utils/image/manifest.go), loaded under
+ * The images Kubernetes' storage suite names (k8s.io/kubernetes v1.37.2 test/utils/image/manifest.go), loaded under
  * those names so the suite's Pods (imagePullPolicy IfNotPresent) find them. agnhost is the real binary; the others'
  * Pods run only /bin/sh scripts (busybox, the exec test's nginx, multivolume's glibc-dns-testing), so each is our
  * busybox rootfs under the suite's name (docs/storage-suite.md).
  */
 const SUITE_REGISTRY = 'registry.k8s.io/e2e-test-images';
-const AGNHOST_IMAGE = `${SUITE_REGISTRY}/agnhost:2.63.0`;
+const AGNHOST_IMAGE = `${SUITE_REGISTRY}/agnhost:2.66.1`;
 const SUITE_SHELL_IMAGES = [
-  { name: 'suite-busybox', ref: `${SUITE_REGISTRY}/busybox:1.37.0-1` },
-  { name: 'suite-nginx', ref: `${SUITE_REGISTRY}/nginx:1.15-4` },
-  { name: 'suite-glibc-dns-testing', ref: `${SUITE_REGISTRY}/glibc-dns-testing:2.0.0` },
+  { name: 'suite-busybox', ref: `${SUITE_REGISTRY}/busybox:1.37.0-2` },
+  { name: 'suite-nginx', ref: `${SUITE_REGISTRY}/nginx:1.27.0-2` },
+  { name: 'suite-glibc-dns-testing', ref: `${SUITE_REGISTRY}/glibc-dns-testing:2.1.1` },
 ];
 
 /**
  * The sidecars built by scripts/install-k8s-tools.js, named as deploy/base/controller.yaml (and
- * deploy/components/snapshots, csi-snapshotter) names them. A set building several modules gives each binary its
- * own module's version (`versions`).
+ * deploy/components/snapshots, csi-snapshotter) names them, each with its own module's version (`versions`).
  */
 const SIDECARS = ['csi-provisioner', 'csi-resizer', 'csi-snapshotter'].map((binary) => {
-  const build = BUILDS.find((b) => Object.hasOwn(b.packages, binary));
-  if (!build) throw new Error(`scripts/install-k8s-tools.js builds no ${binary}`);
-  const version = (build.versions || {})[binary] || build.version;
+  const set = SETS.find((s) => Object.hasOwn(s.packages, binary));
+  const version = set && (set.versions || {})[binary];
+  if (!version) throw new Error(`scripts/install-k8s-tools.js builds no ${binary} of a known version`);
   return { name: binary, binary, version, ref: `registry.k8s.io/sig-storage/${binary}:${version}` };
 });
 
@@ -55,11 +54,6 @@ function driverSpec(rootDir = root) {
   // The build's version (scripts/build-info.js): the bare version only for a release, else `-dev.<commit>`.
   const { version } = describeBuild(rootDir);
   return { ...spec, tag: version, ref: `${spec.name}:${version}`, engines: (pkg.engines || {}).node };
-}
-
-/** The official Node.js image the Containerfile must build on for the same Node and Debian as ours. */
-function nodeBaseImage(spec) {
-  return `docker.io/library/node:${spec.node}-${spec.debian.suite}-slim`;
 }
 
 function parseVersion(text) {
@@ -104,7 +98,6 @@ module.exports = {
   PAUSE_IMAGE,
   SIDECARS,
   driverSpec,
-  nodeBaseImage,
   root,
   satisfies,
 };

@@ -2,7 +2,7 @@ import type { V1DaemonSet, V1Deployment } from '@kubernetes/client-node';
 import path from 'node:path';
 import { eventually } from '../e2e-k8s/processes';
 import { writeOverlay } from './deploy-overlay';
-import { imageRef, nodeImages } from './images';
+import { imageRef, nodeImages, type ImageTars } from './images';
 import { NODE_TEMPORAL_ADDRESS, RealNode } from './real-node';
 import { Workloads } from './workloads';
 import type { PoolFilesystem } from '../unit/storage/mount-helpers';
@@ -17,9 +17,13 @@ export interface DeployedNode {
   work: Workloads;
 }
 
+/** How the driver gets onto the node: deploy/ through the overlay (the default), or another way (the chart). */
+export type DriverInstall = (node: RealNode, images: ImageTars) => Promise<void>;
+
 /**
  * Registers the file's beforeAll/afterAll: a real node named `name` with the snapshot CRDs and snapshot-controller,
- * deploy/base (plus shipped `components`) applied through the overlay, the controller Deployment and node DaemonSet Ready;
+ * deploy/base (plus shipped `components`) applied through the overlay (or `install`, the chart's way), the controller
+ * Deployment and node DaemonSet Ready;
  * the pool on a `poolFilesystem` of its own when one is named; `imageSet` 'suite' loads Kubernetes' storage suite's
  * images too. afterAll stops the node and
  * prints node.timings. A start that fails stops the node and throws with every part's log tail.
@@ -29,6 +33,7 @@ export function deployedNode(
   components: string[] = [],
   poolFilesystem?: PoolFilesystem,
   imageSet: 'node' | 'suite' = 'node',
+  install?: DriverInstall,
 ): DeployedNode {
   const deployed = { node: new RealNode(name, poolFilesystem) } as DeployedNode;
   beforeAll(async () => {
@@ -38,9 +43,12 @@ export function deployedNode(
       await node.start(images);
       deployed.work = new Workloads(node, imageRef(images, 'library/busybox'));
       const started = Date.now();
-      const overlay = writeOverlay(path.join(node.run, 'overlay'), images, NODE_TEMPORAL_ADDRESS, components);
       node.startSnapshotController();
-      node.kubectl(['apply', '--server-side', '-k', overlay]);
+      if (install) await install(node, images);
+      else {
+        const overlay = writeOverlay(path.join(node.run, 'overlay'), images, NODE_TEMPORAL_ADDRESS, components);
+        node.kubectl(['apply', '--server-side', '-k', overlay]);
+      }
       await driverReady(node);
       node.timings['deploy/ applied -> controller and node Pods Ready'] = (Date.now() - started) / 1000;
     } catch (error) {

@@ -71,7 +71,7 @@ export function cniConfig(ipamDir: string): string {
   );
 }
 
-/** kubelet 1.36 on this VM: cgroup v1 allowed, cgroupfs, no swap check, eviction off, images never collected. */
+/** kubelet 1.37 on this VM: cgroup v1 allowed, cgroupfs, no swap check, eviction off, images never collected. */
 export function kubeletConfig(options: { containerdDir: string; podLogsDir: string; caFile: string }): string {
   return JSON.stringify(
     {

@@ -195,6 +195,12 @@ export class RealNode {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
+    // Without the machine's lock this node started nothing, and what follows is host-wide (kubelet's cgroups, their
+    // processes): it would end another test's node.
+    if (!this.locked) {
+      fs.rmSync(this.run, { recursive: true, force: true });
+      return;
+    }
     const kubelet = this.parts.get('kubelet')?.proc;
     await kubelet?.stop(10_000);
     // The Pods' processes outlive kubelet and their shims: end them through kubelet's cgroups.

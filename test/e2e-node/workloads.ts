@@ -12,6 +12,8 @@ import type { RealNode } from './real-node';
 
 export const APP_NAMESPACE = 'default';
 const CORE = `/api/v1/namespaces/${APP_NAMESPACE}`;
+/** The PVC conditions of a resize in progress or failed (k8s.io/api core/v1 PersistentVolumeClaimConditionType). */
+const RESIZE_CONDITIONS = new Set(['Resizing', 'FileSystemResizePending', 'ControllerResizeError', 'NodeResizeError']);
 
 /** Claims and Pods of the scenarios, in the default namespace, through the admin's REST client. */
 export class Workloads {
@@ -101,14 +103,18 @@ export class Workloads {
     });
   }
 
-  /** Until the claim's status.capacity is `size` and no resize condition is left (the resize is finished). */
+  /**
+   * Until the claim's status.capacity is `size` and no resize condition is left (the resize is finished). Only the
+   * resize conditions: Kubernetes 1.37 adds others (`Unused`, False while a Pod uses the claim).
+   */
   async waitCapacity(claim: string, size: string, timeoutMs = 90_000): Promise<void> {
     let last: V1PersistentVolumeClaim | undefined;
     await eventually(
       `claim ${claim} resized to ${size}`,
       async () => {
         last = await this.getClaim(claim);
-        return last.status?.capacity?.storage === size && (last.status.conditions ?? []).length === 0;
+        const resizing = (last.status?.conditions ?? []).filter((condition) => RESIZE_CONDITIONS.has(condition.type));
+        return last.status?.capacity?.storage === size && resizing.length === 0;
       },
       timeoutMs,
     ).catch((error: unknown) => {

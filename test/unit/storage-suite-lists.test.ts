@@ -36,8 +36,10 @@ describe('the storage suite lists', () => {
     // Snapshots and clones are declared: a spec skipping for their lack is a lost capability, and fails the run.
     for (const lost of ['cloning', 'volume clone', 'populating data from snapshot', 'volume snapshots'])
       expect(skipReason(`Driver "durable-csi.io" does not support ${lost} - skipping`, 'dir')).toBeUndefined();
+    expect(skipReason("Driver durable-csi.io doesn't support RWX -- skipping", 'dir')).toMatch(/declares false/);
+    // Since v1.37 a suite registers no block specs for a driver without block: such a skip would be new, and fails.
     const noBlock = 'Driver "durable-csi.io" does not support block volume mode - skipping';
-    expect(skipReason(noBlock, 'dir')).toMatch(/declares false/);
+    expect(skipReason(noBlock, 'dir')).toBeUndefined();
     expect(skipReason(noBlock, 'loop-ext4')).toBeUndefined();
     expect(skipReason('Driver "durable-csi.io" does not support something new', 'dir')).toBeUndefined();
   });

@@ -9,15 +9,11 @@ const TUNING_MODULE = path.join(findProjectRoot(), 'dist', 'agent', 'process-tun
 
 describe('the agents runtime settings', () => {
   it('are what the container image sets', () => {
-    const containerfile = fs.readFileSync(path.join(findProjectRoot(), 'deploy', 'Containerfile'), 'utf8');
-    const env = new Map(
-      containerfile
-        .split('\n')
-        .filter((line) => line.startsWith('ENV '))
-        .flatMap((line) => line.slice(4).trim().split(/\s+/))
-        .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)] as const),
-    );
-    for (const [name, value] of Object.entries(AGENT_RUNTIME_ENV)) expect(env.get(name)).toBe(value);
+    // deploy/image.json: the image's one recipe (npm run image builds it and its smoke test runs the image).
+    const image = JSON.parse(fs.readFileSync(path.join(findProjectRoot(), 'deploy', 'image.json'), 'utf8')) as {
+      env: Record<string, string>;
+    };
+    for (const [name, value] of Object.entries(AGENT_RUNTIME_ENV)) expect(image.env[name]).toBe(value);
   });
 
   it('are added to a spawned agent, keeping what the caller set', () => {

@@ -1,5 +1,5 @@
 /**
- * A kustomize Component's inline JSON patches (RFC 6902 `add` and `replace`, what deploy/components use) applied to
+ * A kustomize Component's inline JSON patches (RFC 6902 `add`, `replace` and `test`, what deploy/ uses) applied to
  * the base objects they target, so the unit tests judge what an overlay with the component renders. Whether
  * kustomize and the API server agree is the e2e's (test/e2e-k8s applies it).
  */
@@ -42,9 +42,14 @@ export function withComponent<T extends KubeObject>(object: T, name: string): T 
   const copy = structuredClone(object);
   for (const { target, patch } of readComponent(name).patches ?? []) {
     if (target.kind !== object.kind || target.name !== object.metadata?.name) continue;
-    for (const op of loadYaml(patch) as PatchOp[]) apply(copy, op);
+    applyPatch(copy, loadYaml(patch) as PatchOp[]);
   }
   return copy;
+}
+
+/** RFC 6902 `test`, `add` and `replace` operations applied to `document` in place; a failed `test` throws. */
+export function applyPatch(document: unknown, ops: PatchOp[]): void {
+  for (const op of ops) apply(document, op);
 }
 
 function apply(document: unknown, { op, path: pointer, value }: PatchOp): void {
@@ -57,6 +62,12 @@ function apply(document: unknown, { op, path: pointer, value }: PatchOp): void {
     parent = next as Record<string, unknown>;
   }
   if (last === undefined) throw new Error(`${pointer}: empty path`);
+  if (op === 'test') {
+    const found = Array.isArray(parent) ? parent[Number(last)] : parent[last];
+    if (JSON.stringify(found) !== JSON.stringify(value))
+      throw new Error(`test ${pointer}: ${JSON.stringify(found)}, not ${JSON.stringify(value)}`);
+    return;
+  }
   if (Array.isArray(parent)) {
     const index = last === '-' ? parent.length : Number(last);
     if (op === 'add') parent.splice(index, 0, value);

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -14,48 +15,16 @@ const spec = jest.requireActual<{
   driverSpec(): Spec;
   satisfies(version: string, range: string): boolean;
   SIDECARS: { ref: string }[];
+  AGNHOST_IMAGE: string;
+  SUITE_SHELL_IMAGES: { name: string; ref: string }[];
+  PAUSE_IMAGE: string;
 }>('../../../scripts/image/spec');
-const { drift } = jest.requireActual<{ drift(spec: Spec, text: string): string[] }>(
-  '../../../scripts/image/containerfile',
-);
+const { KUBERNETES_VERSION } = jest.requireActual<{ KUBERNETES_VERSION: string }>('../../../scripts/install-k8s-tools');
 
 const buildInfo = jest.requireActual<{ describeBuild(dir: string): { version: string } }>(
   '../../../scripts/build-info',
 );
 const root = path.resolve(__dirname, '../../..');
-const containerfile = fs.readFileSync(path.join(root, 'deploy/Containerfile'), 'utf8');
-
-/** deploy/Containerfile and npm run image follow one list, deploy/image.json: a change to one alone fails here. */
-describe('deploy/Containerfile follows deploy/image.json', () => {
-  it('agrees on the Node.js base, the Debian packages, ENV, USER, WORKDIR, the links and ENTRYPOINT', () => {
-    expect(drift(spec.driverSpec(), containerfile)).toEqual([]);
-  });
-
-  it.each([
-    ['a package dropped', (t: string) => t.replace(' xfsprogs ', ' '), 'apt-get install lacks xfsprogs'],
-    ['a package added', (t: string) => t.replace(' xfsprogs ', ' xfsprogs lvm2 '), 'apt-get install has lvm2'],
-    ['an ENV value changed', (t: string) => t.replace('MALLOC_ARENA_MAX=2', 'MALLOC_ARENA_MAX=4'), 'ENV is'],
-    ['an ENV line dropped', (t: string) => t.replace('ENV NODE_ENV=production\n', ''), 'ENV is'],
-    ['another entrypoint', (t: string) => t.replace('ENTRYPOINT ["durable-csi"]', 'ENTRYPOINT ["node"]'), 'ENTRYPOINT'],
-    [
-      'another Node.js',
-      (t: string) => t.replace(/node:20\.20\.2-bookworm-slim AS deps/, 'node:22-bookworm-slim AS deps'),
-      'FROM',
-    ],
-    ['no USER', (t: string) => t.replace('USER 65532:65532\n', ''), 'USER is undefined'],
-    ['another link', (t: string) => t.replace('/usr/local/bin/durable-csi', '/usr/bin/durable-csi'), 'ln -s'],
-    ['the tests kept', (t: string) => t.replace('RUN rm -rf dist/test && ', 'RUN '), 'rm -rf removes []'],
-  ])('reports %s', (_what, change, message) => {
-    const changed = change(containerfile);
-    expect(changed).not.toEqual(containerfile);
-    expect(drift(spec.driverSpec(), changed).join('\n')).toContain(message);
-  });
-
-  it('reads a package list continued over lines', () => {
-    const split = containerfile.replace(' e2fsprogs xfsprogs', ' e2fsprogs \\\n  # the xfs tools\n  xfsprogs');
-    expect(drift(spec.driverSpec(), split)).toEqual([]);
-  });
-});
 
 describe('the image names deploy/ uses are the ones npm run image builds', () => {
   // csi-snapshotter is the snapshots component's (deploy/components/snapshots), not the base's.
@@ -87,24 +56,46 @@ describe('the image names deploy/ uses are the ones npm run image builds', () =>
   });
 });
 
-describe('the build context ignore file', () => {
-  it('keeps dependencies, build output, tools, git and test output out of `COPY . .`', () => {
-    const ignored = fs
-      .readFileSync(path.join(root, '.dockerignore'), 'utf8')
-      .split('\n')
-      .map((line) => line.trim())
-      .filter((line) => line && !line.startsWith('#'));
-    for (const entry of [
-      'node_modules',
-      'dist',
-      '.tools',
-      '.git',
-      '.data',
-      'coverage',
-      'test-artifacts',
-      'csi/generated',
-    ])
-      expect(ignored).toContain(entry);
+/**
+ * The storage suite's Pods name their images by the Kubernetes the suite is built from; under another tag they
+ * would not find the images the node imported (imagePullPolicy IfNotPresent, no registry). Read from that very
+ * module (the Go module cache, as the build has it), so moving Kubernetes without the images fails here.
+ */
+describe('the images of the Kubernetes the tests build', () => {
+  const moduleDir = (): string => {
+    const go = process.env.GO ?? 'go';
+    const info = execFileSync(go, ['mod', 'download', '-json', `k8s.io/kubernetes@${KUBERNETES_VERSION}`], {
+      encoding: 'utf8',
+      env: { ...process.env, GOFLAGS: '-mod=mod', GOWORK: 'off' },
+      cwd: root,
+    });
+    return (JSON.parse(info) as { Dir: string }).Dir;
+  };
+  let dir = '';
+  let manifest = '';
+  beforeAll(() => {
+    dir = moduleDir();
+    manifest = fs.readFileSync(path.join(dir, 'test', 'utils', 'image', 'manifest.go'), 'utf8');
+  });
+  /** `configs[Agnhost] = Config{list.PromoterE2eRegistry, "agnhost", "2.66.1"}` -> the tag. */
+  const tag = (config: string, name: string): string | undefined =>
+    new RegExp(`configs\\[${config}\\] = Config\\{list\\.PromoterE2eRegistry, "${name}", "([^"]+)"\\}`).exec(
+      manifest,
+    )?.[1];
+
+  it("names agnhost and the suite's shell images as its test/utils/image/manifest.go does", () => {
+    const registry = 'registry.k8s.io/e2e-test-images';
+    expect(spec.AGNHOST_IMAGE).toBe(`${registry}/agnhost:${tag('Agnhost', 'agnhost')}`);
+    expect(Object.fromEntries(spec.SUITE_SHELL_IMAGES.map((image) => [image.name, image.ref]))).toEqual({
+      'suite-busybox': `${registry}/busybox:${tag('BusyBox', 'busybox')}`,
+      'suite-nginx': `${registry}/nginx:${tag('Nginx', 'nginx')}`,
+      'suite-glibc-dns-testing': `${registry}/glibc-dns-testing:${tag('GlibcDnsTesting', 'glibc-dns-testing')}`,
+    });
+  });
+
+  it("names pause as its kubeadm does (containerd's sandbox_image)", () => {
+    const constants = fs.readFileSync(path.join(dir, 'cmd', 'kubeadm', 'app', 'constants', 'constants.go'), 'utf8');
+    expect(spec.PAUSE_IMAGE).toBe(`registry.k8s.io/pause:${/PauseVersion = "([^"]+)"/.exec(constants)?.[1]}`);
   });
 });
 

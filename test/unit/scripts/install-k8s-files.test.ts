@@ -1,7 +1,7 @@
 /**
  * scripts/install-k8s-tools.js copies the snapshot CRDs from the external-snapshotter client module into the
- * sidecars set's cache directory: from the directory `go mod download -json` names, stamped on their own so that
- * a present copy is not fetched again and the set's binaries (and their stamp) are never touched. `go` is a
+ * build's cache directory: from the directory `go mod download -json` names, stamped on their own so that
+ * a present copy is not fetched again and the binaries (and their stamp) are never touched. `go` is a
  * script here that logs its calls and answers for a module directory of the test's.
  */
 import fs from 'node:fs';
@@ -13,7 +13,7 @@ interface Build {
   files?: { module: string; version: string; copy: Record<string, string> };
 }
 type Installer = {
-  BUILDS: Build[];
+  SETS: Build[];
   files(): Record<string, string>;
   binaries(): Record<string, string>;
   installFiles(build: Build): void;
@@ -26,7 +26,7 @@ const goLog = path.join(root, 'go.log');
 const saved = { tools: process.env.DURABLE_CSI_K8S_TOOLS, go: process.env.GO };
 // Plain Node script (runs before node_modules may exist), loaded as such.
 const installer = jest.requireActual<Installer>('../../../scripts/install-k8s-tools');
-const sidecars = installer.BUILDS.find((build) => build.name === 'sidecars');
+const sidecars = installer.SETS.find((set) => set.name === 'sidecars');
 
 beforeAll(() => {
   process.env.DURABLE_CSI_K8S_TOOLS = cache;
@@ -71,7 +71,7 @@ describe('the snapshot CRDs of the sidecars set', () => {
       'config/crd/snapshot.storage.k8s.io_volumesnapshotcontents.yaml',
       'config/crd/snapshot.storage.k8s.io_volumesnapshots.yaml',
     ]);
-    // In the set's own cache directory, beside its bin/ (not in it).
+    // In the build's cache directory, beside its bin/ (not in it).
     const binDir = path.dirname(installer.binaries()['csi-snapshotter'] ?? '');
     for (const file of Object.values(installer.files())) {
       expect(path.dirname(path.dirname(file))).toBe(path.dirname(binDir));
