@@ -10,7 +10,7 @@ export interface PoolHolder {
 }
 
 /**
- * The live processes holding these pools' locks (storage/pool/pool-lock.ts), however they were started: a node agent
+ * The live processes holding these pools' locks (storage/pool/pool-layout.ts), however they were started: a node agent
  * the dev stack spawned, one restarted by hand with the command the stack printed, or one left by an earlier run.
  */
 export function poolHolders(pools: { nodeId: string; pool: string }[]): PoolHolder[] {
