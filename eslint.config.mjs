@@ -23,11 +23,11 @@ const FLOORS = [
 const DEV_TOOLS = ['temporal-dev', 'test'];
 /**
  * The rooms of storage/ (docs/layout.md), lowest first, the same way: host/ knows nothing of a pool; pool/ holds
- * the backend contract and the pool core, and imports neither the node side nor a backend (what it asks of the
- * node side is its NodeSide hook); node/ stages and publishes for any backend; each backend implements the
- * contract on its own and never imports another backend.
+ * the backend contract and what every backend shares (the pool core, its journaled work, staging and publishing),
+ * and imports no backend (what it asks of one are the hooks PoolBackend declares); each backend extends PoolBackend
+ * on its own and never imports another backend.
  */
-const STORAGE_ROOMS = [['host'], ['pool'], ['node'], ['dir', 'loop']];
+const STORAGE_ROOMS = [['host'], ['pool'], ['dir', 'loop']];
 
 function storageZones() {
   const zones = [];
@@ -91,7 +91,12 @@ export default tseslint.config(
     files: ['**/*.ts'],
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
     plugins: { import: importPlugin },
-    settings: { 'import/resolver': { node: { extensions: ['.ts', '.js'] } } },
+    settings: {
+      'import/resolver': { node: { extensions: ['.ts', '.js'] } },
+      // Without it the plugin reads the imported .ts files with its default (JavaScript) parser, fails, and sees no
+      // imports in them: import/no-cycle then passes any cycle (two files importing each other included).
+      'import/parsers': { '@typescript-eslint/parser': ['.ts'] },
+    },
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/consistent-type-imports': 'error',

@@ -2,9 +2,10 @@ import type { Client } from '@temporalio/client';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseSnapshotId, parseVolumeId, poolIdPrefix } from '../../common/ids';
-import type { Cluster } from './cluster';
+import { loopMountsUnder, type Cluster } from './cluster';
 import type { Model } from './model';
 import { NODE_RECORD_WORKFLOW_TYPES } from '../../common/names';
+import { isFrozen } from '../unit/storage/mount-helpers';
 
 /** One volume found on disk: a directory under volumes/, a record under records/, or both. */
 export interface DiskVolume {
@@ -68,6 +69,11 @@ export interface AuditResult {
   misaddressed: { op: number; name: string; volumeId: string; poolOf: string }[];
   /** Restores (CreateVolume from a snapshot) answered with a volume on another node than the snapshot's. */
   restoresElsewhere: { op: number; name: string; volumeId: string; snapshotId: string }[];
+  /**
+   * A filesystem a copy froze and nothing thawed: a freeze record left in a pool (frozen/: the agent that froze it
+   * never thawed it), or a loop filesystem mounted under the work folder that is still frozen.
+   */
+  frozen: string[];
   snapshots: SnapshotAudit;
 }
 
@@ -254,8 +260,22 @@ export function auditPools(cluster: Cluster, model: Model, pending: AuditResult[
     deletesAckedWhileNodeDown,
     misaddressed,
     restoresElsewhere,
+    frozen: frozenLeft(cluster),
     snapshots: auditSnapshots(pools, model),
   };
+}
+
+/** Freeze records left in the pools, and loop filesystems under the work folder still frozen (AuditResult.frozen). */
+function frozenLeft(cluster: Cluster): string[] {
+  const records = cluster.nodes.flatMap((node) =>
+    listDir(path.join(cluster.pool(node.name), 'frozen'))
+      .filter((file) => file.endsWith('.json'))
+      .map((file) => `${node.name}: freeze record frozen/${file} left`),
+  );
+  const mounts = loopMountsUnder(cluster.config.root)
+    .filter((mountPoint) => isFrozen(mountPoint))
+    .map((mountPoint) => `${mountPoint} is frozen`);
+  return [...records, ...mounts];
 }
 
 /**

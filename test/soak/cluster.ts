@@ -1,9 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { stopChild } from '../../agent/spawn-cli';
 import { waitUntilReady } from '../../agent/wait-ready';
 import { DEV_NODE_FLAGS } from '../../agent/dev-node-flags';
+import { parseMountInfoLine } from '../../storage/host/mounts';
+import { releaseMountsUnder } from '../unit/storage/mount-helpers';
 import { adaptArgs, type Build } from './baseline';
 
 export interface UnexpectedExit {
@@ -27,7 +29,8 @@ export interface ClusterConfig {
   /** The driver's Temporal flags (address, namespace, TLS). */
   temporalFlags: string[];
   nodes: number;
-  backend: string;
+  /** Each node agent's backend, by index (options.ts, nodeBackends). */
+  backends: string[];
   capacity: string;
   callWait: string;
   progress(message: string): void;
@@ -212,11 +215,18 @@ export class Cluster {
     this.nodes = Array.from({ length: config.nodes }, (_, index) => {
       const nodeId = `node-${index + 1}`;
       const args = ['node', '--endpoint', socket(nodeId), '--node-id', nodeId, '--driver-name', config.driverName];
-      args.push('--backend', config.backend, '--pool', this.pool(nodeId), '--capacity', config.capacity);
+      args.push('--backend', this.backendOf(nodeId), '--pool', this.pool(nodeId), '--capacity', config.capacity);
       // Staging and target paths of the kubelet calls some faults make (faults/temporal-outage.ts).
       args.push('--kubelet-dir', this.kubeletDir());
       return new DriverProcess(this, nodeId, 'node', socket(nodeId), [...args, ...DEV_NODE_FLAGS, ...temporal]);
     });
+  }
+
+  backendOf(nodeId: string): string {
+    const index = Number(/^node-(\d+)$/.exec(nodeId)?.[1]) - 1;
+    const backend = this.config.backends[index];
+    if (backend === undefined) throw new Error(`no backend for ${nodeId}`);
+    return backend;
   }
 
   pool(nodeId: string): string {
@@ -246,4 +256,26 @@ export class Cluster {
   async stopAll(): Promise<void> {
     await Promise.all(this.all().map((process) => process.stop()));
   }
+
+  /**
+   * Undoes what kubelet calls of a fault that failed half-way left under the work folder: mounts (thawed first: a
+   * frozen filesystem would hold its unmount) and the loop devices of the pools' images. Before the folder is
+   * removed: rm -r across a mount point deletes the volume's files. Run with every agent stopped.
+   */
+  releaseMounts(): void {
+    if (!fs.existsSync(this.config.root)) return;
+    for (const mountPoint of loopMountsUnder(this.config.root)) spawnSync('fsfreeze', ['--unfreeze', mountPoint]);
+    releaseMountsUnder(this.config.root);
+  }
+}
+
+/** Mount points under root of a loop device's filesystem (kubelet's staging and target paths, in the soak). */
+export function loopMountsUnder(root: string): string[] {
+  const real = fs.realpathSync(root);
+  return fs
+    .readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .flatMap((line) => parseMountInfoLine(line) ?? [])
+    .filter((entry) => entry.source.startsWith('/dev/loop') && entry.mountPoint.startsWith(`${real}/`))
+    .map((entry) => entry.mountPoint);
 }

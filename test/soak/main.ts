@@ -17,7 +17,7 @@ import { Cluster } from './cluster';
 import { planSchedule, runSchedule } from './faults/schedule';
 import type { FaultContext, FaultRecord, TemporalControl } from './faults/types';
 import { Model } from './model';
-import { parseOptions, replayCommand } from './options';
+import { ROOT_ONLY_FAULTS, isRoot, nodeBackends, parseOptions, replayCommand } from './options';
 import { Prng } from './prng';
 import {
   formatReport,
@@ -41,6 +41,7 @@ async function main(): Promise<number> {
   fs.mkdirSync(workDir, { recursive: true });
   const driverName = `soak-${options.seed.toString(36)}.durable-csi.io`;
   progress(`seed ${options.seed}; work dir ${workDir}; replay: ${replayCommand(options)}`);
+  if (!isRoot()) progress(`not root: --faults all leaves out ${ROOT_ONLY_FAULTS.join(', ')} (loop devices, mounts)`);
 
   const current = currentBuild();
   let baseline: Build | undefined;
@@ -101,19 +102,23 @@ async function main(): Promise<number> {
       driverName,
       temporalFlags: server.flags,
       nodes: options.nodes,
-      backend: options.backend,
+      backends: nodeBackends(options),
       capacity: options.capacity,
       callWait: options.callWait,
       progress,
     });
     cluster = activeCluster;
     model.copyOnDisk = snapshotCopyProbe(activeCluster);
+    cleanups.push(async () => activeCluster.releaseMounts());
     cleanups.push(() => activeCluster.stopAll());
     const first = baseline ?? current;
-    // A baseline without the chosen backend cannot run node agents: version skew then covers the controllers only.
-    const firstNodes = baseline && !new RegExp(`\\b${options.backend}\\b`).test(baseline.help.node) ? current : first;
+    // A baseline without a backend the nodes use cannot run node agents: version skew then covers the controllers only.
+    const missing = [...new Set(nodeBackends(options))].filter(
+      (backend) => baseline && !new RegExp(`\\b${backend}\\b`).test(baseline.help.node),
+    );
+    const firstNodes = missing.length > 0 ? current : first;
     if (firstNodes !== first)
-      activeCluster.adaptations.add(`old node agents: no ${options.backend} backend; new ones only`);
+      activeCluster.adaptations.add(`old node agents: no ${missing.join(', ')} backend; new ones only`);
     progress(`starting ${options.nodes} node agents and 2 controllers (${first.label} build), driver ${driverName}`);
     await activeCluster.startAll(first, firstNodes);
 

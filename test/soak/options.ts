@@ -18,6 +18,7 @@ export const FAULT_KINDS = [
   'forget-then-return',
   'delete-then-create',
   'outage-node-restart',
+  'freeze-then-kill',
   'history-restart',
   'matching-restart',
   'postgres-outage',
@@ -27,9 +28,26 @@ export type FaultKind = (typeof FAULT_KINDS)[number];
 /** Faults only the production-style Temporal can show (separate service processes, a database of its own). */
 export const PROD_ONLY_FAULTS: readonly FaultKind[] = ['history-restart', 'matching-restart', 'postgres-outage'];
 
-/** What `--faults all` (the default) means for a server. */
-export function faultsFor(temporal: 'dev' | 'prod'): FaultKind[] {
-  return FAULT_KINDS.filter((kind) => temporal === 'prod' || !PROD_ONLY_FAULTS.includes(kind));
+/** Faults that need root: a loop device, mounts, fsfreeze. */
+export const ROOT_ONLY_FAULTS: readonly FaultKind[] = ['freeze-then-kill'];
+
+export const isRoot = () => process.getuid?.() === 0;
+
+/** What `--faults all` (the default) means for a server (and a user: without root, the root-only kinds are left out). */
+export function faultsFor(temporal: 'dev' | 'prod', root = isRoot()): FaultKind[] {
+  return FAULT_KINDS.filter(
+    (kind) => (temporal === 'prod' || !PROD_ONLY_FAULTS.includes(kind)) && (root || !ROOT_ONLY_FAULTS.includes(kind)),
+  );
+}
+
+/**
+ * Each node agent's backend, by index: `--backend`, except that freeze-then-kill needs a staged loop volume, so with
+ * `--backend dir` and that fault the last node runs the loop backend (one node: the mix on it is the same).
+ */
+export function nodeBackends(options: Pick<SoakOptions, 'backend' | 'nodes' | 'faults'>): string[] {
+  const backends = Array.from({ length: options.nodes }, () => options.backend);
+  if (options.backend !== 'loop' && options.faults.includes('freeze-then-kill')) backends[options.nodes - 1] = 'loop';
+  return backends;
 }
 
 export interface SoakOptions {
@@ -133,6 +151,9 @@ export function parseOptions(argv: string[]): SoakOptions {
   const prodOnly = faults === 'all' ? [] : faults.filter((kind) => PROD_ONLY_FAULTS.includes(kind));
   if (raw.temporal !== 'prod' && prodOnly.length > 0)
     program.error(`error: fault(s) ${prodOnly.join(', ')} need the production-style Temporal: add --temporal prod`);
+  const rootOnly = faults === 'all' ? [] : faults.filter((kind) => ROOT_ONLY_FAULTS.includes(kind));
+  if (!isRoot() && rootOnly.length > 0)
+    program.error(`error: fault(s) ${rootOnly.join(', ')} need root (loop devices, mounts, fsfreeze)`);
   return {
     ...raw,
     faults: faults === 'all' ? faultsFor(raw.temporal) : faults,

@@ -6,7 +6,7 @@ import type { FaultRecord } from './faults/types';
 import type { Anomaly, Model, OpRecord } from './model';
 
 type ForgottenWindow = Model['forgotten'][number];
-import type { SoakOptions } from './options';
+import { nodeBackends, type SoakOptions } from './options';
 import type { UnexpectedAnswer } from './workload';
 
 export interface FaultSummary {
@@ -193,6 +193,7 @@ export function problemsOf(report: SoakReport): string[] {
   count('deletions acknowledged while their node was down', audit?.deletesAckedWhileNodeDown);
   count('volume or snapshot IDs naming another node than the one holding it', audit?.misaddressed);
   count("restores answered on another node than the snapshot's", audit?.restoresElsewhere);
+  count('filesystems left frozen (or freeze records left in a pool)', audit?.frozen);
   const snapshots = audit?.snapshots;
   count('leaked snapshots (a copy on disk the orchestrator does not hold)', snapshots?.leaked);
   count('lost snapshots (held by the orchestrator, no copy on disk)', snapshots?.lost);
@@ -229,7 +230,7 @@ export function formatReport(report: SoakReport): string {
     `durable-csi soak: ${report.ok ? 'PASS' : 'FAIL'} in ${Math.round(report.durationMs / 1000)} s`,
     `  command: ${report.command}`,
     `  replay:  ${report.replay}`,
-    `  driver ${report.driverName}, ${report.options.nodes} nodes (${report.options.backend}), 2 controllers; work dir ${report.workDir}`,
+    `  driver ${report.driverName}, ${report.options.nodes} nodes (${nodeBackends(report.options).join(', ')}), 2 controllers; work dir ${report.workDir}`,
   ];
   if (report.baseline) {
     const note = report.baseline.typeErrors ? ', built despite type errors' : '';
@@ -271,6 +272,7 @@ export function formatReport(report: SoakReport): string {
       `    deletes acknowledged while the node was down:${list(a.deletesAckedWhileNodeDown, (d) => `op ${d.op} ${d.volumeId}`)}`,
       `    volume or snapshot IDs naming the wrong node:${list(a.misaddressed, (m) => `op ${m.op} ${m.name} ${m.volumeId}: the pool is ${m.poolOf}'s`)}`,
       `    restores answered off the snapshot's node:${list(a.restoresElsewhere, (r) => `op ${r.op} ${r.name} ${r.volumeId} from ${r.snapshotId}`)}`,
+      `    left frozen:${list(a.frozen ?? [], (f) => f)}`,
       `  snapshot audit: ${a.snapshots.known} snapshots held by the orchestrator, ${a.snapshots.onDisk} on disk ` +
         `(${a.pools.map((p) => `${p.node} ${p.snapshots}`).join(', ')})`,
       `    leaked:${list(a.snapshots.leaked, (s) => `${s.node}/${s.key} "${s.name ?? '?'}": ${s.reason}`)}`,

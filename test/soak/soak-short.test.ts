@@ -14,7 +14,7 @@ describe('soak (short run)', () => {
       const args = ['--ops', '200', '--long-down', '35s', '--long-outage', '65s'];
       const report = runSoakForTest(args, 'soak-short-report.json', TIMEOUT_MS - 30_000);
       expect(report.problems).toEqual([]);
-      expect(report.audit).toMatchObject({ leaked: [], lost: [], duplicated: [], torn: [], pending: [] });
+      expect(report.audit).toMatchObject({ leaked: [], lost: [], duplicated: [], torn: [], pending: [], frozen: [] });
       expect(report.audit?.snapshots).toMatchObject({ leaked: [], lost: [], duplicated: [], torn: [] });
       expect(report.audit?.restoresElsewhere).toEqual([]);
       // The mix made, restored and deleted snapshots (a soak with none would pass the audit trivially), and
@@ -26,6 +26,8 @@ describe('soak (short run)', () => {
         deleted: true,
       });
       if (report.options.faults.includes('delete-then-create')) expect(recreates).toBeGreaterThan(0);
+      // Root (CI, this machine) runs freeze-then-kill too: `all` leaves it out only without root, and that must fail.
+      expect(report.options.faults).toContain('freeze-then-kill');
       expect(new Set(report.faults.map((fault) => fault.kind))).toEqual(new Set(report.options.faults));
       expect(report.faults.every((fault) => fault.hit.total > 0)).toBe(true);
     },

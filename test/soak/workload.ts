@@ -220,9 +220,13 @@ export class Workload {
    * CreateSnapshot (a new name) of an existing volume with nothing in flight, on `node` if given, retried until it
    * answers ready (ABORTED while the copy is not recorded). The volume is busy meanwhile: snapshot-controller keeps a
    * source PVC from deletion while its snapshot is being made. Afterwards the volume may go; the copy stays.
+   * `source`: this volume (the caller holds it); `hold`: source and snapshot stay busy until the caller frees them.
    */
-  snapshotOne(origin: string, options: { node?: string; via?: number } = {}): OpRecord | undefined {
-    const candidates = this.model.idleVolumes(options.node);
+  snapshotOne(
+    origin: string,
+    options: { node?: string; via?: number; source?: NameState; hold?: boolean } = {},
+  ): OpRecord | undefined {
+    const candidates = options.source ? [options.source] : this.model.idleVolumes(options.node);
     if (candidates.length === 0) return undefined;
     const source = this.prng.pick(candidates);
     const snapshot = this.model.newSnapshot(source);
@@ -234,6 +238,7 @@ export class Workload {
     });
     this.launchSnapshot(op, snapshot, options.via);
     void this.running.get(op.id)?.then(() => {
+      if (options.hold) return;
       source.busy = false;
       snapshot.busy = false;
     });
@@ -356,9 +361,13 @@ export class Workload {
   /**
    * A restore: CreateVolume of a new name from an idle snapshot (on `node` if given), the snapshot's size. The
    * snapshot is busy meanwhile (snapshot-controller's source protection); the new volume joins the model as any.
+   * `snapshot`: this one (the caller holds it); `hold`: the new volume stays busy until the caller frees it.
    */
-  restoreOne(origin: string, options: { node?: string } = {}): OpRecord | undefined {
-    const candidates = this.model.idleSnapshots(options.node);
+  restoreOne(
+    origin: string,
+    options: { node?: string; snapshot?: SnapshotState; hold?: boolean } = {},
+  ): OpRecord | undefined {
+    const candidates = options.snapshot ? [options.snapshot] : this.model.idleSnapshots(options.node);
     if (candidates.length === 0) return undefined;
     const snapshot = this.prng.pick(candidates);
     const snapshotId = snapshot.snapshotId as string;
@@ -368,7 +377,7 @@ export class Workload {
     const op = this.model.newOp('create', state.name, origin, { fromSnapshot: snapshotId, node: snapshot.node });
     this.launchCreate(op, state, undefined, snapshotId);
     void this.running.get(op.id)?.then(() => {
-      state.busy = false;
+      state.busy = options.hold === true;
       snapshot.busy = false;
     });
     return op;

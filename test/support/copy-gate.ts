@@ -12,7 +12,7 @@ export class CopyGate {
   private readonly startedFile: string;
   private readonly openFile: string;
 
-  constructor(dir: string) {
+  constructor(dir: string, only?: string) {
     fs.mkdirSync(dir, { recursive: true });
     this.bin = path.join(dir, 'bin');
     this.startedFile = path.join(dir, 'started');
@@ -20,8 +20,10 @@ export class CopyGate {
     const realCp = execFileSync('sh', ['-c', 'command -v cp'], { encoding: 'utf8' }).trim();
     if (!path.isAbsolute(realCp)) throw new Error(`no cp found on PATH (got "${realCp}")`);
     fs.mkdirSync(this.bin, { recursive: true });
+    if (only !== undefined && !/^[\w./-]+$/.test(only)) throw new Error(`copy gate filter ${only} is not a plain path`);
     const script = [
       '#!/bin/sh',
+      ...(only === undefined ? [] : [`case "$*" in *'${only}'*) ;; *) exec '${realCp}' "$@" ;; esac`]),
       `echo $$ >> '${this.startedFile}'`,
       `while [ ! -e '${this.openFile}' ]; do sleep 0.05; done`,
       `exec '${realCp}' "$@"`,

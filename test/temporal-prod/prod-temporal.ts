@@ -75,22 +75,33 @@ export class ProdTemporal {
       progress('setting up the schemas with temporal-sql-tool');
       await setUpSchemas(installed, postgres);
       const numHistoryShards = options.numHistoryShards ?? 4;
-      const { configFile, address } = await writeConfig(options.dataDir, postgres, numHistoryShards, certificates);
-      cluster = new ProdTemporal(
-        address,
-        namespaces,
-        postgres,
-        certificates,
-        cli,
-        configFile,
-        installed.server,
-        path.join(options.dataDir, 'logs'),
-      );
-      progress(`starting ${SERVICES.join(', ')} (temporal-server ${installed.version}), frontend ${address}`);
-      // Frontend first: on an empty database every service would race to write the initial cluster metadata.
-      cluster.startServices(['frontend']);
-      await cluster.waitReady(90_000, 'system');
-      cluster.startServices(['history', 'matching', 'worker']);
+      // The ports are checked free when picked, but a process beside (tests run side by side) can bind one before
+      // the server does: then the service exits at once with EADDRINUSE, and new ports are picked.
+      for (let attempt = 1; ; attempt++) {
+        const { configFile, address } = await writeConfig(options.dataDir, postgres, numHistoryShards, certificates);
+        cluster = new ProdTemporal(
+          address,
+          namespaces,
+          postgres,
+          certificates,
+          cli,
+          configFile,
+          installed.server,
+          path.join(options.dataDir, 'logs'),
+        );
+        progress(`starting ${SERVICES.join(', ')} (temporal-server ${installed.version}), frontend ${address}`);
+        try {
+          // Frontend first: on an empty database every service would race to write the initial cluster metadata.
+          cluster.startServices(['frontend']);
+          await cluster.waitReady(90_000, 'system');
+          cluster.startServices(['history', 'matching', 'worker']);
+          break;
+        } catch (error) {
+          if (attempt >= PORT_ATTEMPTS || !String(error).includes('address already in use')) throw error;
+          await cluster.stopServices('SIGKILL');
+          progress(`a port was taken before the server bound it; new ports (attempt ${attempt + 1})`);
+        }
+      }
       for (const namespace of namespaces) {
         progress(`creating namespace ${namespace.name} (retention ${namespace.retention}) and its search attributes`);
         await createNamespace(cli, cluster.connectionConfig(), namespace);
@@ -174,6 +185,7 @@ export function temporalConfigFlags(config: TemporalConfig): string[] {
 }
 
 const MEMBERSHIP_PORTS = { from: 20_000, to: 32_000 };
+const PORT_ATTEMPTS = 3;
 
 /** Picks the ports and writes the server's config and dynamic config; returns the config file and the frontend. */
 async function writeConfig(
@@ -182,10 +194,11 @@ async function writeConfig(
   numHistoryShards: number,
   tls: TestCertificates | undefined,
 ): Promise<{ configFile: string; address: string }> {
-  const free = await distinctFreePorts(SERVICES.length + 1);
+  const taken = new Set<number>();
+  const free = await distinctFreePorts(SERVICES.length + 1, taken);
   const next = () => free.pop() as number;
   // Membership ports are stored in a smallint column: they must be below 32768, under Linux's ephemeral range.
-  const membership = await distinctFreePorts(SERVICES.length, MEMBERSHIP_PORTS);
+  const membership = await distinctFreePorts(SERVICES.length, taken, MEMBERSHIP_PORTS);
   const servicePorts = Object.fromEntries(
     SERVICES.map((name, index) => [name, { grpc: next(), membership: membership[index] as number }]),
   );
@@ -198,16 +211,21 @@ async function writeConfig(
   return { configFile, address: `127.0.0.1:${ports.frontend.grpc}` };
 }
 
-/** Free ports (findFreePort's, below the ephemeral range), or picked at random in `range` and checked free. */
-async function distinctFreePorts(count: number, range?: { from: number; to: number }): Promise<number[]> {
-  const ports = new Set<number>();
-  while (ports.size < count) {
-    if (!range) {
-      ports.add(await findFreePort());
-      continue;
-    }
-    const port = range.from + Math.floor(Math.random() * (range.to - range.from));
-    if (await isPortFree(port)) ports.add(port);
+/**
+ * `count` free ports not in `taken` (findFreePort's, below the ephemeral range, or picked at random in `range` and
+ * checked free), added to `taken`: the two kinds of port share a range, and a port given twice fails the server.
+ */
+async function distinctFreePorts(
+  count: number,
+  taken: Set<number>,
+  range?: { from: number; to: number },
+): Promise<number[]> {
+  const ports: number[] = [];
+  while (ports.length < count) {
+    const port = range ? range.from + Math.floor(Math.random() * (range.to - range.from)) : await findFreePort();
+    if (taken.has(port) || (range && !(await isPortFree(port)))) continue;
+    taken.add(port);
+    ports.push(port);
   }
-  return [...ports];
+  return ports;
 }

@@ -2,6 +2,7 @@ import type { FaultKind, SoakOptions } from '../options';
 import type { Prng } from '../prng';
 import { controllerKill, controllerRollout } from './controllers';
 import { forgetThenReturn } from './forget-then-return';
+import { freezeThenKill } from './freeze-then-kill';
 import { nodeFailpoints } from './node-failpoints';
 import { nodeLongDown } from './node-long-down';
 import { nodeRollout } from './node-rollout';
@@ -31,6 +32,7 @@ const FAULTS: Record<FaultKind, Fault> = {
   'matching-restart': matchingRestart,
   'postgres-outage': postgresOutage,
   'outage-node-restart': outageNodeRestart,
+  'freeze-then-kill': freezeThenKill,
 };
 
 export interface PlannedFault {

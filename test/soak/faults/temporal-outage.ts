@@ -21,7 +21,7 @@ const LATE_READY_MS = 30_000;
  * - one controller replica, stopped just before, is started (a Deployment's Pod rescheduled during the outage): it
  *   must come up and stay up (Probe answers, not ready), then serve within 30 s of Temporal's return;
  * - every node agent serves kubelet: stage, publish, stats, unpublish and unstage of one of its volumes, through its
- *   socket, again and again (with the dir backend the data written lands in the pool);
+ *   socket, again and again (on a dir node the data written lands in the pool);
  * - deletions and creates are issued (and the background stream runs on): no operation may be answered OK while the
  *   server is down (none can have happened), only retriable codes.
  * Then the checks of `temporal-restart`: every other process the same and ready, a create aimed at each node lands.
@@ -43,7 +43,8 @@ export const temporalOutage: Fault = {
       return [{ node, volume }];
     });
     const problems: string[] = [];
-    const kubelet = { cycles: 0, failures: [] as string[], checkedData: options.backend === 'dir' };
+    const dirNodes = cluster.nodes.filter((node) => cluster.backendOf(node.name) === 'dir').map((node) => node.name);
+    const kubelet = { cycles: 0, failures: [] as string[], checkedData: dirNodes };
     try {
       // Stopped while Temporal still answers, so that its calls in flight end as in any rollout (stopped during the
       // outage, its server would cut calls still waiting for Temporal: CANCELLED, which the workload counts as
@@ -80,7 +81,8 @@ export const temporalOutage: Fault = {
         round++;
         const target = served[round % Math.max(1, served.length)];
         if (root && target) {
-          const failure = await kubeletCycle(context, target.node, target.volume, round, kubelet.checkedData);
+          const checkData = dirNodes.includes(target.node.name);
+          const failure = await kubeletCycle(context, target.node, target.volume, round, checkData);
           kubelet.cycles++;
           if (failure) kubelet.failures.push(failure);
         }

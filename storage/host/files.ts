@@ -1,13 +1,34 @@
 /**
- * Crash-safe writes: a reader sees the old content or the new, never a torn file. Content goes to a temporary
- * file in the same directory (so the rename stays on one filesystem) and is fsynced, the temporary file is
- * renamed or linked into place, and the directory is fsynced so the new name survives a power cut.
+ * Files on the host, for every room of storage/: what a failed call's errno is, whether a path exists, and
+ * crash-safe writes. A crash-safe write is seen whole or not at all, never torn: content goes to a temporary file
+ * in the same directory (so the rename stays on one filesystem) and is fsynced, the temporary file is renamed or
+ * linked into place, and the directory is fsynced so the new name survives a power cut.
  */
 import { randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
-import { errorCode, isNotFound } from './fs-checks';
+
+/** The errno code of a Node filesystem error ("ENOENT", ...), or undefined for anything else. */
+export function errorCode(error: unknown): string | undefined {
+  if (typeof error !== 'object' || error === null || !('code' in error)) return undefined;
+  return typeof error.code === 'string' ? error.code : undefined;
+}
+
+export function isNotFound(error: unknown): boolean {
+  return errorCode(error) === 'ENOENT';
+}
+
+/** True for anything at the path (a dangling symbolic link included). */
+export async function pathExists(target: string): Promise<boolean> {
+  try {
+    await fs.lstat(target);
+    return true;
+  } catch (error) {
+    if (isNotFound(error)) return false;
+    throw error;
+  }
+}
 
 const TEMP_NAME = /^\..+\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$/;
 
@@ -97,6 +118,11 @@ export async function readJson(file: string): Promise<unknown> {
   }
 }
 
+/** A JSON value's fields, for the caller to check one by one; anything but an object has none (every check fails). */
+export function jsonFields(value: unknown): Partial<Record<string, unknown>> {
+  return (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
+}
+
 export async function writeJsonAtomic(file: string, value: unknown): Promise<void> {
   await writeFileAtomic(file, `${JSON.stringify(value, null, 2)}\n`);
 }
@@ -115,4 +141,19 @@ export async function removeFile(file: string): Promise<boolean> {
   }
   await fsyncDir(path.dirname(file));
   return true;
+}
+
+/** Makes the directory, and fsyncs its parent; EEXIST rather than adopt a directory this call did not make. */
+export async function createDir(dir: string): Promise<void> {
+  await fs.mkdir(dir);
+  await fsyncDir(path.dirname(dir));
+}
+
+/**
+ * Removes the directory and everything in it, and only that (fs.rm follows no symbolic link inside it), then fsyncs
+ * its parent. Absent: nothing to do.
+ */
+export async function removeTree(dir: string): Promise<void> {
+  await fs.rm(dir, { recursive: true, force: true });
+  await fsyncDir(path.dirname(dir));
 }

@@ -1,15 +1,15 @@
 /**
  * Publish and unpublish, the same for every backend: a bind mount of the staged volume (block: of its device,
- * onto a file) at the CO's target path, read-only when asked.
+ * onto a file) at the CO's target path, read-only when asked; and NodeGetVolumeStats, the usage seen through the
+ * CO's path, with an abnormal condition when the volume's data or device is gone.
  */
+import { promises as fs } from 'node:fs';
 import { DriverError, FailureType } from '../../common/failures';
-import type { PublishOptions } from '../pool/backend';
-import { assertCoPath, ensureDirectory, ensureFile, removeIfEmpty } from './co-paths';
-import { pathExists } from '../host/fs-checks';
-import { bindMount, showsVolume, topMountAt, unmountVolumeAt } from '../host/mounts';
-import { establish } from './staging';
-import { readStaging } from './staging-records';
-import type { Attachment, VolumeAccess, VolumeRef } from './volume-access';
+import type { PublishOptions, VolumeStats, VolumeUsage } from './backend';
+import { pathExists } from '../host/files';
+import { bindMount, deviceBytes, showsVolume, topMountAt, unmountVolumeAt } from '../host/mounts';
+import { assertCoPath, ensureDirectory, ensureFile, establish, readStaging, removeIfEmpty } from './staging';
+import type { Attachment, VolumeAccess, VolumeRef } from './staging';
 
 export async function publish(
   access: VolumeAccess,
@@ -93,4 +93,53 @@ export async function unpublish(access: VolumeAccess, volume: VolumeRef, targetP
     );
   }
   await removeIfEmpty(targetPath);
+}
+
+/* NodeGetVolumeStats. */
+
+/** `dataPath` is the volume's data in the pool (its directory or image file). */
+export async function volumeStats(
+  access: VolumeAccess,
+  volume: VolumeRef,
+  dataPath: string,
+  volumePath: string,
+): Promise<VolumeStats> {
+  assertCoPath(volumePath, 'volume path');
+  const { key } = volume;
+  if (!(await pathExists(volumePath))) {
+    throw new DriverError(FailureType.NotFound, `volume path ${volumePath} does not exist`);
+  }
+  if (!(await pathExists(dataPath))) {
+    const usage = await filesystemUsage(volumePath).catch(() => []);
+    return { usage, abnormal: true, message: `the volume's data ${dataPath} is missing from the pool` };
+  }
+  const attachment = await access.find(volume);
+  const top = attachment && (await topMountAt(volumePath));
+  if (!attachment || !top || !showsVolume(top, attachment.matchers)) {
+    // Staged, yet nothing shows it: its device is gone (detached by hand). Otherwise the path is just not ours.
+    const staging = await readStaging(access.layout, key);
+    if (!attachment && staging) {
+      const message = `volume ${key} is staged at ${staging.stagingPath} but has no device attached`;
+      return { usage: [], abnormal: true, message };
+    }
+    throw new DriverError(FailureType.NotFound, `${volumePath} is not a mount of volume ${key}`);
+  }
+  const usage =
+    volume.accessType === 'block' && attachment.device
+      ? [{ unit: 'bytes' as const, total: await deviceBytes(attachment.device) }]
+      : await filesystemUsage(volumePath);
+  return { usage, abnormal: false, message: 'volume is healthy' };
+}
+
+async function filesystemUsage(volumePath: string): Promise<VolumeUsage[]> {
+  const stats = await fs.statfs(volumePath);
+  return [
+    {
+      unit: 'bytes',
+      total: stats.blocks * stats.bsize,
+      used: (stats.blocks - stats.bfree) * stats.bsize,
+      available: stats.bavail * stats.bsize,
+    },
+    { unit: 'inodes', total: stats.files, used: stats.files - stats.ffree, available: stats.ffree },
+  ];
 }
