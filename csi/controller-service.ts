@@ -18,10 +18,10 @@ import type { ControllerExpandVolumeRequest__Output } from './generated/csi/v1/C
 import type { ControllerExpandVolumeResponse } from './generated/csi/v1/ControllerExpandVolumeResponse';
 import type { ValidateVolumeCapabilitiesRequest__Output } from './generated/csi/v1/ValidateVolumeCapabilitiesRequest';
 import { nodeTopology, nodesOfTopologies } from './topology';
-import { checkCapabilities } from './validate-capabilities';
+import { checkCapabilities } from './validate-create';
 import type { AsyncService } from './server';
 import { toBytes, validateCreate, type CreateLimits } from './validate-create';
-import { checkParameters } from './validate-parameters';
+import { checkParameters } from './validate-create';
 
 export interface ControllerOptions extends CreateLimits {
   driverName: string;
@@ -60,9 +60,7 @@ export function createControllerService(
 
     async DeleteVolume(request: DeleteVolumeRequest__Output, call: ServerUnaryCall<unknown, unknown>) {
       if (!request.volume_id) throw new DriverError(FailureType.InvalidArgument, 'volume_id is required');
-      const result = await operations.delete(request.volume_id, callWaitMs(call, options.callWaitMs));
-      call.sendMetadata(deleteOutcomeHeaders(result));
-      return {};
+      return answerDeletion(call, options.callWaitMs, (waitMs) => operations.delete(request.volume_id, waitMs));
     },
 
     async ControllerExpandVolume(
@@ -245,7 +243,18 @@ export const DELETE_REASON_HEADER = 'durable-csi-delete-reason';
 /** `never-issued`: the ID is malformed, so no deletion was started. */
 export type DeleteOutcome = DeleteVolumeResult['outcome'] | 'never-issued';
 
-export function deleteOutcomeHeaders(result: DeleteVolumeResult | 'never-issued'): Metadata {
+/** A deletion of a volume or a snapshot, run within the call's wait; what it found goes back as headers. */
+export async function answerDeletion(
+  call: ServerUnaryCall<unknown, unknown>,
+  configuredWaitMs: number,
+  deletion: (waitMs: number) => Promise<DeleteVolumeResult | 'never-issued'>,
+): Promise<Record<string, never>> {
+  const result = await deletion(callWaitMs(call, configuredWaitMs));
+  call.sendMetadata(deleteOutcomeHeaders(result));
+  return {};
+}
+
+function deleteOutcomeHeaders(result: DeleteVolumeResult | 'never-issued'): Metadata {
   const headers = new Metadata();
   headers.set(DELETE_OUTCOME_HEADER, result === 'never-issued' ? result : result.outcome);
   if (result !== 'never-issued' && result.reason) headers.set(DELETE_REASON_HEADER, encodeURIComponent(result.reason));

@@ -9,7 +9,7 @@ import { isListPosition } from '../common/list-position';
 import { silentNode, snapshotLookup } from '../operations/snapshot-operations';
 import type { SnapshotOperations } from '../operations/snapshot-operations';
 import type { ListedSnapshot } from '../workflows/listing';
-import { callAbandoned, callWaitMs, deleteOutcomeHeaders } from './controller-service';
+import { answerDeletion, callAbandoned, callWaitMs } from './controller-service';
 import type { CreateSnapshotRequest__Output } from './generated/csi/v1/CreateSnapshotRequest';
 import type { CreateSnapshotResponse } from './generated/csi/v1/CreateSnapshotResponse';
 import type { DeleteSnapshotRequest__Output } from './generated/csi/v1/DeleteSnapshotRequest';
@@ -42,9 +42,7 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
 
     async DeleteSnapshot(request: DeleteSnapshotRequest__Output, call: ServerUnaryCall<unknown, unknown>) {
       if (!request.snapshot_id) throw invalid('snapshot_id is required');
-      const result = await snapshots.delete(request.snapshot_id, callWaitMs(call, options.callWaitMs));
-      call.sendMetadata(deleteOutcomeHeaders(result));
-      return {};
+      return answerDeletion(call, options.callWaitMs, (waitMs) => snapshots.delete(request.snapshot_id, waitMs));
     },
 
     async ListSnapshots(

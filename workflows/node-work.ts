@@ -30,7 +30,7 @@ import {
 /*
  * The options of every storage activity on a node's own queue (activities/node-activities.ts).
  *
- * Node activities heartbeat every second (activities/heartbeating.ts), so a dead agent is noticed after the
+ * Node activities heartbeat every second (activities/node-activities.ts), so a dead agent is noticed after the
  * heartbeat timeout, in seconds, and the attempt is retried on the same node; the start-to-close timeout only has
  * to allow for the slowest honest attempt. Of the activities that change a pool, none has a schedule-to-start
  * timeout except create's first try: a node that is down keeps its work waiting in its queue until the agent
