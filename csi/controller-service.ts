@@ -17,11 +17,16 @@ import { validateVolumeCapabilities } from './controller-validate';
 import type { ControllerExpandVolumeRequest__Output } from './generated/csi/v1/ControllerExpandVolumeRequest';
 import type { ControllerExpandVolumeResponse } from './generated/csi/v1/ControllerExpandVolumeResponse';
 import type { ValidateVolumeCapabilitiesRequest__Output } from './generated/csi/v1/ValidateVolumeCapabilitiesRequest';
-import { nodeTopology, nodesOfTopologies } from './topology';
-import { checkCapabilities } from './validate-create';
 import type { AsyncService } from './server';
-import { toBytes, validateCreate, type CreateLimits } from './validate-create';
-import { checkParameters } from './validate-create';
+import {
+  checkCapabilities,
+  checkParameters,
+  nodeTopology,
+  nodesOfTopologies,
+  toBytes,
+  validateCreate,
+  type CreateLimits,
+} from './validate-create';
 
 export interface ControllerOptions extends CreateLimits {
   driverName: string;

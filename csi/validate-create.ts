@@ -1,11 +1,12 @@
 import { isLoopFsType, LOOP_FS_TYPES, minimumLoopBytes, type AccessType } from '../common/backend-kinds';
 import { DriverError, FailureType } from '../common/failures';
 import { parseSnapshotId, parseVolumeId } from '../common/ids';
+import { TOPOLOGY_NODE_KEY } from '../common/names';
 import { formatBytes } from '../common/quantity';
 import type { CreateVolumeRequest__Output } from './generated/csi/v1/CreateVolumeRequest';
+import type { Topology__Output } from './generated/csi/v1/Topology';
 import type { VolumeCapability__Output } from './generated/csi/v1/VolumeCapability';
 import type { VolumeContentSource__Output } from './generated/csi/v1/VolumeContentSource';
-import { nodesOfTopologies } from './topology';
 
 /*
  * The checks of CreateVolume's request (and the parts GetCapacity, ValidateVolumeCapabilities and the node's calls
@@ -241,6 +242,25 @@ export function placeOnSourceNode(
     );
   }
   return { requisite: [nodeId], preferred: [nodeId] };
+}
+
+/** Our only topology key is the node; any other key means the request was meant for another driver. */
+export function nodesOfTopologies(topologies: Topology__Output[], field: string): string[] {
+  return topologies.map((topology) => {
+    const keys = Object.keys(topology.segments);
+    const nodeId = topology.segments[TOPOLOGY_NODE_KEY];
+    if (keys.length !== 1 || !nodeId) {
+      throw new DriverError(
+        FailureType.InvalidArgument,
+        `accessibility_requirements.${field}: each topology must have exactly the key ${TOPOLOGY_NODE_KEY} (got ${keys.join(', ') || 'none'})`,
+      );
+    }
+    return nodeId;
+  });
+}
+
+export function nodeTopology(nodeId: string) {
+  return { segments: { [TOPOLOGY_NODE_KEY]: nodeId } };
 }
 
 function invalid(message: string): DriverError {
