@@ -31,14 +31,8 @@ import type { StoredRecord, VolumeShape } from '../pool/records';
 import { assertNotInUse, readStaging } from '../pool/staging';
 import type { Attachment, VolumeAccess, VolumeRef } from '../pool/staging';
 import type { CopyOrigin } from '../pool/volumes';
-import {
-  LOOP_FS_TYPES,
-  assertLoopSize,
-  growExt4IfSmaller,
-  growFilesystem,
-  loopFsType,
-  makeFilesystem,
-} from './filesystems';
+import { LOOP_FS_TYPES } from '../../common/backend-kinds';
+import { assertLoopSize, growExt4IfSmaller, growFilesystem, loopFsType, makeFilesystem } from './filesystems';
 import {
   assertFreeSpace,
   attachDevice,

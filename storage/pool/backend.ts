@@ -7,9 +7,11 @@
  * is journaled before anything is allocated, and open() reconciles the journal with what exists on disk.
  * Staging is recorded in the pool before anything is attached or mounted, and open() re-establishes it.
  */
+import type { AccessType } from '../../common/backend-kinds';
 import type { NewIdentity, PoolIdentity } from './pool-layout';
 
-export type AccessType = 'mount' | 'block';
+/** The controller checks requests by the same name (common/backend-kinds.ts). */
+export type { AccessType };
 
 export interface VolumeRecord {
   /** 32 lower-case hex digits, the volume's name inside the pool (the last field of the volume ID). */

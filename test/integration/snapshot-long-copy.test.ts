@@ -1,8 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { SLOW_COPY_MS } from '../../agent/failpoints';
-import { parseSnapshotId } from '../../common/snapshot-id';
-import { parseVolumeId } from '../../common/volume-id';
+import { parseSnapshotId, parseVolumeId } from '../../common/ids';
 import { TestCluster } from '../support/cluster';
 import type { ManagedProcess } from '../support/cluster';
 import { createSnapshot, createSnapshotUntilReady, notReadyYet } from '../support/snapshot-requests';

@@ -1,7 +1,6 @@
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
-import { nodeRecordWorkflowId, registryWorkflowId } from '../../../common/names';
+import { nodeRecordWorkflowId, renewRecordSignal } from '../../../common/names';
 import { connectionOptions } from '../../../temporal/config';
-import { renewRecordSignal } from '../../../workflows/node-presence';
 import { resetToFirstTask } from '../../support/reset-workflow';
 import type { Fault } from './types';
 import { sleep, step } from './types';
@@ -9,12 +8,11 @@ import { sleep, step } from './types';
 /**
  * The node records are lost while deletions are aimed at a node that is down: records continued as new, reset to
  * their first workflow task and terminated (what an operator clearing long-running workflows in the UI, or a
- * namespace restored from backup, does), the down node's among them, and the single registry of earlier releases
- * too if one runs. No deletion (of a volume or a snapshot) may be answered OK while its node is down; the audit
+ * namespace restored from backup, does), the down node's among them. No deletion (of a volume or a snapshot) may be answered OK while its node is down; the audit
  * proves nothing leaked.
  */
-export const registryLoss: Fault = {
-  kind: 'registry-loss',
+export const recordLoss: Fault = {
+  kind: 'record-loss',
   plannedOps: () => 6,
   async run(context, record) {
     const { cluster, workload, prng } = context;
@@ -46,14 +44,11 @@ export const registryLoss: Fault = {
       await sleep(prng.int(500, 1500));
       ops.push(workload.deleteOne(record.kind, { node: node.name }));
       await lose(`reset ${node.name}`, () =>
-        resetToFirstTask(client, nodeRecordWorkflowId(cluster.config.driverName, node.name), 'soak: registry-loss'),
+        resetToFirstTask(client, nodeRecordWorkflowId(cluster.config.driverName, node.name), 'soak: record-loss'),
       );
       const live = prng.pick(cluster.nodes.filter((other) => other !== node));
-      await lose(`terminate ${live.name}`, () => recordOf(live.name).terminate('soak: registry-loss'));
-      await lose(`terminate ${node.name}`, () => recordOf(node.name).terminate('soak: registry-loss'));
-      await lose('terminate the registry of earlier releases', () =>
-        client.workflow.getHandle(registryWorkflowId(cluster.config.driverName)).terminate('soak: registry-loss'),
-      );
+      await lose(`terminate ${live.name}`, () => recordOf(live.name).terminate('soak: record-loss'));
+      await lose(`terminate ${node.name}`, () => recordOf(node.name).terminate('soak: record-loss'));
       ops.push(workload.deleteOne(record.kind, { node: node.name }));
       ops.push(workload.deleteSnapshotOne(record.kind, { node: node.name }));
       const ids = ops.flatMap((op) => (op ? [op.id] : []));
