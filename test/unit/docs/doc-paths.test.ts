@@ -75,6 +75,28 @@ describe('file paths in the docs', () => {
     expect(stale).toEqual([]);
   });
 
+  it("give docs/layout.md's file counts as git ls-files has them", () => {
+    const layout = readFileSync(path.join(ROOT, 'docs/layout.md'), 'utf8');
+    const rooms = layout.slice(layout.indexOf('## The rooms of storage/'));
+    const counted = [...layout.matchAll(/^\|[^|\n]*\|([^|\n]*)\|\s*([\d, ]+?)\s*\|/gm)].flatMap((row) => {
+      const folders = [...(row[1] ?? '').matchAll(/`([\w-]+)\/`/g)].map((folder) => folder[1] ?? '');
+      const counts = (row[2] ?? '').split(',').map(Number);
+      return folders.map((folder, index) => ({ folder, count: counts[index] }));
+    });
+    const roomRows = [...rooms.matchAll(/^\|([^|\n]*)\|\s*([\d, ]+?)\s*\|/gm)].flatMap((row) => {
+      const folders = [...(row[1] ?? '').matchAll(/`([\w-]+)\/`/g)].map((folder) => `storage/${folder[1] ?? ''}`);
+      const counts = (row[2] ?? '').split(',').map(Number);
+      return folders.map((folder, index) => ({ folder, count: counts[index] }));
+    });
+    const rows = [...counted, ...roomRows];
+    expect(rows.length).toBeGreaterThanOrEqual(16);
+    const actual = rows.map(({ folder }) => ({
+      folder,
+      count: trackedFiles().filter((file) => file.startsWith(`${folder}/`)).length,
+    }));
+    expect(rows).toEqual(actual);
+  });
+
   it('lets through only names that are really not files of this repository', () => {
     const tracked = trackedFiles();
     const ours = Object.keys(NOT_OURS).filter((allowed) =>
