@@ -1,10 +1,8 @@
-import { log } from '@temporalio/activity';
+import { ApplicationFailure, heartbeat, log } from '@temporalio/activity';
 import { continueInPool } from '../common/list-position';
-import { ownsVolume, poolIdPrefix } from '../common/volume-id';
-import { DriverError, FailureType } from '../common/failures';
+import { ownsVolume, poolIdPrefix } from '../common/ids';
+import { DriverError, FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
 import type { ContentSource, ExpandResult, SnapshotRecord, StorageBackend } from '../storage/pool/backend';
-import { whileHeartbeating } from './heartbeating';
-import { withFailureTypes } from './to-application-failure';
 
 /**
  * Activities that touch a node's storage. They run only in that node's agent, polling the node's own task
@@ -15,7 +13,7 @@ export interface NodeCreateInput {
   name: string;
   capacityBytes: number;
   parameters: Record<string, string>;
-  /** Absent in histories recorded before block volumes existed: mount. */
+  /** Absent: mount. */
   accessType?: 'mount' | 'block';
   fsType?: string;
   /** Restore or clone: a snapshot or volume of this node's pool, named with the pool prefix its ID was issued on. */
@@ -101,7 +99,8 @@ export interface NodeExpandInput extends NodeDeleteInput {
   capacityBytes: number;
 }
 
-export interface NodeVolume {
+/** A volume as getVolumeOnNode answers it (ValidateVolumeCapabilities' look at one volume). */
+export interface InspectedVolume {
   key: string;
   name: string;
   capacityBytes: number;
@@ -117,7 +116,7 @@ export interface NodeListInput {
 export interface NodeListPage {
   nodeId: string;
   poolId: string;
-  volumes: Omit<NodeVolume, 'poolId'>[];
+  volumes: Omit<InspectedVolume, 'poolId'>[];
   /** The pool holds volumes after the last one listed. */
   more: boolean;
 }
@@ -212,24 +211,6 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
       );
     },
 
-    /**
-     * Every snapshot at once: only for list workflows of earlier releases, which take the answer as the whole pool.
-     * A pool holding more than one answer carries fails the listing (its node is reported unanswered) rather than
-     * answer part of it as all; listSnapshotPageOnNode pages.
-     */
-    async listSnapshotsOnNode(): Promise<NodeSnapshotList> {
-      return withFailureTypes(async () => {
-        const snapshots = (await backend.listSnapshots()).map(nodeSnapshot);
-        if (withinBytes(snapshots, NODE_LIST_PAGE_BYTES).length < snapshots.length) {
-          throw new DriverError(
-            FailureType.FailedPrecondition,
-            `${snapshots.length} snapshots do not fit one answer; a controller of this release lists them page by page`,
-          );
-        }
-        return { nodeId, poolId, snapshots };
-      });
-    },
-
     /** A page of the pool's snapshots after the position, sorted by key (so by snapshot ID); `only` for a lookup. */
     async listSnapshotPageOnNode(input: NodeSnapshotListInput): Promise<NodeSnapshotPage> {
       return withFailureTypes(async () => {
@@ -244,7 +225,7 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
     },
 
     /** Undefined when this pool does not hold the volume. */
-    async getVolumeOnNode(input: NodeDeleteInput): Promise<NodeVolume | undefined> {
+    async getVolumeOnNode(input: NodeDeleteInput): Promise<InspectedVolume | undefined> {
       return withFailureTypes(async () => {
         if (!ownsVolume(poolId, input.poolIdPrefix)) return undefined;
         const record = await backend.getVolume(input.key);
@@ -262,18 +243,6 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
         });
         return { nodeId, poolId, volumes: entries, more };
       });
-    },
-
-    /** Every volume at once: only for list workflows of earlier releases (unbounded; listVolumePageOnNode pages). */
-    async listVolumesOnNode(): Promise<NodeVolume[]> {
-      return withFailureTypes(async () =>
-        (await backend.listVolumes()).map((v) => ({
-          key: v.key,
-          name: v.name,
-          capacityBytes: v.capacityBytes,
-          poolId,
-        })),
-      );
     },
   };
 }
@@ -341,4 +310,42 @@ function withinBytes<T>(entries: T[], bytes: number): T[] {
     if (used > bytes && index > 0) return entries.slice(0, index);
   }
   return entries;
+}
+
+const HEARTBEAT_INTERVAL_MS = 1000;
+
+/**
+ * Heartbeats while the body runs, so a node agent that dies mid-activity is noticed after the heartbeat
+ * timeout (seconds) instead of the start-to-close timeout (which must allow for slow formatting).
+ *
+ * No heartbeat at the start: the server times the heartbeat timeout from the attempt's start until the first
+ * heartbeat, so a death before it is noticed just the same, and the many activities that finish within the
+ * interval save a heartbeat RPC and a mutable-state write each (docs/performance.md).
+ */
+async function whileHeartbeating<T>(body: () => Promise<T>): Promise<T> {
+  const timer = setInterval(() => heartbeat(), HEARTBEAT_INTERVAL_MS);
+  try {
+    return await body();
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+/**
+ * Runs an activity body and turns a DriverError into an ApplicationFailure of the same type, so the type
+ * survives the trip through Temporal to csi/errors.ts. Other errors pass through and are retried.
+ */
+async function withFailureTypes<T>(body: () => Promise<T>): Promise<T> {
+  try {
+    return await body();
+  } catch (error) {
+    if (error instanceof DriverError) {
+      throw ApplicationFailure.create({
+        type: error.type,
+        message: error.message,
+        nonRetryable: NON_RETRYABLE_TYPES.includes(error.type),
+      });
+    }
+    throw error;
+  }
 }

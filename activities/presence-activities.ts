@@ -1,5 +1,5 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { NodeReport } from '../node-records/types';
+import type { NodeReport } from '../common/names';
 import type { StorageBackend } from '../storage/pool/backend';
 
 /**

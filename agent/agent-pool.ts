@@ -1,7 +1,7 @@
 import { DriverError, FailureType } from '../common/failures';
 import type { Logger } from '../common/logger';
 import type { OpenReport, StorageBackend } from '../storage/pool/backend';
-import type { NewIdentity } from '../storage/pool/pool-identity';
+import type { NewIdentity } from '../storage/pool/pool-layout';
 import { filesystemRefusal, POOL_RECHECK_MS } from './pool-gate';
 
 /**

@@ -3,12 +3,14 @@ import { Worker, type NativeConnection } from '@temporalio/worker';
 import type { ServerUnaryCall } from '@grpc/grpc-js';
 import fs from 'node:fs';
 import { createControlActivities, type ControlDeps } from '../activities/control-activities';
+import { createPlacementActivities } from '../activities/placement';
 import { createLogger, type Logger } from '../common/logger';
 import { controlTaskQueue } from '../common/names';
 import type { TemporalConfig } from '../temporal/config';
 import { connectTemporal, TemporalConnectionError } from '../temporal/connection';
 import { driverVersion } from '../common/version';
 import { createControllerService } from '../csi/controller-service';
+import { createSnapshotHandlers } from '../csi/controller-snapshots';
 import { createIdentityService } from '../csi/identity-service';
 import { serveCsi, type AsyncService } from '../csi/server';
 import { DriverError, FailureType } from '../common/failures';
@@ -217,7 +219,10 @@ function createControlWorker(
     ...(fs.existsSync(WORKFLOW_BUNDLE_PATH)
       ? { workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH } }
       : { workflowsPath: WORKFLOWS_PATH }),
-    activities: createControlActivities({ client, driverName: config.driverName, writtenOffEvents }),
+    activities: {
+      ...createControlActivities({ client, driverName: config.driverName, writtenOffEvents }),
+      ...createPlacementActivities({ client, driverName: config.driverName }),
+    },
     shutdownGraceTime: '5s',
     ...controllerWorkerTuning(),
   });
@@ -260,13 +265,18 @@ function untilConnected(temporal: ControllerTemporal, config: ControllerConfig):
     const snapshots = config.snapshots
       ? new SnapshotOperations(connected.client, config.driverName, { eagerStart: true })
       : undefined;
-    service = createControllerService(operations, config, snapshots) as AsyncService;
+    service = createControllerService(
+      operations,
+      config,
+      snapshots && (createSnapshotHandlers(snapshots, config) as AsyncService),
+    ) as AsyncService;
     return service;
   };
   // Which methods are served depends on the configuration only, and making the handlers calls nothing: the names
   // come from a service made over operations that are never called.
   const unused = {} as VolumeOperations & SnapshotOperations;
-  const names = Object.keys(createControllerService(unused, config, config.snapshots ? unused : undefined));
+  const snapshotHandlers = config.snapshots ? (createSnapshotHandlers(unused, config) as AsyncService) : undefined;
+  const names = Object.keys(createControllerService(unused, config, snapshotHandlers));
   return Object.fromEntries(
     names.map((name) => [
       name,

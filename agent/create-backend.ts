@@ -4,7 +4,7 @@ import { DriverError, FailureType } from '../common/failures';
 import type { Logger } from '../common/logger';
 import type { StorageBackend } from '../storage/pool/backend';
 import { DirBackend } from '../storage/dir/dir-backend';
-import type { DirQuotaMode } from '../storage/dir/dir-quota';
+import type { DirQuotaMode } from '../storage/dir/dir-backend';
 import { LoopBackend } from '../storage/loop/loop-backend';
 
 export interface BackendConfig {

@@ -1,8 +1,8 @@
 import { DriverError, FailureType } from '../common/failures';
-import { poolIdPrefix } from '../common/volume-id';
+import { poolIdPrefix } from '../common/ids';
 import { DirBackend } from '../storage/dir/dir-backend';
 import type { StorageBackend } from '../storage/pool/backend';
-import type { NewIdentity, PoolIdentity } from '../storage/pool/pool-identity';
+import type { NewIdentity, PoolIdentity } from '../storage/pool/pool-layout';
 
 /**
  * Whether the agent may open its pool and run storage work on it. After a reboot the pool's disk may not be
@@ -98,7 +98,7 @@ function refusal(input: PoolGateInput, known: KnownPool): string {
 
 /**
  * The first part of the gate, which needs no Temporal: is the filesystem holding the pool one the backend may run
- * on? A dir backend with --dir-quota=project needs project quotas enforced there (storage/dir/dir-quota.ts). After a
+ * on? A dir backend with --dir-quota=project needs project quotas enforced there (storage/dir/dir-backend.ts). After a
  * reboot the pool's disk may be mounted late: until then the pool directory is on the root filesystem, which
  * usually does not enforce them. The agent then serves kubelet (its calls on the pool answer UNAVAILABLE with this
  * reason), stays not ready, and looks again every `recheckSeconds`; it never crash-loops. Undefined when fit.

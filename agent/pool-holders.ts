@@ -1,6 +1,5 @@
 import fs from 'node:fs';
-import { PoolLayout } from '../storage/pool/pool-layout';
-import { isProcessAlive, lockHolder } from '../storage/pool/pool-lock';
+import { PoolLayout, isProcessAlive, lockHolder } from '../storage/pool/pool-layout';
 
 export interface PoolHolder {
   nodeId: string;
@@ -11,7 +10,7 @@ export interface PoolHolder {
 }
 
 /**
- * The live processes holding these pools' locks (storage/pool/pool-lock.ts), however they were started: a node agent
+ * The live processes holding these pools' locks (storage/pool/pool-layout.ts), however they were started: a node agent
  * the dev stack spawned, one restarted by hand with the command the stack printed, or one left by an earlier run.
  */
 export function poolHolders(pools: { nodeId: string; pool: string }[]): PoolHolder[] {

@@ -1,9 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { Logger } from '../common/logger';
-import { controlTaskQueue, nodeRecordWorkflowId } from '../common/names';
-import { NODE_MEMO_KEY } from '../node-records/types';
+import { nodeRecordStart } from '../common/names';
 import type { nodePresence } from '../workflows/node-presence';
-import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
 
 /**
  * Keeps this node's record running (workflows/node-presence.ts). The record drives itself through the presence
@@ -33,15 +31,7 @@ export function startPresence(deps: { client: Client; driverName: string; nodeId
 
   const ensure = async () => {
     await deps.client.workflow.start<typeof nodePresence>('nodePresence', {
-      workflowId: nodeRecordWorkflowId(deps.driverName, deps.nodeId),
-      taskQueue: controlTaskQueue(deps.driverName),
-      args: [{ driverName: deps.driverName, nodeId: deps.nodeId }],
-      memo: { [NODE_MEMO_KEY]: { nodeId: deps.nodeId, live: false } },
-      typedSearchAttributes: [
-        { key: OperationKey, value: 'node' },
-        { key: NodeIdKey, value: deps.nodeId },
-        { key: PhaseKey, value: 'offline' },
-      ],
+      ...nodeRecordStart(deps.driverName, deps.nodeId),
       workflowIdConflictPolicy: 'USE_EXISTING',
       workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     });

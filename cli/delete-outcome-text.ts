@@ -1,5 +1,4 @@
-import { parseSnapshotId } from '../common/snapshot-id';
-import { parseVolumeId } from '../common/volume-id';
+import { parseSnapshotId, parseVolumeId } from '../common/ids';
 
 /**
  * What `volumes delete` prints after a successful DeleteVolume. CSI answers success for a volume that does not
@@ -9,10 +8,6 @@ export function describeDeleteOutcome(volumeId: string, outcome?: string, reason
   const parts = parseVolumeId(volumeId);
   if (!parts) {
     return `nothing to delete: "${volumeId}" is not a volume ID this driver issues (v1_<node>_<pool>_<key>)`;
-  }
-  if (outcome === 'node-never-registered') {
-    // Only deletions answered by release 0.1, which trusted a missing registry entry.
-    return `nothing deleted: release 0.1 found node ${parts.nodeId} missing from its registry and did not ask the node`;
   }
   return (
     describeOutcome('volume', volumeId, parts.nodeId, outcome, reason) ??

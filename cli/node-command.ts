@@ -6,9 +6,9 @@ import { assertLocalEndpoint } from '../csi/endpoint';
 import { BACKEND_KINDS } from '../common/backend-kinds';
 import { DEFAULT_COPY_BUDGET } from '../common/copy-budget';
 import { parseDuration } from '../common/duration';
-import { isValidNodeId, MAX_NODE_ID_LENGTH } from '../common/node-id';
+import { isValidNodeId, MAX_NODE_ID_LENGTH } from '../common/ids';
 import { parseQuantity } from '../common/quantity';
-import { DIR_QUOTA_MODES, type DirQuotaMode } from '../storage/dir/dir-quota';
+import { DIR_QUOTA_MODES, type DirQuotaMode } from '../storage/dir/dir-backend';
 import { addMetricsOptions, addTemporalOptions, temporalConfig, type TemporalFlags } from './temporal-options';
 
 interface NodeFlags extends TemporalFlags {

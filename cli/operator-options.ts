@@ -4,7 +4,7 @@ import type { Command } from 'commander';
 import { DriverError } from '../common/failures';
 import { DEFAULT_DRIVER_NAME } from '../common/names';
 import { connectionOptions } from '../temporal/config';
-import { formatDuration } from '../operations/describe-wait';
+import { formatDuration } from '../common/duration';
 import { addTemporalOptions, temporalConfig } from './temporal-options';
 import type { TemporalFlags } from './temporal-options';
 

@@ -1,8 +1,6 @@
 import { DriverError } from '../common/failures';
-import { parseSnapshotId } from '../common/snapshot-id';
-import type { SnapshotIdParts } from '../common/snapshot-id';
-import { parseVolumeId } from '../common/volume-id';
-import type { VolumeIdParts } from '../common/volume-id';
+import { parseSnapshotId, parseVolumeId } from '../common/ids';
+import type { SnapshotIdParts, VolumeIdParts } from '../common/ids';
 import { checkName } from '../csi/validate-create';
 
 /**

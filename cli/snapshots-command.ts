@@ -5,7 +5,7 @@ import { DriverError, FailureType } from '../common/failures';
 import { formatBytes } from '../common/quantity';
 import { toGrpcStatus } from '../csi/errors';
 import { SnapshotOperations, silentNode, snapshotLookup } from '../operations/snapshot-operations';
-import type { ListedSnapshot } from '../workflows/list-snapshots';
+import type { ListedSnapshot } from '../workflows/listing';
 import { describeSnapshotDeleteOutcome } from './delete-outcome-text';
 import { describeUnanswered } from './list-all-volumes';
 import { addOperatorOptions, printJson, withTemporalClient } from './operator-options';

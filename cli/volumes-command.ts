@@ -1,7 +1,7 @@
 import { Metadata, status } from '@grpc/grpc-js';
 import { Command, Option } from 'commander';
 import { call, connectCsi, withDeadline } from '../csi/client';
-import { readDeleteOutcome } from '../csi/delete-outcome';
+import { readDeleteOutcome } from '../csi/controller-service';
 import type { CreateVolumeResponse__Output } from '../csi/generated/csi/v1/CreateVolumeResponse';
 import { TOPOLOGY_NODE_KEY } from '../common/names';
 import { formatBytes, parseQuantity } from '../common/quantity';

@@ -1,7 +1,6 @@
 import { Command } from 'commander';
-import { parseDuration } from '../common/duration';
+import { parseDuration, formatDuration } from '../common/duration';
 import type { OperationHistory, VolumeDescription } from '../operations/describe-volume';
-import { formatDuration } from '../operations/describe-wait';
 import type { OperationSummary } from '../operations/pending-operations';
 import { addOperatorOptions, ageOf, printJson, secondsSince, withTemporalClient } from './operator-options';
 import type { OperatorFlags } from './operator-options';

@@ -36,27 +36,21 @@ export function printOrphanReport(report: OrphanReport): void {
     report.lostSnapshots.length +
     report.snapshotDeletionsWithoutContent.length;
   if (found === 0) process.stdout.write('no orphans\n');
-  if (report.unclaimedVolumes.length > 0) {
-    process.stdout.write('Unclaimed: on a pool, with no PV and no pending operation\n');
-    printTable(
-      ['VOLUME ID', 'NAME', 'NODE', 'SIZE'],
-      report.unclaimedVolumes.map((v) => [v.volumeId, v.name, v.nodeId, formatBytes(v.capacityBytes)]),
-    );
-  }
-  if (report.lostVolumes.length > 0) {
-    process.stdout.write('\nLost: a PV whose volume no pool reports\n');
-    printTable(
-      ['PV', 'CLAIM', 'PHASE', 'NODE', 'VOLUME HANDLE'],
-      report.lostVolumes.map((v) => [v.pv, v.claim ?? '', v.phase, v.nodeId ?? '', v.volumeHandle]),
-    );
-  }
-  if (report.deletionsWithoutPv.length > 0) {
-    process.stdout.write('\nPending deletions whose PV is gone\n');
-    printTable(
-      ['VOLUME ID', 'NODE', 'AGE', 'WORKFLOW ID'],
-      report.deletionsWithoutPv.map((d) => [d.volumeId, d.nodeId ?? '', ageOf(d.startTime, now), d.workflowId]),
-    );
-  }
+  printSection(
+    'Unclaimed: on a pool, with no PV and no pending operation\n',
+    ['VOLUME ID', 'NAME', 'NODE', 'SIZE'],
+    report.unclaimedVolumes.map((v) => [v.volumeId, v.name, v.nodeId, formatBytes(v.capacityBytes)]),
+  );
+  printSection(
+    '\nLost: a PV whose volume no pool reports\n',
+    ['PV', 'CLAIM', 'PHASE', 'NODE', 'VOLUME HANDLE'],
+    report.lostVolumes.map((v) => [v.pv, v.claim ?? '', v.phase, v.nodeId ?? '', v.volumeHandle]),
+  );
+  printSection(
+    '\nPending deletions whose PV is gone\n',
+    ['VOLUME ID', 'NODE', 'AGE', 'WORKFLOW ID'],
+    report.deletionsWithoutPv.map((d) => [d.volumeId, d.nodeId ?? '', ageOf(d.startTime, now), d.workflowId]),
+  );
   printSnapshotOrphans(report);
   if (report.uncheckedNodes.length > 0)
     process.stdout.write(`\nNot checked (node did not answer): ${report.uncheckedNodes.join(', ')}\n`);
@@ -69,31 +63,32 @@ function printSnapshotOrphans(report: OrphanReport): void {
     );
     return;
   }
-  if (report.unclaimedSnapshots.length > 0) {
-    process.stdout.write('\nUnclaimed snapshots: on a pool, named by no VolumeSnapshotContent, no pending operation\n');
-    printTable(
-      ['SNAPSHOT ID', 'NAME', 'NODE', 'SIZE'],
-      report.unclaimedSnapshots.map((s) => [s.snapshotId, s.name, s.nodeId, formatBytes(s.sizeBytes)]),
-    );
-  }
-  if (report.lostSnapshots.length > 0) {
-    process.stdout.write('\nLost snapshots: a VolumeSnapshotContent whose snapshot no pool reports\n');
-    printTable(
-      ['CONTENT', 'NODE', 'SNAPSHOT HANDLE'],
-      report.lostSnapshots.map((s) => [s.content, s.nodeId ?? '', s.snapshotHandle]),
-    );
-  }
-  if (report.snapshotDeletionsWithoutContent.length > 0) {
-    const now = report.generatedAt.getTime();
-    process.stdout.write('\nPending snapshot deletions whose VolumeSnapshotContent is gone\n');
-    printTable(
-      ['SNAPSHOT ID', 'NODE', 'AGE', 'WORKFLOW ID'],
-      report.snapshotDeletionsWithoutContent.map((d) => [
-        d.snapshotId,
-        d.nodeId ?? '',
-        ageOf(d.startTime, now),
-        d.workflowId,
-      ]),
-    );
-  }
+  printSection(
+    '\nUnclaimed snapshots: on a pool, named by no VolumeSnapshotContent, no pending operation\n',
+    ['SNAPSHOT ID', 'NAME', 'NODE', 'SIZE'],
+    report.unclaimedSnapshots.map((s) => [s.snapshotId, s.name, s.nodeId, formatBytes(s.sizeBytes)]),
+  );
+  printSection(
+    '\nLost snapshots: a VolumeSnapshotContent whose snapshot no pool reports\n',
+    ['CONTENT', 'NODE', 'SNAPSHOT HANDLE'],
+    report.lostSnapshots.map((s) => [s.content, s.nodeId ?? '', s.snapshotHandle]),
+  );
+  const now = report.generatedAt.getTime();
+  printSection(
+    '\nPending snapshot deletions whose VolumeSnapshotContent is gone\n',
+    ['SNAPSHOT ID', 'NODE', 'AGE', 'WORKFLOW ID'],
+    report.snapshotDeletionsWithoutContent.map((d) => [
+      d.snapshotId,
+      d.nodeId ?? '',
+      ageOf(d.startTime, now),
+      d.workflowId,
+    ]),
+  );
+}
+
+/** One table with its title, or nothing when no row was found. */
+function printSection(title: string, headers: string[], rows: string[][]): void {
+  if (rows.length === 0) return;
+  process.stdout.write(title);
+  printTable(headers, rows);
 }

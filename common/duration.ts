@@ -11,3 +11,13 @@ export function parseDuration(text: string): number {
   }
   return Math.round(Number(match[1]) * unit);
 }
+
+/** A duration as an operator reads it: 42s, 3m7s, 2h5m. */
+export function formatDuration(ms: number): string {
+  const seconds = Math.max(0, Math.round(ms / 1000));
+  if (seconds < 60) return `${seconds}s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return `${minutes}m${seconds % 60}s`;
+  const hours = Math.floor(minutes / 60);
+  return `${hours}h${minutes % 60}m`;
+}

@@ -8,8 +8,7 @@
  * their first letter, so nodes come in the same order in both lists, and a position says which list it is of.
  * No Node built-ins here: workflow code imports this file.
  */
-import { isValidNodeId } from './node-id';
-import { parseScopedId, volumeIdPrefix } from './volume-id';
+import { isValidNodeId, parseScopedId, volumeIdPrefix } from './ids';
 
 /** Which list a position is of: the version its IDs start with. */
 export type ListedIds = 'v1' | 's1';
@@ -67,4 +66,40 @@ export function continueInPool(
 /** The list a position is of; the start is of either (volumes, as before snapshots were paged). */
 function listOf(position: string): ListedIds {
   return position.startsWith('s1_') ? 's1' : 'v1';
+}
+
+/** One page of a listing, volumes or snapshots; `unreachableNodes` and `answeredNodes` name the nodes it asked. */
+export interface Page<Listed> {
+  entries: Listed[];
+  /** Nodes asked that did not answer (offline, or no answer in time): their entries are missing. */
+  unreachableNodes: string[];
+  /** Nodes whose pools answered: only for these is an entry's absence from the list a fact. */
+  answeredNodes: string[];
+  /** Where the next page starts (a list position); '' when this is the last page. */
+  nextToken: string;
+}
+
+/**
+ * Every entry of a listing, volumes or snapshots, read page by page from the start (by the controller, not in a
+ * workflow). A node counts as answered only if it answered every page that asked it: one that failed part way is
+ * unreachable, not judged.
+ */
+export async function everyPage<Listed>(pageAfter: (after: string) => Promise<Page<Listed>>): Promise<Page<Listed>> {
+  const entries: Listed[] = [];
+  const answered = new Set<string>();
+  const unreachable = new Set<string>();
+  let after = LIST_START;
+  do {
+    const page = await pageAfter(after);
+    entries.push(...page.entries);
+    for (const nodeId of page.answeredNodes) answered.add(nodeId);
+    for (const nodeId of page.unreachableNodes) unreachable.add(nodeId);
+    after = page.nextToken;
+  } while (after);
+  return {
+    entries,
+    unreachableNodes: [...unreachable].sort(),
+    answeredNodes: [...answered].filter((nodeId) => !unreachable.has(nodeId)).sort(),
+    nextToken: '',
+  };
 }

@@ -1,6 +1,11 @@
+import { defineSearchAttributeKey } from '@temporalio/common';
+import { defineSignal, defineUpdate } from '@temporalio/workflow';
+
 /**
- * Every Temporal name the driver uses, prefixed by the CSI driver name so that several drivers (or test runs)
- * can share one namespace without seeing each other's work. No Node built-ins: workflow code imports this.
+ * What clients and workflows share through Temporal, in one place so that no import runs up a floor: every name the
+ * driver uses (workflow IDs and task queues, prefixed by the CSI driver name so that several drivers, or test runs,
+ * can share one namespace without seeing each other's work; workflow types; search attributes; signals and updates)
+ * and the node record's shape as its memo holds it. No Node built-ins: workflow code imports this.
  */
 export function controlTaskQueue(driverName: string): string {
   return `${driverName}/control`;
@@ -56,11 +61,6 @@ export function oneOffTag(): string {
   return `${Date.now()}-${Math.random().toString(16).slice(2)}`;
 }
 
-/** The single registry workflow of earlier releases (deprecated; see workflows/node-registry.ts). */
-export function registryWorkflowId(driverName: string): string {
-  return `${driverName}/registry`;
-}
-
 /** One long-lived record per node (workflows/node-presence.ts): no workflow hears from every node. */
 export function nodeRecordWorkflowId(driverName: string, nodeId: string): string {
   return `${driverName}/node-record/${nodeId}`;
@@ -71,8 +71,8 @@ export const TOPOLOGY_NODE_KEY = 'topology.durable-csi.io/node';
 /** The CSI driver name used when --driver-name is not given. */
 export const DEFAULT_DRIVER_NAME = 'durable-csi.io';
 
-/** Long-lived node records (and the single registry of earlier releases): running by design, never "pending". */
-export const NODE_RECORD_WORKFLOW_TYPES: readonly string[] = ['nodePresence', 'nodeRegistry'];
+/** Long-lived node records: running by design, never "pending". */
+export const NODE_RECORD_WORKFLOW_TYPES: readonly string[] = ['nodePresence'];
 
 /** The workflow types that are volume operations: not the node records, nor the short-lived list and inspect. */
 export const OPERATION_WORKFLOW_TYPES = [
@@ -86,4 +86,157 @@ export const OPERATION_WORKFLOW_TYPES = [
 /** The visibility clause `WorkflowType IN (...)` selecting the volume operations. */
 export function operationTypesClause(): string {
   return `WorkflowType IN (${OPERATION_WORKFLOW_TYPES.map((type) => `"${type}"`).join(', ')})`;
+}
+
+/** Typed keys for the search attributes registered by temporal-dev (and by operators on a real cluster). */
+export const VolumeIdKey = defineSearchAttributeKey('DurableCsiVolumeId', 'KEYWORD');
+export const VolumeNameKey = defineSearchAttributeKey('DurableCsiVolumeName', 'KEYWORD');
+export const NodeIdKey = defineSearchAttributeKey('DurableCsiNodeId', 'KEYWORD');
+export const OperationKey = defineSearchAttributeKey('DurableCsiOperation', 'KEYWORD');
+export const PhaseKey = defineSearchAttributeKey('DurableCsiPhase', 'KEYWORD');
+export const WaitingSinceKey = defineSearchAttributeKey('DurableCsiWaitingSince', 'DATETIME');
+/** Every key above: what temporal/search-attributes.ts registers. */
+export const SEARCH_ATTRIBUTE_KEYS = [VolumeIdKey, VolumeNameKey, NodeIdKey, OperationKey, PhaseKey, WaitingSinceKey];
+
+export type Phase = 'placing' | 'waiting-for-node' | 'running' | 'done' | 'failed';
+/** The phase of a node record (workflows/node-presence.ts), whose DurableCsiOperation is "node". */
+export type NodePhase = 'live' | 'offline' | 'forgotten';
+
+/**
+ * The operator's decision that a node is gone for good (`durable-csi nodes forget`). Operations waiting on
+ * that node stop waiting and end with this recorded outcome; nothing else ever gives up on a node.
+ */
+export interface ForgetNotice {
+  nodeId: string;
+  reason: string;
+  /** ISO 8601, when the operator decided. */
+  at: string;
+}
+
+/** To an operation waiting on a node: that node is forgotten (operations/forget-node.ts sends it). */
+export const nodeForgottenSignal = defineSignal<[ForgetNotice]>('nodeForgotten');
+
+/**
+ * A node's record tells the operations waiting on that node when it goes offline or comes back (through the
+ * announceLiveness activity), so their phase, search attributes and UI details follow the node while they wait.
+ */
+export interface LivenessNotice {
+  nodeId: string;
+  live: boolean;
+  /** ISO 8601: when the record saw the change. */
+  at: string;
+}
+
+export const nodeLivenessSignal = defineSignal<[LivenessNotice]>('nodeLiveness');
+
+/**
+ * To a node's record: a deletion ended with the node forgotten, so the volume is to be deleted on the node when it
+ * returns with that pool (sent by an activity, with signalWithStart: a lost record is made again).
+ */
+export const writeOffVolumeSignal = defineSignal<[WrittenOffVolume]>('writeOffVolume');
+
+/**
+ * The decision that the node is gone for good (`durable-csi nodes forget`, or the Kubernetes Node policy), asked of
+ * the node's record, which refuses it while its node answers (returns the decision kept).
+ */
+export const forgetNodeRecordUpdate = defineUpdate<ForgottenNode, [ForgetNotice]>('forgetNodeRecord');
+/** To a node's record: continue as new at the next point where no presence activity is pending. */
+export const renewRecordSignal = defineSignal('renewRecord');
+
+/** What a node agent reports when it (re)registers and with every presence heartbeat. */
+export interface NodeReport {
+  nodeId: string;
+  poolId: string;
+  backend: string;
+  capacityBytes: number;
+  availableBytes: number;
+  volumeCount: number;
+  /** Snapshot copies in the pool. */
+  snapshotCount?: number;
+  agentVersion: string;
+}
+
+/** A node as its record remembers it. */
+export interface NodeRecord extends NodeReport {
+  /** Epoch milliseconds (workflow time) of the first report this record received. */
+  firstSeen: number;
+  /** Epoch milliseconds of the latest report or presence heartbeat. */
+  lastHeartbeat: number;
+}
+
+/** A node record with liveness as Temporal sees it now (the node agent holds its presence activity). */
+export interface NodeView extends NodeRecord {
+  live: boolean;
+}
+
+/** A node an operator (or a policy) declared gone for good: operations waiting for it end with this reason. */
+export interface ForgottenNode {
+  nodeId: string;
+  reason: string;
+  /** ISO 8601. */
+  at: string;
+  /** Epoch milliseconds of the last report before the decision; absent for a node that never reported. */
+  lastHeartbeat?: number;
+}
+
+/**
+ * A volume whose deletion ended with the decision that its node is gone (`node-forgotten`): the CO was told it is
+ * gone, but nothing could delete it. Its node's record keeps it until the node returns with the pool it names and
+ * deletes it there for real (or returns with another pool: then the volume is gone with the old pool).
+ */
+export interface WrittenOffVolume {
+  /** The volume's ID, or for a snapshot its snapshot ID. */
+  volumeId: string;
+  key: string;
+  poolIdPrefix: string;
+  /** The forget's reason. */
+  reason: string;
+  /** A snapshot copy (docs/snapshots.md); absent for a volume. */
+  kind?: 'snapshot';
+  /**
+   * A create's allocation, written off when a forget ended its completion (workflows/create-volume.ts): its key was
+   * never issued, and the pool that may hold it is whichever the node had when the attempt ran, which may have
+   * replaced the one placement read. It is deleted on whatever pool the node returns with (a random key names no
+   * other volume); `poolIdPrefix` is placement's, for the ID shown in logs.
+   */
+  anyPool?: true;
+}
+
+/** What the node record workflow keeps in its memo, under {@link NODE_MEMO_KEY}. */
+export interface NodeRecordMemo {
+  nodeId: string;
+  /** Absent until the node's agent first reports (a record can be made by `nodes forget` alone). */
+  record?: NodeRecord;
+  live: boolean;
+  forgotten?: ForgottenNode;
+  /** Written-off volumes still to delete on the node when it returns (the list itself is kept in the workflow). */
+  writtenOff?: number;
+}
+
+export const NODE_MEMO_KEY = 'node';
+
+/**
+ * A node agent that stops heartbeating its presence activity for this long is offline (the server times the
+ * activity out). The SDK sends heartbeats at 80% of it, so a live record is at most ~24 s old.
+ */
+export const PRESENCE_HEARTBEAT_TIMEOUT_MS = 30_000;
+
+/**
+ * How a node's record is started where it may not run yet (its agent, `nodes forget`, a write-off): as an offline
+ * record that waits for its node, visible to readers at once (memo and search attributes set at start).
+ */
+export function nodeRecordStart(driverName: string, nodeId: string) {
+  const memo: NodeRecordMemo = { nodeId, live: false };
+  const phase: NodePhase = 'offline';
+  return {
+    workflowId: nodeRecordWorkflowId(driverName, nodeId),
+    taskQueue: controlTaskQueue(driverName),
+    args: [{ driverName, nodeId }] as [{ driverName: string; nodeId: string }],
+    memo: { [NODE_MEMO_KEY]: memo },
+    typedSearchAttributes: [
+      { key: OperationKey, value: 'node' },
+      { key: NodeIdKey, value: nodeId },
+      { key: PhaseKey, value: phase },
+    ],
+  };
 }

@@ -8,9 +8,8 @@ import { DriverError, FailureType } from '../common/failures';
 import { isListPosition } from '../common/list-position';
 import { silentNode, snapshotLookup } from '../operations/snapshot-operations';
 import type { SnapshotOperations } from '../operations/snapshot-operations';
-import type { ListedSnapshot } from '../workflows/list-snapshots';
-import { callAbandoned, callWaitMs } from './call-wait';
-import { deleteOutcomeHeaders } from './delete-outcome';
+import type { ListedSnapshot } from '../workflows/listing';
+import { answerDeletion, callAbandoned, callWaitMs } from './controller-service';
 import type { CreateSnapshotRequest__Output } from './generated/csi/v1/CreateSnapshotRequest';
 import type { CreateSnapshotResponse } from './generated/csi/v1/CreateSnapshotResponse';
 import type { DeleteSnapshotRequest__Output } from './generated/csi/v1/DeleteSnapshotRequest';
@@ -19,8 +18,6 @@ import type { ListSnapshotsResponse } from './generated/csi/v1/ListSnapshotsResp
 import type { Snapshot } from './generated/csi/v1/Snapshot';
 import { assertMaxEntries, listCoverageHeaders, unusableToken } from './list-coverage';
 import { checkName } from './validate-create';
-
-export const SNAPSHOT_CAPABILITIES = ['CREATE_DELETE_SNAPSHOT', 'LIST_SNAPSHOTS', 'CLONE_VOLUME'];
 
 export function createSnapshotHandlers(snapshots: SnapshotOperations, options: { callWaitMs: number }) {
   return {
@@ -45,9 +42,7 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
 
     async DeleteSnapshot(request: DeleteSnapshotRequest__Output, call: ServerUnaryCall<unknown, unknown>) {
       if (!request.snapshot_id) throw invalid('snapshot_id is required');
-      const result = await snapshots.delete(request.snapshot_id, callWaitMs(call, options.callWaitMs));
-      call.sendMetadata(deleteOutcomeHeaders(result));
-      return {};
+      return answerDeletion(call, options.callWaitMs, (waitMs) => snapshots.delete(request.snapshot_id, waitMs));
     },
 
     async ListSnapshots(

@@ -3,8 +3,7 @@ import { DriverError, FailureType } from '../common/failures';
 import type { VolumeOperations } from '../operations/volume-operations';
 import type { ValidateVolumeCapabilitiesRequest__Output } from './generated/csi/v1/ValidateVolumeCapabilitiesRequest';
 import type { ValidateVolumeCapabilitiesResponse } from './generated/csi/v1/ValidateVolumeCapabilitiesResponse';
-import { checkCapabilities } from './validate-capabilities';
-import { checkParameters } from './validate-parameters';
+import { checkCapabilities, checkParameters } from './validate-create';
 
 /** Confirms capabilities the volume's node can serve; anything unsupported is left unconfirmed, with why. */
 export async function validateVolumeCapabilities(

@@ -6,7 +6,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../common/failures';
-import { errorCode } from '../storage/host/fs-checks';
+import { errorCode } from '../storage/host/files';
 
 export async function assertInKubeletDir(value: string, field: string, kubeletDir: string): Promise<void> {
   const root = await realDir(kubeletDir);

@@ -15,7 +15,7 @@ export function publishHandlers(context: NodeContext) {
       const stagingPath = await requiredPath(request.staging_target_path, 'staging_target_path', context);
       const { accessType } = stageOptions(request.volume_capability, context.backend);
       const readerOnly = request.volume_capability?.access_mode?.mode === 'SINGLE_NODE_READER_ONLY';
-      // A read-only raw block publish gets a device the kernel keeps read-only (storage/node/publishing.ts).
+      // A read-only raw block publish gets a device the kernel keeps read-only (storage/pool/publishing.ts).
       await context.backend.publishVolume(volumeKey(volumeId, context), stagingPath, targetPath, {
         accessType,
         readonly: request.readonly || readerOnly,

@@ -4,12 +4,12 @@
  */
 import path from 'node:path';
 import { DriverError, FailureType } from '../common/failures';
-import { ownsVolume, parseVolumeId } from '../common/volume-id';
+import { ownsVolume, parseVolumeId } from '../common/ids';
 import type { StageOptions, StorageBackend } from '../storage/pool/backend';
 import type { VolumeCapability__Output } from './generated/csi/v1/VolumeCapability';
 import { assertInKubeletDir } from './kubelet-paths';
 import { refuseMountOption } from './mount-options';
-import { checkCapabilities } from './validate-capabilities';
+import { checkCapabilities } from './validate-create';
 
 export interface NodeContext {
   nodeId: string;

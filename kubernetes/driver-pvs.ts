@@ -1,5 +1,5 @@
 import type { CoreV1Api, V1PersistentVolume } from '@kubernetes/client-node';
-import { parseVolumeId } from '../common/volume-id';
+import { parseVolumeId } from '../common/ids';
 
 /** A PersistentVolume of this driver, reduced to what durable-csi reasons about. */
 export interface DriverPv {

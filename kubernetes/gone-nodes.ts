@@ -2,7 +2,7 @@ import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import { listNodeRecords, readNodeRecord } from '../node-records/reads';
 import type { Logger } from '../common/logger';
-import { formatDuration } from '../operations/describe-wait';
+import { formatDuration } from '../common/duration';
 import { forgetNode } from '../operations/forget-node';
 import { listPendingOperations } from '../operations/pending-operations';
 import { listDriverPvs } from './driver-pvs';

@@ -1,4 +1,4 @@
-import { parseVolumeId } from '../common/volume-id';
+import { parseVolumeId } from '../common/ids';
 import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
@@ -7,8 +7,7 @@ import { listPendingOperations } from '../operations/pending-operations';
 import type { OperationSummary } from '../operations/pending-operations';
 import { SnapshotOperations } from '../operations/snapshot-operations';
 import { VolumeOperations } from '../operations/volume-operations';
-import type { ListedVolume } from '../workflows/list-volumes';
-import type { ListedSnapshot } from '../workflows/list-snapshots';
+import type { ListedSnapshot, ListedVolume } from '../workflows/listing';
 import { listDriverPvs, type DriverPv } from './driver-pvs';
 import { listDriverSnapshotContents, type DriverSnapshotContent } from './snapshot-contents';
 import { judgeSnapshots, type LostSnapshot, type PendingSnapshotDeletion } from './snapshot-orphans';

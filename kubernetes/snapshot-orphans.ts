@@ -1,4 +1,4 @@
-import type { ListedSnapshot } from '../workflows/list-snapshots';
+import type { ListedSnapshot } from '../workflows/listing';
 import type { DriverSnapshotContent } from './snapshot-contents';
 
 /** A VolumeSnapshotContent of this driver whose snapshot its node's pool answered without. */

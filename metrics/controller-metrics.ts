@@ -3,9 +3,8 @@ import { Gauge } from 'prom-client';
 import type { Registry } from 'prom-client';
 import { listNodeRecords, nodeRecordsQuery, type NodeRecordView } from '../node-records/reads';
 import type { Logger } from '../common/logger';
-import { operationTypesClause } from '../common/names';
+import { operationTypesClause, NodeIdKey, OperationKey, PhaseKey } from '../common/names';
 import { operationName } from '../operations/pending-operations';
-import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
 import { registerPoolGauges } from './pool-gauges';
 
 /** Bounds the work of one scrape on a cluster with very many pending operations. */

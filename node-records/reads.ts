@@ -1,10 +1,8 @@
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { controlTaskQueue, nodeRecordWorkflowId } from '../common/names';
-import type { ForgottenNode, NodeRecordMemo, NodeReport, NodeView } from './types';
-import { NODE_MEMO_KEY } from './types';
-import { OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
+import { controlTaskQueue, nodeRecordWorkflowId, NODE_MEMO_KEY, OperationKey, PhaseKey } from '../common/names';
+import type { ForgottenNode, NodeRecordMemo, NodeReport, NodeView } from '../common/names';
 
 /**
  * Reading node records (workflows/node-presence.ts). One node: DescribeWorkflowExecution, answered by the server
@@ -107,6 +105,17 @@ function fromListing(workflow: WorkflowExecutionInfo): NodeRecordView | undefine
 /** Every node that has a record and has reported, with liveness as visibility last saw it. */
 export async function listNodeViews(client: Client, driverName: string): Promise<NodeView[]> {
   return (await listNodeRecords(client, driverName)).flatMap((view) => (view.node ? [view.node] : []));
+}
+
+/**
+ * The named nodes' records, read fresh (nodes without a record left out); without names, every node with a record
+ * that is not forgotten: O(nodes), for the topology-less GetCapacity only.
+ */
+export async function readNodeViews(client: Client, driverName: string, nodeIds?: string[]): Promise<NodeView[]> {
+  const records = nodeIds
+    ? await Promise.all(nodeIds.map((nodeId) => readNodeRecord(client, driverName, nodeId)))
+    : (await readAllNodeRecords(client, driverName)).filter((record) => !record.forgotten);
+  return records.flatMap((record) => (record?.node ? [record.node] : []));
 }
 
 /** Records are described this many at a time when read fresh. */

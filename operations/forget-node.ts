@@ -7,14 +7,11 @@ import {
 import { status as grpcStatus } from '@grpc/grpc-js';
 import { readNodeRecord } from '../node-records/reads';
 import { DriverError, FailureType } from '../common/failures';
-import { controlTaskQueue, nodeRecordWorkflowId } from '../common/names';
-import { isValidNodeId } from '../common/node-id';
-import { formatDuration } from './describe-wait';
-import type { ForgetNotice } from '../workflows/node-forgotten';
-import { nodeForgottenSignal } from '../workflows/node-forgotten';
-import { forgetNodeRecordUpdate, type nodePresence } from '../workflows/node-presence';
-import { NODE_MEMO_KEY } from '../node-records/types';
-import { NodeIdKey, OperationKey, PhaseKey } from '../workflows/search-attribute-keys';
+import { forgetNodeRecordUpdate, nodeForgottenSignal, nodeRecordStart, nodeRecordWorkflowId } from '../common/names';
+import { isValidNodeId } from '../common/ids';
+import { formatDuration } from '../common/duration';
+import type { ForgetNotice } from '../common/names';
+import type { nodePresence } from '../workflows/node-presence';
 import { listPendingOperations } from './pending-operations';
 
 export interface ForgetOutcome {
@@ -87,15 +84,7 @@ const DECISION_WAIT_MS = 20_000;
 async function askRecord(client: Client, driverName: string, nodeId: string, notice: ForgetNotice) {
   const workflowId = nodeRecordWorkflowId(driverName, nodeId);
   await client.workflow.start<typeof nodePresence>('nodePresence', {
-    workflowId,
-    taskQueue: controlTaskQueue(driverName),
-    args: [{ driverName, nodeId }],
-    memo: { [NODE_MEMO_KEY]: { nodeId, live: false } },
-    typedSearchAttributes: [
-      { key: OperationKey, value: 'node' },
-      { key: NodeIdKey, value: nodeId },
-      { key: PhaseKey, value: 'offline' },
-    ],
+    ...nodeRecordStart(driverName, nodeId),
     workflowIdConflictPolicy: 'USE_EXISTING',
   });
   // Not the handle `start` returns: with USE_EXISTING it names the running run as the first of its chain, and a

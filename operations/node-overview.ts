@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { readAllNodeRecords } from '../node-records/reads';
-import type { ForgottenNode, NodeView } from '../node-records/types';
+import type { ForgottenNode, NodeView } from '../common/names';
 import { listPendingOperations } from './pending-operations';
 
 export interface NodeOverview {

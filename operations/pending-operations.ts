@@ -1,17 +1,15 @@
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { DriverError, FailureType } from '../common/failures';
-import { isValidNodeId } from '../common/node-id';
-import { operationTypesClause } from '../common/names';
-import { parseSnapshotId } from '../common/snapshot-id';
-import { parseVolumeId } from '../common/volume-id';
+import { isValidNodeId, parseSnapshotId, parseVolumeId } from '../common/ids';
 import {
+  operationTypesClause,
   NodeIdKey,
   OperationKey,
   PhaseKey,
   VolumeIdKey,
   VolumeNameKey,
   WaitingSinceKey,
-} from '../workflows/search-attribute-keys';
+} from '../common/names';
 
 const OPERATION_OF_TYPE: Record<string, string> = {
   createVolume: 'create',

@@ -1,30 +1,33 @@
 import type { Client } from '@temporalio/client';
-import { readNodeRecord } from '../node-records/reads';
-import type { NodeRecordView } from '../node-records/reads';
 import { DriverError, FailureType } from '../common/failures';
+import { parseSnapshotId, parseVolumeId } from '../common/ids';
+import { everyPage, MAX_PAGE_ENTRIES } from '../common/list-position';
 import {
   controlTaskQueue,
   createSnapshotWorkflowId,
   deleteSnapshotWorkflowId,
   listSnapshotsWorkflowId,
+  NodeIdKey,
   oneOffTag,
+  OperationKey,
+  VolumeIdKey,
 } from '../common/names';
-import { parseSnapshotId } from '../common/snapshot-id';
-import { parseVolumeId } from '../common/volume-id';
+import type { NodeSnapshotFilter } from '../activities/node-activities';
+import { readNodeRecord, type NodeRecordView } from '../node-records/reads';
 import type * as workflows from '../workflows';
 import type { CreateSnapshotResult } from '../workflows/create-snapshot';
-import type { DeleteSnapshotResult } from '../workflows/delete-snapshot';
-import type { NodeSnapshotFilter } from '../activities/node-activities';
-import { MAX_PAGE_ENTRIES } from '../common/list-position';
-import type { ListSnapshotsResult } from '../workflows/list-snapshots';
-import type { ListSnapshotsPage } from '../workflows/list-snapshots-page';
-import { NodeIdKey, OperationKey, VolumeIdKey } from '../workflows/search-attribute-keys';
-import { boundedResult } from './bounded-result';
-import { describeWait } from './describe-wait';
-import { everyPage } from './list-volumes';
+import type { DeleteSnapshotResult } from '../workflows/deletion';
+import type { ListSnapshotsPage } from '../workflows/listing';
 import { newSnapshotKey } from './snapshot-key';
-import { attachToCreate, startOrAttach, type CreateRequestTiming, type ReusableName } from './start-or-attach';
-import { deliverForget, phaseAttributes } from './volume-operations';
+import {
+  attachToCreate,
+  deliverForget,
+  phaseAttributes,
+  resultOrWait,
+  startOrAttach,
+  type CreateRequestTiming,
+  type ReusableName,
+} from './start-or-attach';
 
 /**
  * What the CSI controller asks of Temporal for snapshots (docs/snapshots.md): as for volumes, each call starts or
@@ -81,13 +84,8 @@ export class SnapshotOperations {
         `snapshot "${name}" already exists of volume ${asked}, not of the requested ${sourceVolumeId}`,
       );
     }
-    const outcome = await boundedResult(this.client, handle, waitMs);
-    if (outcome.done) return outcome.value;
-    const now = await readNodeRecord(this.client, this.driverName, parts.nodeId);
-    throw new DriverError(
-      FailureType.Aborted,
-      describeWait(`snapshot "${name}"`, sourceVolumeId, parts.nodeId, now, description.startTime, new Date()),
-    );
+    const wait = { what: `snapshot "${name}"`, id: sourceVolumeId, nodeId: parts.nodeId, waitMs };
+    return resultOrWait(this.client, this.driverName, handle, wait);
   }
 
   /**
@@ -120,16 +118,8 @@ export class SnapshotOperations {
       staticSummary: `delete snapshot ${snapshotId} on node ${parts.nodeId}`,
     });
     if (record?.forgotten) await deliverForget(handle, record.forgotten);
-    const outcome = await boundedResult(this.client, handle, waitMs);
-    if (outcome.done) return outcome.value;
-    const [description, now] = await Promise.all([
-      handle.describe(),
-      readNodeRecord(this.client, this.driverName, parts.nodeId),
-    ]);
-    throw new DriverError(
-      FailureType.Aborted,
-      describeWait('snapshot deletion', snapshotId, parts.nodeId, now, description.startTime, new Date()),
-    );
+    const wait = { what: 'snapshot deletion', id: snapshotId, nodeId: parts.nodeId, waitMs };
+    return resultOrWait(this.client, this.driverName, handle, wait);
   }
 
   /** One page of the snapshots after the list position `after`, sorted by snapshot ID; a lookup asks its node only. */
@@ -143,7 +133,7 @@ export class SnapshotOperations {
   }
 
   /** Every snapshot (or every one the lookup names), page after page, sorted by snapshot ID. */
-  async list(lookup?: SnapshotLookup): Promise<ListSnapshotsResult> {
+  async list(lookup?: SnapshotLookup): Promise<Omit<ListSnapshotsPage, 'nextToken'>> {
     const every = await everyPage(async (after) => {
       const { snapshots, ...page } = await this.listPage(after, MAX_PAGE_ENTRIES, lookup);
       return { entries: snapshots, ...page };

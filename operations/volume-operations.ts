@@ -1,46 +1,60 @@
-import type { Client, WorkflowHandle } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/client';
-import type { NodeRecordView } from '../node-records/reads';
-import { readAllNodeRecords, readNodeRecord } from '../node-records/reads';
+import type { Client } from '@temporalio/client';
 import { DriverError, FailureType } from '../common/failures';
+import { parseVolumeId } from '../common/ids';
 import {
   controlTaskQueue,
   createWorkflowId,
   deleteWorkflowId,
   expandWorkflowId,
   inspectWorkflowId,
-  oneOffTag,
-} from '../common/names';
-import type { NodeView } from '../node-records/types';
-import { parseVolumeId } from '../common/volume-id';
-import { incompatibility, requestShape, type CapacityRange, type CreateRequestShape } from '../common/create-request';
-import type { CreateVolumeInput, CreateVolumeResult } from '../workflows/create-volume';
-import type { DeleteVolumeResult } from '../workflows/delete-volume';
-import type { ExpandVolumeResult } from '../workflows/expand-volume';
-import { nodeForgottenSignal, type ForgetNotice } from '../workflows/node-forgotten';
-import type { NodeVolume } from '../activities/node-activities';
-import type { ListVolumesResult } from '../workflows/list-volumes';
-import type { ListVolumesPage } from '../workflows/list-volumes-page';
-import type * as workflows from '../workflows';
-import type { SearchAttributePair, WorkflowResultType } from '@temporalio/common';
-import {
+  listWorkflowId,
   NodeIdKey,
+  oneOffTag,
   OperationKey,
   PhaseKey,
   VolumeIdKey,
   VolumeNameKey,
-  WaitingSinceKey,
-} from '../workflows/search-attribute-keys';
-import { boundedResult, type Bounded } from './bounded-result';
-import { describeWait } from './describe-wait';
-import { listEveryVolume, listVolumePage } from './list-volumes';
-import { attachToCreate, startOrAttach, type CreateRequestTiming } from './start-or-attach';
+  type NodeView,
+} from '../common/names';
+import { everyPage, MAX_PAGE_ENTRIES } from '../common/list-position';
+import type { InspectedVolume } from '../activities/node-activities';
+import { readNodeRecord, readNodeViews } from '../node-records/reads';
+import type * as workflows from '../workflows';
+import {
+  requestShape,
+  type CreateRequestShape,
+  type CreateVolumeInput,
+  type CreateVolumeResult,
+} from '../workflows/create-volume';
+import type { DeleteVolumeResult } from '../workflows/deletion';
+import type { ExpandVolumeResult } from '../workflows/expand-volume';
+import type { ListVolumesPage } from '../workflows/listing';
+import {
+  attachToCreate,
+  boundedResult,
+  deliverForget,
+  phaseAttributes,
+  requestDetails,
+  resultOrWait,
+  startOrAttach,
+  waitingSuffix,
+  type Bounded,
+  type CreateRequestTiming,
+} from './start-or-attach';
 
-export type { CapacityRange };
+/** What the CO accepts of a volume's size: at least `requiredBytes`, at most `limitBytes` (0: no limit). */
+export interface CapacityRange {
+  requiredBytes: number;
+  limitBytes: number;
+}
+
+/** Every volume, from every page: `answeredNodes` only the nodes that answered every page that asked them. */
+export type ListVolumesResult = Omit<ListVolumesPage, 'nextToken'>;
 
 /**
- * What the CSI controller asks of Temporal. Each call starts or attaches to the volume's workflow and waits a
- * bounded time; an unfinished operation is reported as Aborted (retriable) and keeps running durably.
+ * What the CSI controller asks of Temporal for volumes, one method per operation: each starts or attaches to the
+ * operation's workflow and waits a bounded time (./start-or-attach.ts); an unfinished operation is reported as
+ * Aborted (retriable) and keeps running durably.
  */
 export class VolumeOperations {
   constructor(
@@ -51,9 +65,10 @@ export class VolumeOperations {
   ) {}
 
   /**
-   * Starts the name's create workflow or attaches to it. A completed run whose volume has since been deleted is
-   * started again (a new volume reusing the name), but only for a request sent after that deletion: a stale retry
-   * reaching the controller late must not leak a volume nobody asks for any more.
+   * Starts the name's create workflow or attaches to it (a completed run whose volume was deleted since is started
+   * again only for a request sent after that deletion: attachToCreate). CSI: the same name with an incompatible
+   * size or parameters is ALREADY_EXISTS, never a second volume. A run that finishes within the wait is judged from
+   * its result (no DescribeWorkflowExecution); an unfinished or failed one from its start memo.
    */
   async create(
     input: CreateVolumeInput,
@@ -61,32 +76,7 @@ export class VolumeOperations {
     waitMs: number,
     request: CreateRequestTiming,
   ): Promise<CreateVolumeResult> {
-    const workflowId = createWorkflowId(this.driverName, input.name);
-    const handle = await this.attachCreate(input, request);
-    // The common case (the run finishes within the wait) judges compatibility from the result and costs no
-    // DescribeWorkflowExecution; an unfinished or failed run, or one from a release without `request` in its
-    // result, is judged from its memo.
-    let outcome: Bounded<CreateVolumeResult>;
-    try {
-      outcome = await boundedResult(this.client, handle, waitMs);
-    } catch (error) {
-      // An incompatible request is ALREADY_EXISTS even when the run it found failed; any other error stays as is.
-      await this.checkCompatible(workflowId, input, range).catch((checkError: unknown) => {
-        if (checkError instanceof DriverError && checkError.type === FailureType.AlreadyExists) throw checkError;
-      });
-      throw error;
-    }
-    if (outcome.done && outcome.value.request) {
-      assertCompatible(outcome.value.request, input, range);
-      return outcome.value;
-    }
-    await this.checkCompatible(workflowId, input, range);
-    if (outcome.done) return outcome.value;
-    throw new DriverError(FailureType.Aborted, `creation of volume "${input.name}" is still in progress; retry`);
-  }
-
-  private attachCreate(input: CreateVolumeInput, request: CreateRequestTiming) {
-    return attachToCreate<typeof workflows.createVolume>(
+    const handle = await attachToCreate<typeof workflows.createVolume>(
       this.client,
       {
         noun: 'volume',
@@ -101,6 +91,22 @@ export class VolumeOperations {
       },
       request,
     );
+    let outcome: Bounded<CreateVolumeResult>;
+    try {
+      outcome = await boundedResult(this.client, handle, waitMs);
+    } catch (error) {
+      // An incompatible request is ALREADY_EXISTS even when the run it found failed; any other error stays as is.
+      await this.checkCompatible(input, range).catch((checkError: unknown) => {
+        if (checkError instanceof DriverError && checkError.type === FailureType.AlreadyExists) throw checkError;
+      });
+      throw error;
+    }
+    if (outcome.done) {
+      assertCompatible(outcome.value.request, input, range);
+      return outcome.value;
+    }
+    await this.checkCompatible(input, range);
+    throw new DriverError(FailureType.Aborted, `creation of volume "${input.name}" is still in progress; retry`);
   }
 
   /**
@@ -128,7 +134,8 @@ export class VolumeOperations {
       staticDetails: requestDetails(`delete volume \`${volumeId}\``, parts.nodeId, record),
     });
     if (record?.forgotten) await deliverForget(handle, record.forgotten);
-    return this.resultOrWait('deletion', handle, volumeId, parts.nodeId, waitMs);
+    const wait = { what: 'deletion', id: volumeId, nodeId: parts.nodeId, waitMs };
+    return resultOrWait(this.client, this.driverName, handle, wait);
   }
 
   /** Grows a volume on its node; waits for an offline or unknown node like a deletion does. */
@@ -155,31 +162,12 @@ export class VolumeOperations {
       staticSummary: `expand ${volumeId} on node ${parts.nodeId} to ${capacityBytes} bytes${waitingSuffix(record)}`,
       staticDetails: requestDetails(`grow \`${volumeId}\` to ${capacityBytes} bytes`, parts.nodeId, record),
     });
-    return this.resultOrWait('expansion', handle, volumeId, parts.nodeId, waitMs);
-  }
-
-  /** The operation's result within `waitMs`, else ABORTED saying how long it has waited for its node and why. */
-  private async resultOrWait<W extends typeof workflows.deleteVolume | typeof workflows.expandVolume>(
-    what: 'deletion' | 'expansion',
-    handle: WorkflowHandle<W>,
-    volumeId: string,
-    nodeId: string,
-    waitMs: number,
-  ): Promise<WorkflowResultType<W>> {
-    const outcome = await boundedResult(this.client, handle, waitMs);
-    if (outcome.done) return outcome.value;
-    const [description, now] = await Promise.all([
-      handle.describe(),
-      readNodeRecord(this.client, this.driverName, nodeId),
-    ]);
-    throw new DriverError(
-      FailureType.Aborted,
-      describeWait(what, volumeId, nodeId, now, description.startTime, new Date()),
-    );
+    const wait = { what: 'expansion', id: volumeId, nodeId: parts.nodeId, waitMs };
+    return resultOrWait(this.client, this.driverName, handle, wait);
   }
 
   /** The volume as its node holds it; NotFound when this driver never issued it or the node lacks it. */
-  async inspect(volumeId: string): Promise<{ node: NodeView; volume: NodeVolume }> {
+  async inspect(volumeId: string): Promise<{ node: NodeView; volume: InspectedVolume }> {
     const parts = parseVolumeId(volumeId);
     if (!parts) throw new DriverError(FailureType.NotFound, `volume ${volumeId} was not issued by this driver`);
     const node = (await readNodeRecord(this.client, this.driverName, parts.nodeId))?.node;
@@ -199,26 +187,31 @@ export class VolumeOperations {
     return { node, volume };
   }
 
-  /** Every volume, from every page (see list-volumes.ts). */
-  async list(): Promise<ListVolumesResult> {
-    return listEveryVolume(this.client, this.driverName);
-  }
-
-  /** One page of the volumes after the list position `after`. */
+  /** One page of the volumes after `after` (a list position), from the pools; one short workflow. */
   async listPage(after: string, maxEntries: number): Promise<ListVolumesPage> {
-    return listVolumePage(this.client, this.driverName, after, maxEntries);
+    return this.client.workflow.execute<typeof workflows.listVolumesPage>('listVolumesPage', {
+      workflowId: listWorkflowId(this.driverName, oneOffTag()),
+      taskQueue: controlTaskQueue(this.driverName),
+      args: [{ driverName: this.driverName, after, maxEntries }],
+      workflowExecutionTimeout: '1m',
+    });
   }
 
-  /** The named nodes' records, read fresh; nodes without a record are left out. */
-  async nodesNamed(nodeIds: string[]): Promise<NodeView[]> {
-    const records = await Promise.all(nodeIds.map((nodeId) => readNodeRecord(this.client, this.driverName, nodeId)));
-    return records.flatMap((record) => (record?.node ? [record.node] : []));
+  /**
+   * Every volume, page after page (the orphan report, operator views). The pages are read one after another, so a
+   * volume created or deleted meanwhile may or may not appear, as with any ListVolumes paging.
+   */
+  async list(): Promise<ListVolumesResult> {
+    const every = await everyPage(async (after) => {
+      const { volumes, ...page } = await this.listPage(after, MAX_PAGE_ENTRIES);
+      return { entries: volumes, ...page };
+    });
+    return { volumes: every.entries, unreachableNodes: every.unreachableNodes, answeredNodes: every.answeredNodes };
   }
 
-  /** Every node with a record, read fresh: O(nodes), for the topology-less GetCapacity only. */
-  async allNodes(): Promise<NodeView[]> {
-    const records = await readAllNodeRecords(this.client, this.driverName);
-    return records.flatMap((record) => (record.node && !record.forgotten ? [record.node] : []));
+  /** GetCapacity's nodes: those of the segment, or without one every node with a record (O(nodes)), read fresh. */
+  async capacityNodes(segment: string[] | undefined): Promise<NodeView[]> {
+    return readNodeViews(this.client, this.driverName, segment);
   }
 
   private startCreate(input: CreateVolumeInput, replaceCompleted: boolean) {
@@ -240,61 +233,38 @@ export class VolumeOperations {
     });
   }
 
-  /** CSI: the same name with an incompatible size or parameters is ALREADY_EXISTS, never a second volume. */
-  private async checkCompatible(workflowId: string, input: CreateVolumeInput, range: CapacityRange): Promise<void> {
-    const description = await this.client.workflow.getHandle(workflowId).describe();
+  /** Judged from the start memo of the name's latest run. */
+  private async checkCompatible(input: CreateVolumeInput, range: CapacityRange): Promise<void> {
+    const description = await this.client.workflow.getHandle(createWorkflowId(this.driverName, input.name)).describe();
     const request = description.memo?.request as CreateRequestShape | undefined;
     if (request) assertCompatible(request, input, range);
   }
 }
 
-/**
- * A deletion that started just before its node was forgotten (its controller read the record a moment too early,
- * and the forget's visibility query did not list it yet) would wait for ever: every later call that sees the
- * decision hands it over. A run started by this call has it in its input already; one that has ended ignores it.
- */
-export async function deliverForget(handle: WorkflowHandle, notice: ForgetNotice): Promise<void> {
-  try {
-    await handle.signal(nodeForgottenSignal, notice);
-  } catch (error) {
-    if (!(error instanceof WorkflowNotFoundError)) throw error; // completed meanwhile: nothing waits
-  }
-}
-
-/** The phase an operation on the node starts in (its workflow follows the node from there). */
-export function phaseAttributes(record: NodeRecordView | undefined): SearchAttributePair[] {
-  if (record?.node?.live) return [{ key: PhaseKey, value: 'running' }];
-  return [
-    { key: PhaseKey, value: 'waiting-for-node' },
-    { key: WaitingSinceKey, value: new Date() },
-  ];
-}
-
-/** The one-line summary's tail for an operation that starts while its node is down or unknown. */
-function waitingSuffix(record: NodeRecordView | undefined): string {
-  if (record?.node?.live) return '';
-  const since = new Date().toISOString().slice(11, 19);
-  return record?.node
-    ? `: waiting for the node since ${since} UTC`
-    : `: waiting for a node with no record (unknown) since ${since} UTC`;
-}
-
-/** Markdown shown under Details in the Temporal UI: the request (never its secrets) and the node as last seen. */
-function requestDetails(request: string, nodeId: string, record: NodeRecordView | undefined): string {
-  const node = record?.node;
-  const state = node
-    ? `${node.live ? 'live' : 'offline'}, last heartbeat ${new Date(node.lastHeartbeat).toISOString()}`
-    : 'no record (no agent has registered it); if it is gone for good: `durable-csi nodes forget ' +
-      nodeId +
-      ' --reason ...`';
-  return [
-    `**Request**: ${request}`,
-    `**Node**: ${nodeId}, ${state} (when the operation started; the phase follows the node since)`,
-    'Attempts and waits so far: see Pending Activities and the timeline.',
-  ].join('\n\n');
-}
-
+/** ALREADY_EXISTS when `earlier` does not satisfy the new request (CSI: same name, other size or parameters). */
 function assertCompatible(earlier: CreateRequestShape, input: CreateVolumeInput, range: CapacityRange): void {
   const why = incompatibility(earlier, input, range);
   if (why) throw new DriverError(FailureType.AlreadyExists, `volume "${input.name}" already exists with ${why}`);
+}
+
+function incompatibility(
+  earlier: CreateRequestShape,
+  wanted: CreateRequestShape,
+  range: CapacityRange,
+): string | undefined {
+  const sizeFits =
+    earlier.capacityBytes >= range.requiredBytes &&
+    (range.limitBytes === 0 || earlier.capacityBytes <= range.limitBytes);
+  if (!sizeFits) return `a size of ${earlier.capacityBytes} bytes`;
+  if (JSON.stringify(sortKeys(earlier.parameters)) !== JSON.stringify(sortKeys(wanted.parameters)))
+    return 'different parameters';
+  if ((earlier.accessType ?? 'mount') !== (wanted.accessType ?? 'mount') || earlier.fsType !== wanted.fsType)
+    return `another access type or filesystem (${earlier.accessType ?? 'mount'} ${earlier.fsType ?? ''})`;
+  const source = (shape: CreateRequestShape) => JSON.stringify(shape.contentSource ?? null);
+  if (source(earlier) !== source(wanted)) return `another content source (${source(earlier)})`;
+  return undefined;
+}
+
+function sortKeys(record: Record<string, string>): [string, string][] {
+  return Object.entries(record).sort(([a], [b]) => a.localeCompare(b));
 }

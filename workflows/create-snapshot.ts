@@ -1,6 +1,5 @@
 import {
   ApplicationFailure,
-  patched,
   proxyActivities,
   setCurrentDetails,
   upsertSearchAttributes,
@@ -8,13 +7,9 @@ import {
 } from '@temporalio/workflow';
 import type { NodeActivities } from '../activities/node-activities';
 import { FailureType } from '../common/failures';
-import { formatSnapshotId } from '../common/snapshot-id';
-import { poolIdPrefix } from '../common/volume-id';
-import { snapshotOptions } from './node-activity-options';
-import { listenForForget } from './node-forgotten';
-import { followNodeLiveness } from './node-liveness';
-import { PhaseKey, VolumeIdKey } from './search-attribute-keys';
-import { recordWriteOff } from './record-write-off';
+import { formatSnapshotId, poolIdPrefix } from '../common/ids';
+import { snapshotOptions, listenForForget, followNodeLiveness, recordWriteOff } from './node-work';
+import { PhaseKey, VolumeIdKey } from '../common/names';
 
 export interface CreateSnapshotInput {
   driverName: string;
@@ -69,7 +64,7 @@ export async function createSnapshot(input: CreateSnapshotInput): Promise<Create
   if (result.forgotten) {
     // The copy may have been made before the node went (the answer lost): kept on the node's record, which deletes
     // it should the node return with this pool, as a create's allocation is.
-    if (patched('create-snapshot-records-write-off')) await writeOffCopy(input, result.notice.reason);
+    await writeOffCopy(input, result.notice.reason);
     upsertSearchAttributes([{ key: PhaseKey, value: 'failed' }]);
     throw ApplicationFailure.create({
       type: FailureType.NotFound,

@@ -2,7 +2,6 @@ import {
   ActivityFailure,
   ApplicationFailure,
   TimeoutFailure,
-  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -10,20 +9,20 @@ import {
   uuid4,
 } from '@temporalio/workflow';
 import { TimeoutType } from '@temporalio/common';
-import type { CandidateAnswer, ControlActivities, ForgottenOn } from '../activities/control-activities';
-import type { NodeActivities, NodeCreateResult } from '../activities/node-activities';
+import type { NodeActivities, NodeCreateInput, NodeCreateResult } from '../activities/node-activities';
+import type { CandidateAnswer, ForgottenOn, PlacementActivities } from '../activities/placement';
 import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
-import { supportsBlock } from '../common/backend-kinds';
-import { formatVolumeId, parseVolumeId, poolIdPrefix } from '../common/volume-id';
-import { parseSnapshotId } from '../common/snapshot-id';
-import { requestShape, type CreateRequestShape } from '../common/create-request';
-import { createCompletionOptions, createFirstTryOptions } from './node-activity-options';
-import { listenForForget } from './node-forgotten';
-import { followNodeLiveness } from './node-liveness';
-import { rankCandidates, unknownNodes } from './placement';
-import { NodeIdKey, PhaseKey, VolumeIdKey } from './search-attribute-keys';
-import { listReportedNodes } from './reported-nodes';
-import type { NodeView, WrittenOffVolume } from '../node-records/types';
+import { formatVolumeId, parseSnapshotId, parseVolumeId, poolIdPrefix } from '../common/ids';
+import { NodeIdKey, PhaseKey, VolumeIdKey, type NodeView } from '../common/names';
+import {
+  createCompletionOptions,
+  createFirstTryOptions,
+  followNodeLiveness,
+  listenForForget,
+  recordWriteOff,
+  type LivenessFollower,
+  type UntilForgotten,
+} from './node-work';
 
 /** Everything the create needs; secrets never enter here (invariant 6). */
 export interface CreateVolumeInput {
@@ -37,11 +36,29 @@ export interface CreateVolumeInput {
   preferred: string[];
   /**
    * Restore (a snapshot ID) or clone (a volume ID): the controller has restricted `requisite` to the source's node,
-   * the only one holding the data. Absent in histories of earlier releases.
+   * the only one holding the data.
    */
   contentSource?: { snapshotId: string } | { volumeId: string };
   /** With a content source: the CO's limit (0: none), so the node may raise the capacity to the source's size. */
   limitBytes?: number;
+}
+
+/**
+ * The parts of a CreateVolume request that decide whether a later request for the same name is compatible (CSI:
+ * same name, different size or parameters is ALREADY_EXISTS). Kept in the create's start memo and in its result.
+ */
+export interface CreateRequestShape {
+  capacityBytes: number;
+  parameters: Record<string, string>;
+  accessType?: string;
+  fsType?: string;
+  /** Restore or clone: the source's ID. Absent for an empty volume (and in memos of earlier releases). */
+  contentSource?: { snapshotId: string } | { volumeId: string };
+}
+
+export function requestShape(input: CreateRequestShape): CreateRequestShape {
+  const { capacityBytes, parameters, accessType, fsType, contentSource } = input;
+  return { capacityBytes, parameters, accessType, fsType, ...(contentSource ? { contentSource } : {}) };
 }
 
 export interface CreateVolumeResult {
@@ -49,94 +66,98 @@ export interface CreateVolumeResult {
   nodeId: string;
   capacityBytes: number;
   /** What was asked (as in the start memo): lets a caller judge its own request without describing the run. */
-  request?: CreateRequestShape;
+  request: CreateRequestShape;
 }
 
-const control = proxyActivities<ControlActivities>({
+/** Placement (activities/placement.ts): a local activity in the controller's workflow worker, which only reads. */
+const placement = proxyLocalActivities<PlacementActivities>({
   startToCloseTimeout: '30s',
   retry: { maximumInterval: '10s' },
 });
+
 /**
- * Placement reads a few node records: a local activity in the controller's workflow worker, so it costs no
- * activity task and no extra workflow task. It only reads, so running it again after a crash is harmless.
+ * Places the volume and allocates it on the first candidate that takes it. A candidate is left for the next only
+ * when its first try provably never ran (invariant 4) or its pool refused for lack of room; one that may have
+ * allocated is finished there first, and only its forget ends that.
  */
-const placement = proxyLocalActivities<ControlActivities>({
-  startToCloseTimeout: '30s',
-  retry: { maximumInterval: '10s' },
-});
-
-function firstTry(driverName: string, nodeId: string, copying: boolean) {
-  return proxyActivities<NodeActivities>(createFirstTryOptions(driverName, nodeId, copying));
-}
-
-function completion(driverName: string, nodeId: string, copying: boolean) {
-  return proxyActivities<NodeActivities>(createCompletionOptions(driverName, nodeId, copying));
-}
-
 export async function createVolume(input: CreateVolumeInput): Promise<CreateVolumeResult> {
-  const untilForgotten = listenForForget();
-  // Earlier releases read one table of every node; this one reads only the nodes named, or a bounded sample.
-  const byRecords = patched('placement-reads-node-records');
-  const liveness = byRecords ? followNodeLiveness() : undefined;
-  // A copy has one possible node, and its record's free space lags deletions by a heartbeat: its pool decides.
-  const askPoolWhenFull = input.contentSource !== undefined && patched('copy-placement-asks-the-pool');
-  const request = { ...candidateRequest(input), askPoolWhenFull };
-  const found = byRecords ? await placement.findCandidates(request) : await legacyCandidates(input);
-  const candidates = rankCandidates(found.candidates, request, Math.random); // seeded per workflow: replays identically
-  const key = uuid4().replace(/-/g, '');
-  const nodeInput = {
-    key,
-    name: input.name,
-    capacityBytes: input.capacityBytes,
-    parameters: input.parameters,
-    accessType: input.accessType,
-    fsType: input.fsType,
-    ...nodeContentSource(input),
-  };
-  const copying = input.contentSource !== undefined;
+  const run = new CreateRun(input, listenForForget(), followNodeLiveness());
+  const found = await placement.findCandidates(candidateRequest(input));
+  for (const node of found.candidates) {
+    const created = await run.allocateOn(node);
+    if (created) return run.done(node, created);
+  }
+  return run.failed(found);
+}
 
-  let timedOut = 0;
+/** One create run: what it asks every node, and what its tries found so far. */
+class CreateRun {
+  private readonly nodeInput: NodeCreateInput;
+  private readonly copying: boolean;
+  /** Candidates whose first try timed out waiting to start: the node never had the work. */
+  private timedOut = 0;
   /** Candidates whose completion a forget of that node ended: tried, but not "without room". */
-  const endedByForget: ForgottenOn[] = [];
-  for (const node of candidates) {
+  private readonly endedByForget: ForgottenOn[] = [];
+
+  constructor(
+    private readonly input: CreateVolumeInput,
+    private readonly untilForgotten: <T>(nodeId: string, work: () => Promise<T>) => Promise<UntilForgotten<T>>,
+    private readonly liveness: LivenessFollower,
+  ) {
+    this.nodeInput = nodeCreateInput(input, uuid4().replace(/-/g, ''));
+    this.copying = input.contentSource !== undefined;
+  }
+
+  /** The candidate's allocation, or undefined when the next candidate is to be tried. */
+  async allocateOn(node: NodeView): Promise<NodeCreateResult | undefined> {
     upsertSearchAttributes([
       { key: NodeIdKey, value: node.nodeId },
       { key: PhaseKey, value: 'running' },
     ]);
     setCurrentDetails(`allocating on node ${node.nodeId}`);
-    let created: NodeCreateResult;
+    const { driverName } = this.input;
     try {
-      created = await firstTry(input.driverName, node.nodeId, copying).createVolumeOnNode(nodeInput);
+      const onNode = proxyActivities<NodeActivities>(createFirstTryOptions(driverName, node.nodeId, this.copying));
+      return await onNode.createVolumeOnNode(this.nodeInput);
     } catch (error) {
-      if (neverStarted(error)) timedOut++;
-      if (neverStarted(error) || refused(error, FailureType.ResourceExhausted)) continue;
+      if (neverStarted(error)) this.timedOut++;
+      if (neverStarted(error) || refused(error, FailureType.ResourceExhausted)) return undefined;
       if (isNonRetryable(error)) throw error;
-      setCurrentDetails(`node ${node.nodeId} may have allocated; finishing there before anything else`);
-      // The phase is already "running" for this node: from here it follows the node's record.
-      liveness?.waitOn({ nodeId: node.nodeId, doing: 'finishing the allocation' }, true, new Date(), true);
-      try {
-        const finished = await untilForgotten(node.nodeId, () =>
-          completion(input.driverName, node.nodeId, copying).createVolumeOnNode(nodeInput),
-        );
-        liveness?.stop();
-        if (finished.forgotten) {
-          // Another node may now be tried. The forgotten one may have allocated before it went, and it may come
-          // back with the same pool (the soak's forget-then-return): its record keeps the key, as for a deletion
-          // written off, and deletes it there on return ("absent" if nothing was allocated).
-          if (patched('create-records-write-off')) await writeOffAllocation(input, node, key, finished.notice.reason);
-          endedByForget.push({ nodeId: node.nodeId, reason: finished.notice.reason });
-          continue;
-        }
-        created = finished.value;
-      } catch (completionError) {
-        liveness?.stop();
-        // The node answered definitively and its journal guarantees nothing was left behind.
-        if (refused(completionError, FailureType.ResourceExhausted)) continue;
-        throw completionError;
-      }
     }
-    // The ID names the node that reported the allocation. Workflow code may choose differently on replay after an
-    // upgrade (placement changed once without patched()); the activity's result is what really happened.
+    return this.completeOn(node);
+  }
+
+  /** The first try may have allocated: the node finishes what it started, unless it is forgotten meanwhile. */
+  private async completeOn(node: NodeView): Promise<NodeCreateResult | undefined> {
+    setCurrentDetails(`node ${node.nodeId} may have allocated; finishing there before anything else`);
+    // The phase is already "running" for this node: from here it follows the node's record.
+    this.liveness.waitOn({ nodeId: node.nodeId, doing: 'finishing the allocation' }, true, new Date(), true);
+    const onNode = proxyActivities<NodeActivities>(
+      createCompletionOptions(this.input.driverName, node.nodeId, this.copying),
+    );
+    try {
+      const finished = await this.untilForgotten(node.nodeId, () => onNode.createVolumeOnNode(this.nodeInput));
+      this.liveness.stop();
+      if (!finished.forgotten) return finished.value;
+      // Another node may now be tried. The forgotten one may have allocated before it went, and it may come back
+      // with the same pool (the soak's forget-then-return): its record keeps the key, as for a deletion written
+      // off, and deletes it there on return ("absent" if nothing was allocated).
+      await this.writeOffAllocation(node, finished.notice.reason);
+      this.endedByForget.push({ nodeId: node.nodeId, reason: finished.notice.reason });
+      return undefined;
+    } catch (completionError) {
+      this.liveness.stop();
+      // The node answered definitively and its journal guarantees nothing was left behind.
+      if (refused(completionError, FailureType.ResourceExhausted)) return undefined;
+      throw completionError;
+    }
+  }
+
+  /**
+   * The ID names the node that reported the allocation, not the workflow's choice: workflow code may choose
+   * differently on replay after an upgrade; the activity's result is what really happened.
+   */
+  done(node: NodeView, created: NodeCreateResult): CreateVolumeResult {
     const home = created.nodeId ?? node.nodeId;
     const volumeId = formatVolumeId({ nodeId: home, poolIdPrefix: poolIdPrefix(created.poolId), key: created.key });
     upsertSearchAttributes([
@@ -144,50 +165,40 @@ export async function createVolume(input: CreateVolumeInput): Promise<CreateVolu
       { key: PhaseKey, value: 'done' },
     ]);
     setCurrentDetails(`done: ${volumeId}`);
-    return { volumeId, nodeId: home, capacityBytes: created.capacityBytes, request: requestShape(input) };
+    return { volumeId, nodeId: home, capacityBytes: created.capacityBytes, request: requestShape(this.input) };
   }
 
-  upsertSearchAttributes([{ key: PhaseKey, value: 'failed' }]);
-  const failure = whyNotPlaced(input, found, candidates.length, timedOut, endedByForget);
-  setCurrentDetails(`failed: ${failure.message}`);
-  throw ApplicationFailure.create({ ...failure, nonRetryable: true });
+  failed(found: CandidateAnswer): never {
+    upsertSearchAttributes([{ key: PhaseKey, value: 'failed' }]);
+    const failure = whyNotPlaced(this.input, found, found.candidates.length, this.timedOut, this.endedByForget);
+    setCurrentDetails(`failed: ${failure.message}`);
+    throw ApplicationFailure.create({ ...failure, nonRetryable: true });
+  }
+
+  /**
+   * The key this create may have allocated on a node now forgotten, kept by that node's record for its return. The
+   * pool that may hold it is the one the node had when the attempt ran, not necessarily the one placement read (the
+   * pool may have been replaced in between): the record deletes it on whatever pool the node returns with
+   * (`anyPool`).
+   */
+  private async writeOffAllocation(node: NodeView, reason: string): Promise<void> {
+    const { key } = this.nodeInput;
+    const prefix = poolIdPrefix(node.poolId);
+    const volumeId = formatVolumeId({ nodeId: node.nodeId, poolIdPrefix: prefix, key });
+    await recordWriteOff(this.input.driverName, node.nodeId, {
+      volumeId,
+      key,
+      poolIdPrefix: prefix,
+      reason,
+      anyPool: true,
+    });
+  }
 }
 
-/**
- * The failure, as the build that started the run answers it. Earlier builds counted a forgotten node as offline
- * (UNAVAILABLE for ever, where a restore's or clone's source is gone with it) and one whose completion a forget ended
- * as "without room"; `create-names-forgotten-nodes` is asked only where a forgotten node is involved.
- */
-function whyNotPlaced(
-  input: CreateVolumeInput,
-  found: CandidateAnswer,
-  tried: number,
-  timedOut: number,
-  endedByForget: ForgottenOn[],
-) {
-  const forgotten = [...(found.forgotten ?? []), ...endedByForget];
-  if (forgotten.length > 0 && patched('create-names-forgotten-nodes'))
-    return noPlacementAnswer(input, found, tried, timedOut, { forgotten, ended: endedByForget.length });
-  return patched('no-placement-reschedules-and-says-what-is-known')
-    ? noPlacementAnswer(input, found, tried, timedOut)
-    : noPlacement(input, found, tried, timedOut);
-}
-
-/**
- * The key this create may have allocated on a node now forgotten, kept by that node's record for its return. The
- * pool that may hold it is the one the node had when the attempt ran, not necessarily the one placement read (the
- * pool may have been replaced in between): the record deletes it on whatever pool the node returns with (`anyPool`).
- */
-async function writeOffAllocation(input: CreateVolumeInput, node: NodeView, key: string, reason: string) {
-  const prefix = poolIdPrefix(node.poolId);
-  const volume: WrittenOffVolume = {
-    volumeId: formatVolumeId({ nodeId: node.nodeId, poolIdPrefix: prefix, key }),
-    key,
-    poolIdPrefix: prefix,
-    reason,
-    anyPool: true,
-  };
-  await control.recordWriteOff({ driverName: input.driverName, nodeId: node.nodeId, volume });
+/** What every node is asked: the same key on every try, so a retry finds the earlier allocation. */
+function nodeCreateInput(input: CreateVolumeInput, key: string): NodeCreateInput {
+  const { name, capacityBytes, parameters, accessType, fsType } = input;
+  return { key, name, capacityBytes, parameters, accessType, fsType, ...nodeContentSource(input) };
 }
 
 /** The source as the node takes it (key and pool prefix); the controller checked the ID is well formed. */
@@ -206,83 +217,42 @@ function nodeContentSource(input: CreateVolumeInput) {
   return { contentSource: { ...key, poolIdPrefix: parts.poolIdPrefix }, limitBytes: input.limitBytes ?? 0 };
 }
 
+/** A copy has one possible node, and its record's free space lags deletions by a heartbeat: its pool decides. */
 function candidateRequest(input: CreateVolumeInput) {
   const { capacityBytes, accessType, requisite, preferred } = input;
-  return { capacityBytes, accessType, requisite, preferred };
-}
-
-/** Placement as earlier releases did it, for their histories: one table of every node. */
-async function legacyCandidates(input: CreateVolumeInput): Promise<CandidateAnswer> {
-  const nodes = await listReportedNodes(control);
-  const unknown = unknownNodes(nodes, input.requisite);
-  if (input.requisite && unknown.length === input.requisite.length) {
-    throw ApplicationFailure.create({
-      type: FailureType.InvalidArgument,
-      message: `accessibility requirements name only nodes that never registered: ${unknown.join(', ')}`,
-      nonRetryable: true,
-    });
-  }
-  const capable = nodes.filter((node) => input.accessType !== 'block' || supportsBlock(node.backend));
-  if (capable.length === 0 && nodes.length > 0) {
-    throw ApplicationFailure.create({
-      type: FailureType.InvalidArgument,
-      message: 'block volumes need the loop backend, and no registered node has it',
-      nonRetryable: true,
-    });
-  }
-  return { candidates: capable, unknown, offline: 0, full: 0, incapable: 0 };
+  return { capacityBytes, accessType, requisite, preferred, askPoolWhenFull: input.contentSource !== undefined };
 }
 
 /**
- * Why nothing was placed. RESOURCE_EXHAUSTED (the CO reschedules the pod) only when nodes themselves said they
- * have no room; "cannot tell right now" (offline or unknown nodes, nodes that did not pick the work up) is
- * UNAVAILABLE, which the CO retries.
+ * Why nothing was placed. RESOURCE_EXHAUSTED (the CO reschedules the pod) only when nodes themselves said they have
+ * no room, or when a node the CO chose (requisite) cannot serve block: external-provisioner then drops the selected
+ * node so the scheduler chooses again (INVALID_ARGUMENT would leave the PVC pending for ever). "Cannot tell right
+ * now" (offline or unknown nodes, nodes that did not pick the work up, nothing seen yet: visibility, which a create
+ * without topology samples, lags the records by seconds) is UNAVAILABLE, which the CO retries. A restore's or clone's
+ * source on a forgotten node is NOT_FOUND; other forgotten nodes are named and, like nodes without room, let the CO
+ * choose another node (nothing will answer there again). `endedByForget`: candidates tried whose completion a forget
+ * ended, counted as forgotten, not as without room.
  */
-function noPlacement(input: CreateVolumeInput, found: CandidateAnswer, tried: number, timedOut: number) {
-  const where = input.requisite ? `on nodes ${input.requisite.join(', ')}` : 'on any live node';
-  const what = `cannot place ${input.capacityBytes} bytes ${where}`;
-  const seen = [
-    found.full + tried - timedOut > 0 ? `${found.full + tried - timedOut} without room` : '',
-    found.offline + timedOut > 0 ? `${found.offline + timedOut} offline or not answering` : '',
-    found.unknown.length > 0 ? `no record of ${found.unknown.join(', ')} (no agent registered it)` : '',
-    found.incapable > 0 ? `${found.incapable} without block support (block volumes need the loop backend)` : '',
-  ].filter(Boolean);
-  const detail = seen.length > 0 ? seen.join('; ') : 'no live node has registered';
-  const undecided = found.offline + timedOut + found.unknown.length > 0 || seen.length === 0;
-  if (found.incapable > 0 && found.full + tried === 0 && !undecided)
-    return { type: FailureType.InvalidArgument, message: `${what}: ${detail}` };
-  return undecided
-    ? { type: FailureType.Unavailable, message: `${what} right now: ${detail}; retry` }
-    : { type: FailureType.ResourceExhausted, message: `${what}: ${detail}` };
-}
-
-/**
- * Why nothing was placed, as this release answers it. Beyond noPlacement: a node the CO chose (requisite) whose
- * backend cannot serve block is RESOURCE_EXHAUSTED, which makes external-provisioner drop the selected node so the
- * scheduler chooses again (INVALID_ARGUMENT left the PVC pending for ever); and "nothing seen" says what is known:
- * visibility, which a create without topology samples, lags the records by seconds. With `gone` (runs that met a
- * forgotten node): a restore's or clone's source on a forgotten node is NOT_FOUND; other forgotten nodes are named
- * and, like nodes without room, let the CO choose another node (nothing will answer there again).
- */
-function noPlacementAnswer(
+function whyNotPlaced(
   input: CreateVolumeInput,
   found: CandidateAnswer,
   tried: number,
   timedOut: number,
-  gone: { forgotten: ForgottenOn[]; ended: number } = { forgotten: [], ended: 0 },
+  endedByForget: ForgottenOn[],
 ) {
+  const forgotten = [...(found.forgotten ?? []), ...endedByForget];
   const where = input.requisite ? `on nodes ${input.requisite.join(', ')}` : 'on any live node';
   const what = `cannot place ${input.capacityBytes} bytes ${where}`;
-  const sourceGone = copySourceGone(input, gone.forgotten);
+  const sourceGone = copySourceGone(input, forgotten);
   if (sourceGone) return { type: FailureType.NotFound, message: `${what}: ${sourceGone}` };
-  const full = found.full + tried - timedOut - gone.ended;
+  const full = found.full + tried - timedOut - endedByForget.length;
   const notAnswering = found.offline + timedOut;
   const seen = [
     full > 0 ? `${full} without room` : '',
     notAnswering > 0 ? `${notAnswering} offline or not answering` : '',
     found.unknown.length > 0 ? `no record of ${found.unknown.join(', ')} (no agent registered it)` : '',
     found.incapable > 0 ? `${found.incapable} cannot serve block (block volumes need the loop backend)` : '',
-    gone.forgotten.length > 0 ? `${gone.forgotten.map(forgottenFor).join(', ')} forgotten for good` : '',
+    forgotten.length > 0 ? `${forgotten.map(forgottenFor).join(', ')} forgotten for good` : '',
   ].filter(Boolean);
   if (seen.length === 0) {
     const listed = found.listed ?? 0;

@@ -1,17 +1,8 @@
-import {
-  ApplicationFailure,
-  patched,
-  proxyActivities,
-  setCurrentDetails,
-  upsertSearchAttributes,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { ApplicationFailure, proxyActivities, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { NodeActivities } from '../activities/node-activities';
 import { FailureType } from '../common/failures';
-import { expandOptions } from './node-activity-options';
-import { listenForForget } from './node-forgotten';
-import { followNodeLiveness } from './node-liveness';
-import { PhaseKey, WaitingSinceKey } from './search-attribute-keys';
+import { expandOptions, listenForForget, followNodeLiveness } from './node-work';
+import { PhaseKey } from '../common/names';
 
 export interface ExpandVolumeInput {
   driverName: string;
@@ -35,18 +26,8 @@ export interface ExpandVolumeResult {
  * never shrinks, so a retry or a second request for a smaller size is harmless.
  */
 export async function expandVolume(input: ExpandVolumeInput): Promise<ExpandVolumeResult> {
-  // Earlier releases judged the phase once, at the start.
-  const liveness = patched('expand-follows-liveness') ? followNodeLiveness() : undefined;
-  if (liveness) {
-    liveness.waitOn({ nodeId: input.nodeId, doing: 'expansion' }, input.nodeLive, workflowInfo().startTime, true);
-  } else if (input.nodeLive === false) {
-    const now = new Date();
-    upsertSearchAttributes([
-      { key: PhaseKey, value: 'waiting-for-node' },
-      { key: WaitingSinceKey, value: now },
-    ]);
-    setCurrentDetails(`waiting for node ${input.nodeId} since ${now.toISOString()}`);
-  }
+  const liveness = followNodeLiveness();
+  liveness.waitOn({ nodeId: input.nodeId, doing: 'expansion' }, input.nodeLive, workflowInfo().startTime, true);
   const onNode = proxyActivities<NodeActivities>(
     expandOptions(input.driverName, input.nodeId, `grow ${input.volumeId} to ${input.capacityBytes} bytes`),
   );
@@ -54,7 +35,7 @@ export async function expandVolume(input: ExpandVolumeInput): Promise<ExpandVolu
   const result = await untilForgotten(input.nodeId, () =>
     onNode.expandVolumeOnNode({ key: input.key, poolIdPrefix: input.poolIdPrefix, capacityBytes: input.capacityBytes }),
   );
-  liveness?.stop();
+  liveness.stop();
   upsertSearchAttributes([{ key: PhaseKey, value: 'done' }]);
   if (result.forgotten) {
     throw ApplicationFailure.create({

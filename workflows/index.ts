@@ -1,13 +1,8 @@
 /** The workflow bundle's entry: every workflow type the controller's worker runs. */
 export { createSnapshot } from './create-snapshot';
 export { createVolume } from './create-volume';
-export { deleteSnapshot } from './delete-snapshot';
-export { deleteVolume } from './delete-volume';
+export { deleteSnapshot, deleteVolume } from './deletion';
 export { expandVolume } from './expand-volume';
 export { inspectVolume } from './inspect-volume';
-export { listSnapshots } from './list-snapshots';
-export { listSnapshotsPage } from './list-snapshots-page';
-export { listVolumes } from './list-volumes';
-export { listVolumesPage } from './list-volumes-page';
-export { nodeRegistry } from './node-registry';
+export { listSnapshotsPage, listVolumesPage } from './listing';
 export { nodePresence } from './node-presence';

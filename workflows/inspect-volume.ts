@@ -1,7 +1,7 @@
 import { ActivityFailure, ApplicationFailure, proxyActivities } from '@temporalio/workflow';
-import type { NodeActivities, NodeVolume } from '../activities/node-activities';
+import type { NodeActivities, InspectedVolume } from '../activities/node-activities';
 import { FailureType } from '../common/failures';
-import { inspectOptions } from './node-activity-options';
+import { inspectOptions } from './node-work';
 
 /** Asks a volume's node whether it holds the volume; a node that does not answer soon is Unavailable. */
 export async function inspectVolume(input: {
@@ -9,7 +9,7 @@ export async function inspectVolume(input: {
   nodeId: string;
   key: string;
   poolIdPrefix: string;
-}): Promise<NodeVolume | undefined> {
+}): Promise<InspectedVolume | undefined> {
   const onNode = proxyActivities<NodeActivities>(inspectOptions(input.driverName, input.nodeId));
   try {
     return await onNode.getVolumeOnNode({ key: input.key, poolIdPrefix: input.poolIdPrefix });

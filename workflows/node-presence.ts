@@ -2,11 +2,7 @@ import {
   ActivityFailure,
   ApplicationFailure,
   condition,
-  defineSignal,
-  defineUpdate,
-  log,
   makeContinueAsNewFunc,
-  patched,
   proxyActivities,
   setHandler,
   TimeoutFailure,
@@ -17,14 +13,25 @@ import {
 import { TimeoutType } from '@temporalio/common';
 import type { ControlActivities } from '../activities/control-activities';
 import type { PresenceActivities, PresenceHold } from '../activities/presence-activities';
-import { nodeTaskQueue } from '../common/names';
-import type { ForgottenNode, NodeRecord, NodeRecordMemo, NodeReport, WrittenOffVolume } from '../node-records/types';
-import { NODE_MEMO_KEY, PRESENCE_HEARTBEAT_TIMEOUT_MS } from '../node-records/types';
-import { startCancellable } from './cancellable-work';
-import { writeOffVolumeSignal } from './write-off-signal';
-import { writtenOffCleaner, type WrittenOffCleaner } from './written-off-volumes';
-import type { ForgetNotice } from './node-forgotten';
-import { NodeIdKey, OperationKey, PhaseKey } from './search-attribute-keys';
+import {
+  forgetNodeRecordUpdate,
+  NODE_MEMO_KEY,
+  NodeIdKey,
+  nodeTaskQueue,
+  OperationKey,
+  PhaseKey,
+  PRESENCE_HEARTBEAT_TIMEOUT_MS,
+  renewRecordSignal,
+  writeOffVolumeSignal,
+  type ForgetNotice,
+  type ForgottenNode,
+  type NodeRecord,
+  type NodeRecordMemo,
+  type NodeReport,
+  type WrittenOffVolume,
+} from '../common/names';
+import { startCancellable } from './node-work';
+import { WrittenOffCleaner } from './written-off-volumes';
 
 /**
  * One node's record: one long-lived workflow per node, so no workflow hears from every node and no operation
@@ -43,16 +50,7 @@ export interface NodePresenceInput {
   writtenOff?: WrittenOffVolume[];
 }
 
-/** The decision that the node is gone for good (`durable-csi nodes forget`, or the Kubernetes Node policy). */
-export const forgetNodeRecordSignal = defineSignal<[ForgetNotice]>('forgetNodeRecord');
-/** The same decision asked of the record, which refuses it while its node is live (returns the decision kept). */
-export const forgetNodeRecordUpdate = defineUpdate<ForgottenNode, [ForgetNotice]>('forgetNodeRecord');
-/** Continue as new at the next point where no presence activity is pending (compaction, and the soak's faults). */
-export const renewRecordSignal = defineSignal('renewRecord');
-
 const HISTORY_LIMIT = 2000;
-/** Patch ID of the record that answers from its node's report (RecordRun.answersFromReport). */
-const RECORD_ANSWERS_PATCH = 'record-answers-from-report';
 
 const control = proxyActivities<ControlActivities>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 5 } });
 
@@ -76,14 +74,13 @@ export async function nodePresence(input: NodePresenceInput): Promise<void> {
       const reported = await unlessRenewed(run, report);
       if (!reported) break;
       const returning = run.memo.record !== undefined;
-      if (run.answersFromReport) answerFromReport(run, reported.value);
+      answerFromReport(run, reported.value);
       // What was written off while the node was away goes first, before the node turns live: until then no
-      // create is placed on it, so a re-created name cannot find the old volume on the pool. Earlier runs accepted a
-      // forget meanwhile (cleared by turnLive) and waited for every deletion; this one refuses the forget from the
-      // report on, and turns live past deletions that keep failing (retried beside the live node).
-      if (patched('record-deletes-written-off')) await cleaner.drain(reported.value.poolId);
+      // create is placed on it, so a re-created name cannot find the old volume on the pool. A forget is refused
+      // from the report on, and the node turns live past deletions that keep failing (retried beside the live node).
+      await cleaner.drain(reported.value.poolId);
       turnLive(run, reported.value);
-      if (run.answersFromReport && cleaner.pending().length > 0) cleaner.drainInBackground(reported.value.poolId);
+      if (cleaner.pending().length > 0) cleaner.drainInBackground(reported.value.poolId);
       // A first registration (a new node, or a record made again after it was lost) has nobody to tell: work
       // waiting for the node starts running at once anyway. Saves a visibility query per node at bootstrap.
       if (returning) await announce(run);
@@ -110,22 +107,19 @@ interface RecordRun {
   readonly input: NodePresenceInput;
   /** The record as readers see it: published (memo and phase) on every change, carried over continue-as-new. */
   readonly memo: NodeRecordMemo;
-  /** True from the node's report until it is offline again: its agent answers, so it cannot be forgotten. */
-  answering: boolean;
   /**
-   * `record-answers-from-report`, asked once per run: the node counts as answering (and is no longer forgotten) from
-   * its report, before the written-off volumes are deleted; their deletions are tried in bounded rounds, so one that
-   * keeps failing does not keep the node out of service. Runs started earlier (their histories) answer from turnLive
-   * and wait for every deletion.
+   * True from the node's report until it is offline again: its agent answers, so it cannot be forgotten. From the
+   * report on, before the written-off volumes are deleted: their deletions are tried in bounded rounds, so one that
+   * keeps failing does not keep the node out of service.
    */
-  readonly answersFromReport: boolean;
+  answering: boolean;
   /** A renewal was asked: the run ends at the next point where no presence activity is pending. */
   renew: boolean;
 }
 
 function startRun(input: NodePresenceInput): RecordRun {
   const memo: NodeRecordMemo = input.memo ?? { nodeId: input.nodeId, live: false };
-  return { input, memo, answering: memo.live, renew: false, answersFromReport: patched(RECORD_ANSWERS_PATCH) };
+  return { input, memo, answering: memo.live, renew: false };
 }
 
 /** The two activities the node's agent answers on its own queue. */
@@ -162,16 +156,8 @@ function listenForRenewal(run: RecordRun): void {
   setHandler(renewRecordSignal, () => void (run.renew = true));
 }
 
-/** A forget, by signal (earlier releases) or by update, is refused while the node answers. */
+/** A forget is refused while the node answers: the record's own state decides, whatever the caller read. */
 function acceptForgetUnlessLive(run: RecordRun): void {
-  setHandler(forgetNodeRecordSignal, (notice) => {
-    // Sent by earlier releases after their own read of the record: the record's own state decides now.
-    if (patched('forget-refused-while-live') && run.answering) {
-      log.warn('forget ignored: the node is live', { nodeId: run.input.nodeId, reason: notice.reason });
-      return;
-    }
-    forget(run, notice);
-  });
   setHandler(forgetNodeRecordUpdate, (notice) => forget(run, notice), {
     validator: (_notice: ForgetNotice) => {
       if (!run.answering) return;
@@ -196,11 +182,10 @@ function forget(run: RecordRun, notice: ForgetNotice): ForgottenNode {
 /** The volumes written off while the node was forgotten, deleted on its pool when it is back (or at once). */
 function keepWrittenOffVolumes(run: RecordRun): WrittenOffCleaner {
   const { input, memo } = run;
-  const cleaner = writtenOffCleaner({
+  const cleaner = new WrittenOffCleaner({
     driverName: input.driverName,
     nodeId: input.nodeId,
     kept: input.writtenOff ?? [],
-    bounded: run.answersFromReport,
     onChange: (pending) => {
       if (memo.writtenOff === (pending || undefined)) return;
       memo.writtenOff = pending || undefined;
@@ -213,8 +198,7 @@ function keepWrittenOffVolumes(run: RecordRun): WrittenOffCleaner {
     if (run.answering && memo.record) cleaner.drainInBackground(memo.record.poolId);
   });
   // A live node's write-offs still failing when the previous run ended: their rounds go on in this one.
-  if (run.answersFromReport && memo.live && memo.record && cleaner.pending().length > 0)
-    cleaner.drainInBackground(memo.record.poolId);
+  if (memo.live && memo.record && cleaner.pending().length > 0) cleaner.drainInBackground(memo.record.poolId);
   return cleaner;
 }
 
@@ -241,7 +225,7 @@ function reportedRecord(memo: NodeRecordMemo, fresh: NodeReport): NodeRecord {
 }
 
 /**
- * The node reported (`record-answers-from-report`): from here on its agent answers, so it cannot be forgotten, and
+ * The node reported: from here on its agent answers, so it cannot be forgotten, and
  * it is forgotten no more. Readers see its new report, still offline (no create is placed on it yet) and not
  * forgotten: `nodes forget` asks the record, which refuses; operations started now wait for the node, which runs
  * them (an expansion, a snapshot), instead of ending as for a forgotten node.
@@ -267,8 +251,6 @@ function recordHeld(run: RecordRun, held: PresenceHold): void {
   const { memo } = run;
   memo.record = reportedRecord(memo, held.report);
   if (held.leaving) memo.live = false;
-  // A forget applied while the node was live (by an earlier release) is void: the node answers.
-  if (memo.forgotten && memo.live && patched('forget-refused-while-live')) memo.forgotten = undefined;
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
- * What is mounted where, read from /proc/self/mountinfo (no findmnt), and the mount(8) calls the node makes.
- * Paths from the CO are only ever used as mount targets; sources are always inside the pool or loop devices.
+ * What is mounted where, read from /proc/self/mountinfo (no findmnt), the block devices mounts show, and the mount(8)
+ * and fsfreeze(8) calls the node makes. Paths from the CO are only ever used as mount targets; sources are always
+ * inside the pool or loop devices.
  *
  * A volume is recognised in mountinfo by the filesystem a mount shows (major:minor) and, for bind mounts of a
  * directory or a device node, by the path inside that filesystem (the "root" field), so a bind mount of a
@@ -9,9 +10,8 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
-import { isReadOnlyDevice } from './block-device';
+import { isNotFound } from './files';
 import { ToolError, runTool } from './tools';
-import { isNotFound } from './fs-checks';
 
 export interface MountEntry {
   majorMinor: string;
@@ -70,6 +70,23 @@ export function majorMinorOf(dev: bigint): string {
   const major = ((dev >> 8n) & 0xfffn) | ((dev >> 32n) & 0xfffff000n);
   const minor = (dev & 0xffn) | ((dev >> 12n) & 0xffffff00n);
   return `${major}:${minor}`;
+}
+
+const SYS_BLOCK = '/sys/class/block';
+
+/** The device's size as the kernel sees it (what `blockdev --getsize64` reports). */
+export async function deviceBytes(device: string): Promise<number> {
+  const sectors = await fs.readFile(path.join(SYS_BLOCK, path.basename(device), 'size'), 'utf8');
+  return Number(sectors.trim()) * 512;
+}
+
+/**
+ * Whether the kernel refuses writes to the block device (a `losetup --read-only` device, `blockdev --setro`):
+ * /sys/class/block/<name>/ro, which follows the device node's real name.
+ */
+export async function isReadOnlyDevice(device: string): Promise<boolean> {
+  const name = path.basename(await fs.realpath(device));
+  return (await fs.readFile(path.join(SYS_BLOCK, name, 'ro'), 'utf8')).trim() === '1';
 }
 
 /**

@@ -1,25 +1,12 @@
-/** The filesystems the loop backend makes and grows, and the smallest volume each can live on. */
+/**
+ * Making and growing the loop backend's filesystems. Which ones, and the smallest volume each can live on, are in
+ * common/backend-kinds.ts: the controller checks CreateVolume by the same list.
+ */
 import { DriverError, FailureType } from '../../common/failures';
 import { formatBytes } from '../../common/quantity';
-import type { AccessType } from '../pool/backend';
+import { isLoopFsType, LOOP_FS_TYPES, MINIMUM_LOOP_BYTES } from '../../common/backend-kinds';
+import type { AccessType, LoopFsType } from '../../common/backend-kinds';
 import { FORMAT_TIMEOUT_MS, ToolError, runTool } from '../host/tools';
-
-/** The default first. */
-export const LOOP_FS_TYPES = ['ext4', 'xfs'] as const;
-export type LoopFsType = (typeof LOOP_FS_TYPES)[number];
-
-const MiB = 1024 ** 2;
-/** mkfs.xfs refuses anything under 300 MiB; ext4 and raw devices work from 1 MiB. */
-const MINIMUM_BYTES: Record<LoopFsType | 'block', number> = { ext4: MiB, xfs: 300 * MiB, block: MiB };
-
-/** The smallest volume a loop backend can make for this access type and filesystem. */
-export function minimumLoopBytes(accessType: AccessType, fsType: string | undefined): number {
-  return MINIMUM_BYTES[accessType === 'block' ? 'block' : isLoopFsType(fsType ?? '') ? (fsType as LoopFsType) : 'ext4'];
-}
-
-function isLoopFsType(value: string): value is LoopFsType {
-  return (LOOP_FS_TYPES as readonly string[]).includes(value);
-}
 
 /** Empty means the default; anything else must be one we format (InvalidArgument). */
 export function loopFsType(requested: string | undefined): LoopFsType {
@@ -36,10 +23,10 @@ export function loopFsType(requested: string | undefined): LoopFsType {
 /** OutOfRange below the smallest size the filesystem (or a raw device) can use. */
 export function assertLoopSize(capacityBytes: number, accessType: AccessType, fsType: LoopFsType | undefined) {
   const kind = accessType === 'block' ? 'block' : (fsType ?? LOOP_FS_TYPES[0]);
-  if (capacityBytes < MINIMUM_BYTES[kind]) {
+  if (capacityBytes < MINIMUM_LOOP_BYTES[kind]) {
     throw new DriverError(
       FailureType.OutOfRange,
-      `a loop ${kind} volume needs at least ${formatBytes(MINIMUM_BYTES[kind])} (requested ${capacityBytes} bytes)`,
+      `a loop ${kind} volume needs at least ${formatBytes(MINIMUM_LOOP_BYTES[kind])} (requested ${capacityBytes} bytes)`,
     );
   }
 }

@@ -7,30 +7,43 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
-import type { CreateVolumeSpec, OpenReport } from '../pool/backend';
-import { LOOP_FS_TYPES, assertLoopSize, growFilesystem, loopFsType, makeFilesystem } from './filesystems';
-import { assertFreeSpace, preallocate } from './image-files';
-import { cloneImage, copyImage } from '../host/copy';
-import { LoopAccess } from './loop-access';
-import { attachedDevices, detachDevices, loopAttachments, refreshDevice } from './loop-devices';
+import type { AccessType, CreateVolumeSpec, OpenReport } from '../pool/backend';
+import { pathExists, removeTree } from '../host/files';
 import {
+  bindMatcherOf,
+  deviceBytes,
   freezeFilesystem,
   isMountOf,
   majorMinorOf,
   readMounts,
   realPathIfExists,
+  showsVolume,
   thawFilesystem,
 } from '../host/mounts';
+import { cloneImage, copyImage } from '../host/tools';
 import { currentBootId, removeFreeze, writeFreeze } from '../pool/journal';
+import type { Intent } from '../pool/journal';
 import { PoolBackend } from '../pool/pool-backend';
 import type { PoolBackendOptions } from '../pool/pool-backend';
 import { isVolumeKey } from '../pool/pool-layout';
-import { nodeVolumes } from '../node/node-volumes';
-import { readStaging } from '../node/staging-records';
-import type { VolumeShape } from '../pool/volume-compat';
-import { removeVolumeDir } from '../pool/volume-dirs';
-import type { CopyOrigin } from '../pool/volume-origin';
-import type { StoredRecord } from '../pool/volume-records';
+import type { PoolLayout } from '../pool/pool-layout';
+import type { StoredRecord, VolumeShape } from '../pool/records';
+import { assertNotInUse, readStaging } from '../pool/staging';
+import type { Attachment, VolumeAccess, VolumeRef } from '../pool/staging';
+import type { CopyOrigin } from '../pool/volumes';
+import { LOOP_FS_TYPES } from '../../common/backend-kinds';
+import { assertLoopSize, growExt4IfSmaller, growFilesystem, loopFsType, makeFilesystem } from './filesystems';
+import {
+  assertFreeSpace,
+  attachDevice,
+  attachedDevices,
+  detachDevices,
+  devicesByKind,
+  devicesOfKind,
+  loopAttachments,
+  preallocate,
+  refreshDevice,
+} from './loop-devices';
 
 export type LoopBackendOptions = PoolBackendOptions;
 
@@ -40,10 +53,9 @@ const SECTOR = 512;
 export class LoopBackend extends PoolBackend {
   readonly kind = 'loop';
   readonly capabilities = { accessTypes: ['mount', 'block'], fsTypes: LOOP_FS_TYPES } as const;
-  private readonly access = new LoopAccess(this.layout);
-  protected readonly node = nodeVolumes(this.access);
+  readonly access = new LoopAccess(this.layout);
 
-  protected shapeOf(spec: CreateVolumeSpec): VolumeShape {
+  shapeOf(spec: CreateVolumeSpec): VolumeShape {
     const accessType = spec.accessType ?? 'mount';
     if (accessType !== 'mount' && accessType !== 'block') {
       throw new DriverError(FailureType.InvalidArgument, `access type ${String(accessType)} is not mount or block`);
@@ -53,15 +65,15 @@ export class LoopBackend extends PoolBackend {
     return fsType === undefined ? { accessType } : { accessType, fsType };
   }
 
-  protected dataPath(key: string): string {
+  dataPath(key: string): string {
     return this.layout.volumeImage(key);
   }
 
-  protected override allocatedBytes(capacityBytes: number): number {
+  override allocatedBytes(capacityBytes: number): number {
     return Math.ceil(capacityBytes / SECTOR) * SECTOR;
   }
 
-  protected override async checkSpace(bytes: number, what: string): Promise<void> {
+  override async checkSpace(bytes: number, what: string): Promise<void> {
     await assertFreeSpace(this.layout.volumesDir, bytes, what);
   }
 
@@ -69,7 +81,7 @@ export class LoopBackend extends PoolBackend {
    * A restore or clone is filled by copyIn, without the pool held; an empty volume is preallocated and formatted
    * here.
    */
-  protected async allocate(record: StoredRecord, origin?: CopyOrigin): Promise<void> {
+  async allocate(record: StoredRecord, origin?: CopyOrigin): Promise<void> {
     if (origin) return;
     const image = this.layout.volumeImage(record.key);
     await preallocate(image, this.allocatedBytes(record.capacityBytes));
@@ -79,9 +91,9 @@ export class LoopBackend extends PoolBackend {
   /**
    * A restore or clone copies the source image (holes kept), then preallocates it to the volume's size: the copy's
    * holes get real blocks, as every loop volume has, and a larger volume gets its new tail. An ext4 filesystem is
-   * grown to the device when the volume is staged (loop-access.ts); xfs only through NodeExpandVolume.
+   * grown to the device when the volume is staged (LoopAccess.attach); xfs only through NodeExpandVolume.
    */
-  protected async copyIn(record: StoredRecord, origin: CopyOrigin, budgetMs: number): Promise<void> {
+  async copyIn(record: StoredRecord, origin: CopyOrigin, budgetMs: number): Promise<void> {
     const image = this.layout.volumeImage(record.key);
     await (origin.volume
       ? this.copyVolumeImage(origin.volume, image, budgetMs)
@@ -89,11 +101,11 @@ export class LoopBackend extends PoolBackend {
     await preallocate(image, this.allocatedBytes(record.capacityBytes));
   }
 
-  protected snapshotDataPath(key: string): string {
+  snapshotDataPath(key: string): string {
     return this.layout.snapshotImage(key);
   }
 
-  protected copyToSnapshot(source: StoredRecord, target: string, budgetMs: number): Promise<void> {
+  copyToSnapshot(source: StoredRecord, target: string, budgetMs: number): Promise<void> {
     return this.copyVolumeImage(source, target, budgetMs);
   }
 
@@ -146,7 +158,7 @@ export class LoopBackend extends PoolBackend {
     try {
       await copyImage(image, target, budgetMs);
     } finally {
-      // Should the thaw fail, the record stays: the next call or open() thaws it (reconcile.ts).
+      // Should the thaw fail, the record stays: the next call or open() thaws it (journal.ts).
       await thawFilesystem(mountPoint);
       await removeFreeze(this.layout, source.key);
     }
@@ -194,22 +206,22 @@ export class LoopBackend extends PoolBackend {
   }
 
   /** A device still attached would keep the deleted file's blocks (and the data) alive: detach first. */
-  protected async release(key: string): Promise<void> {
+  async release({ key }: Intent): Promise<void> {
     await detachDevices(this.layout.volumeImage(key));
-    await removeVolumeDir(this.layout, key);
+    await removeTree(this.layout.volumeDir(key));
   }
 
-  protected async grow(record: StoredRecord, capacityBytes: number): Promise<void> {
+  async grow(record: StoredRecord, capacityBytes: number): Promise<void> {
     const image = this.layout.volumeImage(record.key);
     await preallocate(image, this.allocatedBytes(capacityBytes));
     for (const device of await attachedDevices(image)) await refreshDevice(device);
   }
 
-  protected needsNodeExpansion(record: StoredRecord): boolean {
+  needsNodeExpansion(record: StoredRecord): boolean {
     return record.accessType !== 'block';
   }
 
-  protected async growFilesystem(record: StoredRecord, volumePath: string): Promise<number> {
+  async growFilesystem(record: StoredRecord, volumePath: string): Promise<number> {
     const attachment = await this.access.find(record);
     if (!attachment?.device) {
       throw new DriverError(
@@ -231,13 +243,13 @@ export class LoopBackend extends PoolBackend {
   }
 
   /** Devices attached to images of volumes that are not staged (and not mounted anywhere) are detached. */
-  protected override async sweep(): Promise<OpenReport['repaired']> {
+  override async sweep(): Promise<OpenReport['repaired']> {
     const repaired: OpenReport['repaired'] = [];
     for (const { device, file } of await loopAttachments()) {
       const key = path.basename(path.dirname(file));
       if (!isVolumeKey(key) || (await realPathIfExists(this.layout.volumeImage(key))) !== file) continue;
       try {
-        await this.node.assertNotInUse({ key });
+        await assertNotInUse(this.access, { key });
       } catch {
         continue; // staged, or in use by someone: not a leftover
       }
@@ -245,5 +257,90 @@ export class LoopBackend extends PoolBackend {
       repaired.push({ key, outcome: 'detached', message: `${device} was attached without being staged` });
     }
     return repaired;
+  }
+}
+
+/**
+ * The node side of loop volumes: the image is attached as a loop device (found again with `losetup -j`, so a
+ * restarted agent adopts what is there); mount volumes mount its filesystem, block volumes hand the device over.
+ */
+export class LoopAccess implements VolumeAccess {
+  constructor(readonly layout: PoolLayout) {}
+
+  checkAccess(volume: VolumeRef, accessType: AccessType, fsType: string): void {
+    const own = volume.accessType ?? 'mount';
+    if (own !== accessType) {
+      throw new DriverError(
+        FailureType.InvalidArgument,
+        `volume ${volume.key} was created for ${own} access; it cannot be used for ${accessType} access`,
+      );
+    }
+    if (accessType === 'mount' && fsType !== '' && fsType !== loopFsType(volume.fsType)) {
+      throw new DriverError(
+        FailureType.InvalidArgument,
+        `volume ${volume.key} holds ${loopFsType(volume.fsType)}, not the requested fs_type ${fsType}`,
+      );
+    }
+  }
+
+  async attach(volume: VolumeRef): Promise<Attachment> {
+    const image = this.layout.volumeImage(volume.key);
+    if (!(await pathExists(image))) {
+      throw new DriverError(FailureType.FailedPrecondition, `the image of volume ${volume.key} (${image}) is missing`);
+    }
+    const { device, fresh } = await attachDevice(image);
+    const readers = await devicesOfKind(image, true);
+    const attachment = await this.describe(volume, device, fresh, readers);
+    if (attachment.mount?.kind === 'filesystem' && attachment.mount.fsType === 'ext4') {
+      // Expanded while unstaged: grow it now, before it is mounted (online growth needs CAP_SYS_RESOURCE).
+      const mounted = (await readMounts()).some((entry) => showsVolume(entry, attachment.matchers));
+      if (!mounted) await growExt4IfSmaller(device, await deviceBytes(device));
+    }
+    return attachment;
+  }
+
+  async find(volume: VolumeRef): Promise<Attachment | undefined> {
+    const { readWrite, readOnly } = await devicesByKind(this.layout.volumeImage(volume.key));
+    const [device] = readWrite;
+    return device === undefined ? undefined : this.describe(volume, device, false, readOnly);
+  }
+
+  /**
+   * xfs grows only while mounted: a restore larger than its snapshot (or a volume expanded while unstaged) reaches
+   * its size here; ext4 was grown in attach, before the mount. A filesystem already at its device's size is left so.
+   */
+  async afterMount(attachment: Attachment, mountPoint: string): Promise<void> {
+    const { mount } = attachment;
+    if (mount?.kind === 'filesystem' && mount.fsType === 'xfs') await growFilesystem('xfs', mount.device, mountPoint);
+  }
+
+  /** A read-only loop device over the same image, for a read-only raw block publish. */
+  async readOnlyDevice(volume: VolumeRef): Promise<string> {
+    return (await attachDevice(this.layout.volumeImage(volume.key), true)).device;
+  }
+
+  /** Detaches the read-only devices no publish binds any more (after an unpublish). */
+  async releaseUnused(volume: VolumeRef): Promise<void> {
+    const mounts = await readMounts();
+    const image = this.layout.volumeImage(volume.key);
+    const unused: string[] = [];
+    for (const device of await devicesOfKind(image, true)) {
+      const matcher = await bindMatcherOf(device, mounts);
+      if (!mounts.some((entry) => showsVolume(entry, [matcher]))) unused.push(device);
+    }
+    if (unused.length > 0) await detachDevices(image, unused);
+  }
+
+  async detach(volume: VolumeRef): Promise<void> {
+    await detachDevices(this.layout.volumeImage(volume.key));
+  }
+
+  /** Its filesystem's mounts (any bind of it included) and bind mounts of its device nodes (readers' too). */
+  private async describe(volume: VolumeRef, device: string, fresh: boolean, readers: string[]): Promise<Attachment> {
+    const filesystem = { majorMinor: majorMinorOf((await fs.stat(device, { bigint: true })).rdev) };
+    const mounts = await readMounts();
+    const matchers = [filesystem, ...(await Promise.all([device, ...readers].map((d) => bindMatcherOf(d, mounts))))];
+    if (volume.accessType === 'block') return { device, matchers, fresh };
+    return { mount: { kind: 'filesystem', device, fsType: loopFsType(volume.fsType) }, device, matchers, fresh };
   }
 }

@@ -1,13 +1,16 @@
 /**
- * Loop devices over the image files of a pool, through losetup(8). The attachment is found again from the file
- * (`losetup -j`), never remembered, so it survives agent restarts; the device name may change across reboots.
+ * Loop devices over the image files of a pool, through losetup(8), and the image files themselves. The attachment is
+ * found again from the file (`losetup -j`), never remembered, so it survives agent restarts; the device name may
+ * change across reboots. An image has real capacity, not a sparse promise: fallocate(1) reserves its blocks, so a
+ * full pool filesystem refuses a create at once instead of failing writes inside the volume later.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
-import { isReadOnlyDevice } from '../host/block-device';
-import { runTool } from '../host/tools';
-import { isNotFound } from '../host/fs-checks';
+import { formatBytes } from '../../common/quantity';
+import { fsyncDir, fsyncPath, isNotFound } from '../host/files';
+import { isReadOnlyDevice } from '../host/mounts';
+import { ToolError, runTool } from '../host/tools';
 
 const SYS_BLOCK = '/sys/class/block';
 /** A detach is deferred while something (udev, blkid) still has the device open; wait that long for it. */
@@ -82,4 +85,32 @@ export async function loopAttachments(): Promise<{ device: string; file: string 
     }
   }
   return attachments;
+}
+
+/* The image files. */
+
+/** Creates or grows the file to `bytes`, allocating every block; never shrinks. No space: ResourceExhausted. */
+export async function preallocate(file: string, bytes: number): Promise<void> {
+  try {
+    await runTool('fallocate', ['--length', String(bytes), file]);
+  } catch (error) {
+    if (error instanceof ToolError && /No space left/i.test(error.stderr)) {
+      throw new DriverError(FailureType.ResourceExhausted, `no space left for ${formatBytes(bytes)} at ${file}`);
+    }
+    throw error;
+  }
+  await fsyncPath(file);
+  await fsyncDir(path.dirname(file));
+}
+
+/** ResourceExhausted when the filesystem holding `dir` has less than `bytes` free (for unprivileged users). */
+export async function assertFreeSpace(dir: string, bytes: number, what: string): Promise<void> {
+  const stats = await fs.statfs(dir);
+  const free = stats.bavail * stats.bsize;
+  if (bytes > free) {
+    throw new DriverError(
+      FailureType.ResourceExhausted,
+      `${what} needs ${formatBytes(bytes)} and the filesystem holding ${dir} has ${formatBytes(free)} free`,
+    );
+  }
 }

@@ -7,9 +7,11 @@
  * is journaled before anything is allocated, and open() reconciles the journal with what exists on disk.
  * Staging is recorded in the pool before anything is attached or mounted, and open() re-establishes it.
  */
-import type { NewIdentity, PoolIdentity } from './pool-identity';
+import type { AccessType } from '../../common/backend-kinds';
+import type { NewIdentity, PoolIdentity } from './pool-layout';
 
-export type AccessType = 'mount' | 'block';
+/** The controller checks requests by the same name (common/backend-kinds.ts). */
+export type { AccessType };
 
 export interface VolumeRecord {
   /** 32 lower-case hex digits, the volume's name inside the pool (the last field of the volume ID). */
@@ -26,7 +28,7 @@ export interface VolumeRecord {
   accessType?: AccessType;
   /** Loop mount volumes: the filesystem made at create. */
   fsType?: string;
-  /** dir with --dir-quota=project: the project quota that enforces the capacity (storage/dir/project-quotas.ts). */
+  /** dir with --dir-quota=project: the project quota that enforces the capacity (storage/dir/dir-backend.ts). */
   projectId?: number;
   /** The snapshot or volume the volume was made from; absent for an empty volume. */
   contentSource?: ContentSource;

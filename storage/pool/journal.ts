@@ -1,17 +1,23 @@
 /**
- * The intent journal: one file per key under journal/, written before anything is allocated or freed and
- * removed when the operation is complete. Whatever is left there after a crash is settled by open(). Freezes of a
- * volume's filesystem for a copy are journaled too, under frozen/: written before the freeze, removed after the
- * thaw, so that a freeze a killed agent left is thawed when the pool opens again (reconcile.ts).
+ * The intent journal, and settling it. One file per key under journal/, written before anything is allocated or
+ * freed and removed when the operation is complete. open() settles every entry a crash left behind; the live path
+ * settles its own entry with the same code, so recovery is not a rarely run special case.
+ *
+ * Freezes of a volume's filesystem for a copy are journaled too, under frozen/: written before the freeze, removed
+ * after the thaw, so that a freeze a killed agent left is thawed when the pool opens again, or before the next call
+ * changes the pool.
  */
 import { promises as fs } from 'node:fs';
+import path from 'node:path';
 import { DriverError } from '../../common/failures';
-import { readJson, removeFile, writeJsonAtomic } from '../host/atomic-file';
-import { pathExists } from '../host/fs-checks';
-import { readKeyedFiles } from './keyed-files';
+import type { OpenReport } from './backend';
+import { isTempFileName, jsonFields, pathExists, readJson, removeFile, writeJsonAtomic } from '../host/files';
+import { readMounts, thawFilesystem } from '../host/mounts';
+import { isVolumeKey, keyOfJsonFileName, readKeyedFiles } from './pool-layout';
+import type { PoolBackend } from './pool-backend';
 import type { PoolLayout } from './pool-layout';
-import { isProjectId } from './project-id';
-import { isSize, isStringMap } from './volume-spec';
+import { isProjectId, isSize, isStringMap, listRecordKeys, recordExists, removeRecord } from './records';
+import { findSnapshotStrays, settleSnapshotJournal } from './snapshots';
 
 export interface Intent {
   op: 'create' | 'delete';
@@ -21,12 +27,12 @@ export interface Intent {
   parameters: Record<string, string>;
   /** ISO 8601. */
   at: string;
-  /** dir with --dir-quota=project: the volume's project, chosen before anything is made (storage/dir/project-quotas.ts). */
+  /** dir with --dir-quota=project: the volume's project, chosen before anything is made (dir/dir-backend.ts). */
   projectId?: number;
 }
 
 function parseIntent(value: unknown, key: string): Intent | undefined {
-  const intent = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
+  const intent = jsonFields(value);
   const { op, name, capacityBytes, parameters, at, projectId } = intent;
   if (
     (op !== 'create' && op !== 'delete') ||
@@ -67,7 +73,45 @@ export async function listIntents(layout: PoolLayout): Promise<{ intents: Intent
   return { intents: entries, strays };
 }
 
-/** A volume's filesystem frozen (or about to be) for a copy, as thawFrozen (reconcile.ts) needs to find it again. */
+export type Reconciled = OpenReport['reconciled'][number];
+
+/**
+ * A create whose record was written is done ('kept'); one without a record allocated at most a directory, which
+ * the backend releases ('rolled-back'). A delete is always driven forward ('completed'): the backend releases what
+ * the volume holds (dir: its directory, then its project's limit; loop: its devices, then its directory), then its
+ * record goes.
+ */
+export async function settleIntent(pool: PoolBackend, intent: Intent): Promise<Reconciled['outcome']> {
+  const { layout } = pool;
+  if (intent.op === 'create' && (await recordExists(layout, intent.key))) {
+    await removeIntent(layout, intent.key);
+    return 'kept';
+  }
+  await pool.release(intent);
+  if (intent.op === 'delete') await removeRecord(layout, intent.key);
+  await removeIntent(layout, intent.key);
+  return intent.op === 'create' ? 'rolled-back' : 'completed';
+}
+
+/** Keys whose work is under way in this process (a copy made outside the pool lock): their entries are left alone. */
+export type InFlight = (key: string) => boolean;
+
+const NONE_IN_FLIGHT: InFlight = () => false;
+
+/** Settles every readable journal entry but those in flight; unreadable ones are returned as strays. */
+export async function settleJournal(
+  pool: PoolBackend,
+  inFlight: InFlight = NONE_IN_FLIGHT,
+): Promise<{ reconciled: Reconciled[]; strays: string[] }> {
+  const { intents, strays } = await listIntents(pool.layout);
+  const reconciled: Reconciled[] = [];
+  for (const intent of intents.filter((entry) => !inFlight(entry.key))) {
+    reconciled.push({ key: intent.key, op: intent.op, outcome: await settleIntent(pool, intent) });
+  }
+  return { reconciled, strays };
+}
+
+/** A volume's filesystem frozen (or about to be) for a copy, as thawFrozen needs to find it again. */
 export interface FreezeRecord {
   /** The volume whose filesystem is frozen. */
   key: string;
@@ -88,7 +132,7 @@ export async function currentBootId(): Promise<string> {
 }
 
 function parseFreeze(value: unknown, key: string): FreezeRecord | undefined {
-  const record = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
+  const record = jsonFields(value);
   const { mountPoint, majorMinor, bootId, at } = record;
   if (
     record.key !== key ||
@@ -131,5 +175,79 @@ async function readJsonOrBad(file: string): Promise<unknown> {
   } catch (error) {
     if (error instanceof DriverError) return undefined;
     throw error;
+  }
+}
+
+/**
+ * Thaws every filesystem a freeze record names, but those of copies in flight, and removes the records: an agent
+ * killed while it copied (a rollout's SIGKILL, the OOM killer) left the workload's filesystem frozen, and only this
+ * thaws it. The thaw goes only to a mount of the recorded filesystem; a record of an earlier boot is only removed
+ * (a reboot thawed everything, and the device number may now be another disk's). Returns the volumes thawed.
+ */
+export async function thawFrozen(layout: PoolLayout, inFlight: InFlight = NONE_IN_FLIGHT): Promise<string[]> {
+  const { freezes } = await listFreezes(layout);
+  const thawed: string[] = [];
+  const bootId = await currentBootId();
+  for (const freeze of freezes.filter((entry) => !inFlight(entry.key))) {
+    if (freeze.bootId === bootId && (await thawRecorded(freeze))) thawed.push(freeze.key);
+    await removeFreeze(layout, freeze.key);
+  }
+  return thawed;
+}
+
+/** Thaws through the recorded mount point if it still shows the filesystem, else through any mount of it. */
+async function thawRecorded(freeze: FreezeRecord): Promise<boolean> {
+  const mounts = (await readMounts()).filter((entry) => entry.majorMinor === freeze.majorMinor);
+  const mountPoints = [...new Set(mounts.map((entry) => entry.mountPoint))].sort((a, b) =>
+    a === freeze.mountPoint ? -1 : b === freeze.mountPoint ? 1 : 0,
+  );
+  for (const mountPoint of mountPoints) {
+    const top = (await readMounts()).filter((entry) => entry.mountPoint === mountPoint).pop();
+    if (top?.majorMinor !== freeze.majorMinor) continue; // covered by another mount: a thaw there would miss
+    await thawFilesystem(mountPoint);
+    return true;
+  }
+  return false; // not mounted any more: nothing writes to it, nothing to thaw
+}
+
+/** `inFlight`: the volume and snapshot keys of copies still running in this process (a pool opened again). */
+export async function reconcilePool(
+  pool: PoolBackend,
+  inFlight: { volume: InFlight; snapshot: InFlight } = { volume: NONE_IN_FLIGHT, snapshot: NONE_IN_FLIGHT },
+): Promise<Pick<OpenReport, 'reconciled' | 'strays'>> {
+  const { layout } = pool;
+  // Only this process writes in records/, journal/ and staging/ (it holds the pool lock): temporary files there
+  // are leftovers of a crash, never a write in progress.
+  await removeTempFiles(layout.recordsDir);
+  await removeTempFiles(layout.journalDir);
+  await removeTempFiles(layout.stagingDir);
+  await removeTempFiles(layout.frozenDir);
+  await removeTempFiles(layout.snapshotRecordsDir);
+  await removeTempFiles(layout.snapshotJournalDir);
+  const { reconciled, strays } = await settleJournal(pool, inFlight.volume);
+  const snapshots = await settleSnapshotJournal(layout, inFlight.snapshot);
+  reconciled.push(...snapshots.reconciled);
+  strays.push(...snapshots.strays, ...(await findStrays(layout)), ...(await findSnapshotStrays(layout)));
+  return { reconciled, strays: strays.sort() };
+}
+
+/** Volume directories without a record and records without a directory: reported, never deleted. */
+async function findStrays(layout: PoolLayout): Promise<string[]> {
+  const strays: string[] = [];
+  const recordKeys = new Set(await listRecordKeys(layout));
+  for (const name of await fs.readdir(layout.volumesDir)) {
+    if (!isVolumeKey(name) || !recordKeys.has(name)) strays.push(path.join(layout.volumesDir, name));
+  }
+  for (const name of await fs.readdir(layout.recordsDir)) {
+    const key = keyOfJsonFileName(name);
+    if (key === undefined || !(await pathExists(layout.volumeDir(key))))
+      strays.push(path.join(layout.recordsDir, name));
+  }
+  return strays;
+}
+
+async function removeTempFiles(dir: string): Promise<void> {
+  for (const name of await fs.readdir(dir)) {
+    if (isTempFileName(name)) await fs.rm(path.join(dir, name), { force: true });
   }
 }

@@ -1,11 +1,16 @@
 /**
- * What every backend shares: the pool (identity, lock, records, intent journal, reconciliation) and capacity by
- * reservation. A backend supplies how a volume is allocated, released and grown, and the node side of its volumes
- * (stage, publish, stats, whether one is in use: storage/pool/node-side.ts), which the pool calls but never imports.
- * Every call runs alone; the journaled work it does is in pool-volumes.ts and pool-snapshots.ts.
+ * The pool: the one implementation of StorageBackend, and what every backend shares: identity, lock, records,
+ * intent journal, reconciliation, staging and publishing, capacity by reservation. A backend (dir-backend.ts,
+ * loop-backend.ts) extends it with how a volume is allocated, released, grown and copied, and how it is attached
+ * (its VolumeAccess). Every call runs alone; the journaled work is in volumes.ts and snapshots.ts, staging and
+ * publishing in staging.ts and publishing.ts.
+ *
+ * Past the StorageBackend contract, the members are the pool's parts and the backend's hooks. They are public for
+ * the pool's own work in the modules beside this one, which take the pool itself (no adapter between them):
+ * callers above storage/ hold a StorageBackend and see none of them.
  */
 import { promises as fs } from 'node:fs';
-import { DEFAULT_COPY_BUDGET, copyTimeMs } from '../../common/copy-budget';
+import { DEFAULT_COPY_BUDGET } from '../../common/copy-budget';
 import type { CopyBudget } from '../../common/copy-budget';
 import { DriverError, FailureType } from '../../common/failures';
 import { formatBytes } from '../../common/quantity';
@@ -17,37 +22,35 @@ import type {
   OpenReport,
   PoolStatus,
   PublishOptions,
-  StageOptions,
-  SnapshotRecord,
-  StorageBackend,
   SnapshotPage,
+  SnapshotRecord,
+  StageOptions,
+  StorageBackend,
   VolumePage,
   VolumeRecord,
   VolumeStats,
 } from './backend';
-import { AsyncMutex } from './async-mutex';
-import { CopiesInFlight } from './copies-in-flight';
-import { fsyncDir } from '../host/atomic-file';
-import { ensurePoolIdentity, readIdentity } from './pool-identity';
-import type { NewIdentity, PoolIdentity } from './pool-identity';
-import { PoolIndexes } from './pool-indexes';
-import { PoolLayout, assertSnapshotKey, assertVolumeKey } from './pool-layout';
-import type { NodeSide } from './node-side';
-import { acquirePoolLock } from './pool-lock';
-import type { PoolLock } from './pool-lock';
-import { createSnapshot, deleteSnapshot } from './pool-snapshots';
-import type { SnapshotPool } from './pool-snapshots';
-import { createVolume, deleteVolume, expandVolume, mustReadVolume } from './pool-volumes';
-import type { VolumePool } from './pool-volumes';
-import { reconcilePool, thawFrozen } from './reconcile';
-import type { Release } from './reconcile';
-import { assertCreateSnapshotSpec, readSnapshot } from './snapshots';
+import { reconcilePool, thawFrozen } from './journal';
+import type { Intent } from './journal';
+import { CopiesInFlight, PoolIndexes } from './pool-indexes';
+import {
+  PoolLayout,
+  acquirePoolLock,
+  assertSnapshotKey,
+  assertVolumeKey,
+  ensurePoolIdentity,
+  readIdentity,
+} from './pool-layout';
+import type { NewIdentity, PoolIdentity, PoolLock } from './pool-layout';
+import { publish, unpublish, volumeStats } from './publishing';
+import { assertCreateVolumeSpec, isSize, mustReadVolume, readRecord } from './records';
+import type { StoredRecord, VolumeShape } from './records';
+import { createSnapshot, deleteSnapshot, assertCreateSnapshotSpec, readSnapshot } from './snapshots';
 import type { StoredSnapshot } from './snapshots';
-import type { VolumeShape } from './volume-compat';
-import type { CopyOrigin } from './volume-origin';
-import { readRecord } from './volume-records';
-import type { StoredRecord } from './volume-records';
-import { assertCreateVolumeSpec, isSize } from './volume-spec';
+import { restageAll, stage, unstage } from './staging';
+import type { VolumeAccess } from './staging';
+import { createVolume, deleteVolume, expandVolume } from './volumes';
+import type { CopyOrigin } from './volumes';
 
 export interface PoolBackendOptions {
   /** Absolute path of the pool directory; created if missing. */
@@ -67,21 +70,22 @@ type Repaired = OpenReport['repaired'];
 export abstract class PoolBackend implements StorageBackend {
   abstract readonly kind: string;
   abstract readonly capabilities: BackendCapabilities;
-  protected readonly layout: PoolLayout;
-  protected readonly capacityBytes: number;
-  private readonly copyBudget: CopyBudget;
+  readonly layout: PoolLayout;
+  readonly capacityBytes: number;
+  /** How long each copy may take (common/copy-budget.ts). */
+  readonly copyBudget: CopyBudget;
+  /** The copies running without the pool held: their source and target are refused to every change. */
+  readonly copies = new CopiesInFlight(this);
+  /** The volumes and snapshots in memory, read from disk on first use after open(). */
+  readonly indexes: PoolIndexes;
   /**
    * Every call, reads included, runs alone: each sees a settled journal and a consistent pool. A copy holds it only
    * to begin and to record: kubelet's calls on other volumes are not kept waiting for minutes behind it.
    */
   private readonly mutex = new AsyncMutex();
-  private readonly copies = new CopiesInFlight();
   private opened: OpenPool | undefined;
-  /** The volumes and snapshots in memory, read from disk on first use after open(). */
-  private readonly indexes: PoolIndexes;
   /** The last figures status() read, answered while another call holds the pool. */
   private lastStatus: PoolStatus | undefined;
-  private readonly releaser: Release = (_layout, key) => this.release(key);
 
   constructor(options: PoolBackendOptions) {
     this.layout = new PoolLayout(options.pool);
@@ -93,40 +97,45 @@ export abstract class PoolBackend implements StorageBackend {
     }
     this.capacityBytes = options.capacityBytes;
     this.copyBudget = options.copyBudget ?? DEFAULT_COPY_BUDGET;
-    this.indexes = new PoolIndexes(this.layout, (size) => this.allocatedBytes(size), this.releaser, this.copies);
+    this.indexes = new PoolIndexes(this);
   }
 
-  /** The node side of the backend's volumes (storage/node/node-volumes.ts over its volume access). */
-  protected abstract readonly node: NodeSide;
+  /* The backend's hooks. */
+
+  /** How the backend's volumes are attached and recognised in the mount table (staging.ts). */
+  abstract readonly access: VolumeAccess;
   /** Checks and completes what a create asks for beyond the common fields; runs before anything is touched. */
-  protected abstract shapeOf(spec: CreateVolumeSpec): VolumeShape;
+  abstract shapeOf(spec: CreateVolumeSpec): VolumeShape;
   /** The volume's data inside the pool (VolumeRecord.path). */
-  protected abstract dataPath(key: string): string;
+  abstract dataPath(key: string): string;
   /**
    * Fills the freshly made volume directory, with the pool held; for a restore or clone (`origin`, its capacity
    * already checked to be at least the source's) only what must precede the copy. The record is written only after
    * it (and copyIn) succeeded.
    */
-  protected abstract allocate(record: StoredRecord, origin?: CopyOrigin): Promise<void>;
+  abstract allocate(record: StoredRecord, origin?: CopyOrigin): Promise<void>;
   /** A restore's or clone's copy from `origin` into the allocated volume, without the pool held, within budgetMs. */
-  protected abstract copyIn(record: StoredRecord, origin: CopyOrigin, budgetMs: number): Promise<void>;
+  abstract copyIn(record: StoredRecord, origin: CopyOrigin, budgetMs: number): Promise<void>;
   /** A snapshot's copy inside the pool (SnapshotRecord.path): dir: its directory; loop: its image file. */
-  protected abstract snapshotDataPath(key: string): string;
+  abstract snapshotDataPath(key: string): string;
   /**
    * Copies the volume's data to `target` (snapshotDataPath of the new snapshot, whose directory exists), without the
-   * pool held (no call changes the source meanwhile: copies-in-flight.ts), within budgetMs.
+   * pool held (no call changes the source meanwhile: CopiesInFlight), within budgetMs.
    */
-  protected abstract copyToSnapshot(source: StoredRecord, target: string, budgetMs: number): Promise<void>;
-  /** Frees everything the volume holds in the pool; used by delete and by rolling back a create. Idempotent. */
-  protected abstract release(key: string): Promise<void>;
+  abstract copyToSnapshot(source: StoredRecord, target: string, budgetMs: number): Promise<void>;
+  /**
+   * Frees everything the volume of `intent` holds in the pool: the delete it records, or the create it rolls back
+   * (journal.ts, settleIntent). Idempotent.
+   */
+  abstract release(intent: Intent): Promise<void>;
   /** Makes the volume's storage (not its record) capacityBytes large. Idempotent. */
-  protected abstract grow(record: StoredRecord, capacityBytes: number): Promise<void>;
-  protected abstract needsNodeExpansion(record: StoredRecord): boolean;
+  abstract grow(record: StoredRecord, capacityBytes: number): Promise<void>;
+  abstract needsNodeExpansion(record: StoredRecord): boolean;
   /** NodeExpandVolume: checks volumePath shows the volume, grows device and filesystem, returns the capacity. */
-  protected abstract growFilesystem(record: StoredRecord, volumePath: string): Promise<number>;
+  abstract growFilesystem(record: StoredRecord, volumePath: string): Promise<number>;
 
   /** What a volume of this capacity takes from the pool. */
-  protected allocatedBytes(capacityBytes: number): number {
+  allocatedBytes(capacityBytes: number): number {
     return capacityBytes;
   }
 
@@ -134,20 +143,22 @@ export abstract class PoolBackend implements StorageBackend {
    * Refuses (ResourceExhausted) when the pool's storage cannot hold `bytes` more, whatever is reserved; `what` names
    * it for the message (`volume "pvc-1"`).
    */
-  protected async checkSpace(_bytes: number, _what: string): Promise<void> {}
+  async checkSpace(_bytes: number, _what: string): Promise<void> {}
 
   /**
    * What a new volume is given besides its spec, before its intent is written (dir with quotas: a project ID,
    * journaled so that a crash part way can undo it). `existing` are the pool's records.
    */
-  protected async volumeIds(_key: string, _existing: StoredRecord[]): Promise<Pick<StoredRecord, 'projectId'>> {
+  async volumeIds(_key: string, _existing: StoredRecord[]): Promise<Pick<StoredRecord, 'projectId'>> {
     return {};
   }
 
   /** At open, after restaging: undoes what no staging record explains (loop: stray attached devices). */
-  protected async sweep(): Promise<Repaired> {
+  async sweep(): Promise<Repaired> {
     return [];
   }
+
+  /* The StorageBackend contract (backend.ts). */
 
   open(fresh?: NewIdentity): Promise<OpenReport> {
     return this.mutex.run(() => this.openPool(fresh));
@@ -178,7 +189,7 @@ export abstract class PoolBackend implements StorageBackend {
   }
 
   private freshStatus(): Promise<PoolStatus> {
-    return this.whenOpen(async ({ poolId }) => {
+    return this.locked(async ({ poolId }) => {
       const { size } = await this.indexes.records();
       const snapshots = await this.indexes.snapshots();
       const reservedBytes = await this.indexes.reservedBytes();
@@ -196,29 +207,29 @@ export abstract class PoolBackend implements StorageBackend {
   async createVolume(spec: CreateVolumeSpec): Promise<VolumeRecord> {
     assertCreateVolumeSpec(spec);
     const shape = this.shapeOf(spec);
-    return this.toVolume(await createVolume(this.work(), spec, shape));
+    return this.toVolume(await createVolume(this, spec, shape));
   }
 
   async deleteVolume(key: string): Promise<{ existed: boolean }> {
     assertVolumeKey(key);
-    return this.whenOpen(() => deleteVolume(this.work(), key));
+    return this.locked(() => deleteVolume(this, key));
   }
 
   async getVolume(key: string): Promise<VolumeRecord | undefined> {
     assertVolumeKey(key);
-    return this.whenOpen(async () => {
+    return this.locked(async () => {
       const record = await readRecord(this.layout, key);
       return record && this.toVolume(record);
     });
   }
 
   listVolumes(): Promise<VolumeRecord[]> {
-    return this.whenOpen(async () => (await this.indexes.records()).all().map((record) => this.toVolume(record)));
+    return this.locked(async () => (await this.indexes.records()).all().map((record) => this.toVolume(record)));
   }
 
   async listVolumePage(afterKey: string | undefined, limit: number): Promise<VolumePage> {
     assertPageLimit(limit);
-    return this.whenOpen(async () => {
+    return this.locked(async () => {
       const { entries, more } = (await this.indexes.records()).page(afterKey, limit);
       return { volumes: entries.map((record) => this.toVolume(record)), more };
     });
@@ -229,29 +240,29 @@ export abstract class PoolBackend implements StorageBackend {
     if (!isSize(capacityBytes)) {
       throw new DriverError(FailureType.InvalidArgument, `capacity ${capacityBytes} is not a whole number of bytes`);
     }
-    return this.whenOpen(() => expandVolume(this.work(), key, capacityBytes));
+    return this.locked(() => expandVolume(this, key, capacityBytes));
   }
 
   async createSnapshot(spec: CreateSnapshotSpec): Promise<SnapshotRecord> {
     assertCreateSnapshotSpec(spec);
-    return this.toSnapshot(await createSnapshot(this.work(), spec));
+    return this.toSnapshot(await createSnapshot(this, spec));
   }
 
   async deleteSnapshot(key: string): Promise<'deleted' | 'absent'> {
     assertSnapshotKey(key);
-    return this.whenOpen(() => deleteSnapshot(this.work(), key));
+    return this.locked(() => deleteSnapshot(this, key));
   }
 
   async getSnapshot(key: string): Promise<SnapshotRecord | undefined> {
     assertSnapshotKey(key);
-    return this.whenOpen(async () => {
+    return this.locked(async () => {
       const record = await readSnapshot(this.layout, key);
       return record && this.toSnapshot(record);
     });
   }
 
   listSnapshots(): Promise<SnapshotRecord[]> {
-    return this.whenOpen(async () => (await this.indexes.snapshots()).all().map((record) => this.toSnapshot(record)));
+    return this.locked(async () => (await this.indexes.snapshots()).all().map((record) => this.toSnapshot(record)));
   }
 
   async listSnapshotPage(
@@ -263,7 +274,7 @@ export abstract class PoolBackend implements StorageBackend {
     const matches = (record: StoredSnapshot) =>
       (only.key === undefined || record.key === only.key) &&
       (only.sourceKey === undefined || record.sourceKey === only.sourceKey);
-    return this.whenOpen(async () => {
+    return this.locked(async () => {
       const { entries, more } = (await this.indexes.snapshots()).page(afterKey, limit, matches);
       return { snapshots: entries.map((record) => this.toSnapshot(record)), more };
     });
@@ -275,23 +286,24 @@ export abstract class PoolBackend implements StorageBackend {
    * was when it began.
    */
   stageVolume(key: string, stagingPath: string, options: StageOptions): Promise<void> {
-    return this.withVolume(key, (record) => this.node.stage(record, stagingPath, options), 'stage');
+    return this.withVolume(key, (record) => stage(this.access, record, stagingPath, options), 'stage');
   }
 
   unstageVolume(key: string, stagingPath: string): Promise<void> {
-    return this.withVolume(key, (record) => this.node.unstage(record, stagingPath), 'unstage');
+    return this.withVolume(key, (record) => unstage(this.access, record, stagingPath), 'unstage');
   }
 
   publishVolume(key: string, stagingPath: string, targetPath: string, options: PublishOptions): Promise<void> {
-    return this.withVolume(key, (record) => this.node.publish(record, stagingPath, targetPath, options), 'publish');
+    const task = (record: StoredRecord) => publish(this.access, record, stagingPath, targetPath, options);
+    return this.withVolume(key, task, 'publish');
   }
 
   unpublishVolume(key: string, targetPath: string): Promise<void> {
-    return this.withVolume(key, (record) => this.node.unpublish(record, targetPath), 'unpublish');
+    return this.withVolume(key, (record) => unpublish(this.access, record, targetPath), 'unpublish');
   }
 
   volumeStats(key: string, volumePath: string): Promise<VolumeStats> {
-    return this.withVolume(key, (record) => this.node.stats(record, this.dataPath(key), volumePath));
+    return this.withVolume(key, (record) => volumeStats(this.access, record, this.dataPath(key), volumePath));
   }
 
   expandFilesystem(key: string, volumePath: string): Promise<{ capacityBytes: number }> {
@@ -302,10 +314,38 @@ export abstract class PoolBackend implements StorageBackend {
     );
   }
 
+  /* The pool's parts, for its own work (volumes.ts, snapshots.ts). */
+
+  /** Runs `task` with the pool held; FailedPrecondition unless it is open. */
+  locked<T>(task: (opened: OpenPool) => Promise<T>): Promise<T> {
+    return this.mutex.run(async () => {
+      if (!this.opened) {
+        throw new DriverError(
+          FailureType.FailedPrecondition,
+          `pool ${this.layout.root} is not open; call open() first`,
+        );
+      }
+      return task(this.opened);
+    });
+  }
+
+  /** ResourceExhausted, nothing changed, unless both the pool's capacity and its storage have `bytes` to spare. */
+  async assertRoom(bytes: number, what: string): Promise<void> {
+    const availableBytes = Math.max(0, this.capacityBytes - (await this.indexes.reservedBytes()));
+    if (bytes > availableBytes) {
+      throw new DriverError(
+        FailureType.ResourceExhausted,
+        `cannot reserve ${formatBytes(bytes)} for ${what}: ` +
+          `${formatBytes(availableBytes)} of the pool's ${formatBytes(this.capacityBytes)} is available`,
+      );
+    }
+    await this.checkSpace(bytes, what);
+  }
+
   /** Runs a node call on an existing volume; NotFound when it is not in the pool, Aborted (`changing`) while copied. */
   private withVolume<T>(key: string, task: (record: StoredRecord) => Promise<T>, changing?: string): Promise<T> {
     assertVolumeKey(key);
-    return this.whenOpen(async () => {
+    return this.locked(async () => {
       const record = await mustReadVolume(this.layout, key);
       if (changing) this.copies.assertVolumeFree(key, `${changing} volume ${key}`);
       return task(record);
@@ -322,33 +362,12 @@ export abstract class PoolBackend implements StorageBackend {
     return { ...record, path: this.snapshotDataPath(record.key) };
   }
 
-  private whenOpen<T>(task: (opened: OpenPool) => Promise<T>): Promise<T> {
-    return this.mutex.run(async () => {
-      if (!this.opened) {
-        throw new DriverError(
-          FailureType.FailedPrecondition,
-          `pool ${this.layout.root} is not open; call open() first`,
-        );
-      }
-      return task(this.opened);
-    });
-  }
-
   private async openPool(fresh?: NewIdentity): Promise<OpenReport> {
     await fs.mkdir(this.layout.root, { recursive: true });
     const lock = this.opened?.lock ?? (await acquirePoolLock(this.layout));
     try {
       const { identity, created } = await ensurePoolIdentity(this.layout, this.kind, fresh);
-      const { volumesDir, recordsDir, journalDir, stagingDir, snapshotsDir, frozenDir } = this.layout;
-      for (const dir of [volumesDir, recordsDir, journalDir, stagingDir, frozenDir]) {
-        await fs.mkdir(dir, { recursive: true });
-      }
-      const { snapshotDataDir, snapshotRecordsDir, snapshotJournalDir } = this.layout;
-      for (const dir of [snapshotDataDir, snapshotRecordsDir, snapshotJournalDir]) {
-        await fs.mkdir(dir, { recursive: true });
-      }
-      await fsyncDir(snapshotsDir);
-      await fsyncDir(this.layout.root);
+      await this.layout.createDirs();
       this.indexes.drop();
       // First: a workload's filesystem that a killed agent left frozen waits for nothing else.
       const thawed = (await thawFrozen(this.layout, (key) => this.copies.volumeBusy(key))).map((key) => ({
@@ -356,12 +375,12 @@ export abstract class PoolBackend implements StorageBackend {
         outcome: 'thawed' as const,
         message: 'its filesystem was left frozen by a copy that did not end (the agent was killed): thawed',
       }));
-      const { reconciled, strays } = await reconcilePool(this.layout, this.releaser, {
+      const { reconciled, strays } = await reconcilePool(this, {
         volume: (key) => this.copies.volumeBusy(key),
         snapshot: (key) => this.copies.snapshotBusy(key),
       });
       // After a reboot nothing staged is attached or mounted any more; kubelet expects it to be.
-      const restaged = await this.node.restageAll();
+      const restaged = await restageAll(this.access);
       const repaired = [...thawed, ...restaged.repaired, ...(await this.sweep())];
       this.opened = { poolId: identity.poolId, lock };
       return { poolId: identity.poolId, created, reconciled, strays: [...strays, ...restaged.strays].sort(), repaired };
@@ -370,48 +389,31 @@ export abstract class PoolBackend implements StorageBackend {
       throw error;
     }
   }
-
-  /** ResourceExhausted, nothing changed, unless both the pool's capacity and its storage have `bytes` to spare. */
-  private async assertRoom(bytes: number, what: string): Promise<void> {
-    const availableBytes = Math.max(0, this.capacityBytes - (await this.indexes.reservedBytes()));
-    if (bytes > availableBytes) {
-      throw new DriverError(
-        FailureType.ResourceExhausted,
-        `cannot reserve ${formatBytes(bytes)} for ${what}: ` +
-          `${formatBytes(availableBytes)} of the pool's ${formatBytes(this.capacityBytes)} is available`,
-      );
-    }
-    await this.checkSpace(bytes, what);
-  }
-
-  /** What the journaled work (pool-volumes.ts, pool-snapshots.ts) asks of this pool and its backend. */
-  private work(): VolumePool & SnapshotPool {
-    return {
-      layout: this.layout,
-      indexes: this.indexes,
-      copies: this.copies,
-      capacityBytes: this.capacityBytes,
-      release: this.releaser,
-      dataPath: (key) => this.dataPath(key),
-      snapshotDataPath: (key) => this.snapshotDataPath(key),
-      allocatedBytes: (capacityBytes) => this.allocatedBytes(capacityBytes),
-      assertRoom: (bytes, what) => this.assertRoom(bytes, what),
-      checkSpace: (bytes, what) => this.checkSpace(bytes, what),
-      volumeIds: (key, existing) => this.volumeIds(key, existing),
-      allocate: (record, origin) => this.allocate(record, origin),
-      copyIn: (record, origin, budgetMs) => this.copyIn(record, origin, budgetMs),
-      copyTimeMs: (bytes) => copyTimeMs(bytes, this.copyBudget),
-      locked: (task) => this.whenOpen(() => task()),
-      copyToSnapshot: (source, target, budgetMs) => this.copyToSnapshot(source, target, budgetMs),
-      grow: (record, capacityBytes) => this.grow(record, capacityBytes),
-      needsNodeExpansion: (record) => this.needsNodeExpansion(record),
-      assertNotInUse: (volume) => this.node.assertNotInUse(volume),
-    };
-  }
 }
 
 function assertPageLimit(limit: number): void {
   if (!Number.isInteger(limit) || limit < 1) {
     throw new DriverError(FailureType.InvalidArgument, `page limit ${limit} is not a positive whole number`);
+  }
+}
+
+/** Runs tasks one at a time, in call order; a failed task does not stop the ones queued behind it. */
+class AsyncMutex {
+  private tail: Promise<void> = Promise.resolve();
+  private pending = 0;
+
+  /** True while a task runs or waits. */
+  get busy(): boolean {
+    return this.pending > 0;
+  }
+
+  run<T>(task: () => Promise<T>): Promise<T> {
+    this.pending++;
+    const result = this.tail.then(task);
+    this.tail = result.then(
+      () => void this.pending--,
+      () => void this.pending--,
+    );
+    return result;
   }
 }

@@ -1,6 +1,8 @@
 /**
- * The only place that turns a volume key into a path. Keys are validated before any path is formed, and every
- * path is checked to lie inside the pool; names from the CO never reach a path.
+ * The pool directory: where everything lies in it, whose it is and who holds it.
+ *
+ * The layout is the only place that turns a volume key into a path. Keys are validated before any path is formed,
+ * and every path is checked to lie inside the pool; names from the CO never reach a path.
  *
  *   <pool>/pool.json            identity, written once
  *   <pool>/.lock                pid of the agent that owns the pool
@@ -18,8 +20,22 @@
  * Snapshot keys have the form of volume keys and are checked the same way; they live in their own directories,
  * so a snapshot key never names a volume's file.
  */
+import { randomUUID } from 'node:crypto';
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
+import {
+  errorCode,
+  fsyncDir,
+  isNotFound,
+  isTempFileName,
+  jsonFields,
+  readFileIfExists,
+  readJson,
+  removeFile,
+  writeFileOnce,
+  writeJsonOnce,
+} from '../host/files';
 
 const VOLUME_KEY = /^[0-9a-f]{32}$/;
 const JSON_FILE = /^([0-9a-f]{32})\.json$/;
@@ -29,16 +45,18 @@ export function isVolumeKey(key: unknown): key is string {
 }
 
 export function assertVolumeKey(key: unknown): asserts key is string {
-  if (!isVolumeKey(key)) {
-    const shown = typeof key === 'string' ? JSON.stringify(key.slice(0, 80)) : typeof key;
-    throw new DriverError(FailureType.InvalidArgument, `volume key ${shown} is not 32 lower-case hex digits`);
-  }
+  assertKey(key, 'volume');
 }
 
+/** Snapshot keys have the form of volume keys. */
 export function assertSnapshotKey(key: unknown): asserts key is string {
+  assertKey(key, 'snapshot');
+}
+
+function assertKey(key: unknown, what: 'volume' | 'snapshot'): asserts key is string {
   if (!isVolumeKey(key)) {
     const shown = typeof key === 'string' ? JSON.stringify(key.slice(0, 80)) : typeof key;
-    throw new DriverError(FailureType.InvalidArgument, `snapshot key ${shown} is not 32 lower-case hex digits`);
+    throw new DriverError(FailureType.InvalidArgument, `${what} key ${shown} is not 32 lower-case hex digits`);
   }
 }
 
@@ -47,8 +65,39 @@ export function keyOfJsonFileName(name: string): string | undefined {
   return JSON_FILE.exec(name)?.[1];
 }
 
+/**
+ * A directory of <key>.json files (journal/, staging/, ...): the entries `read` understands, in name order; every
+ * other name (temporary files aside) is a stray, left alone.
+ */
+export async function readKeyedFiles<T>(
+  dir: string,
+  read: (key: string) => Promise<T | undefined>,
+): Promise<{ entries: T[]; strays: string[] }> {
+  const entries: T[] = [];
+  const strays: string[] = [];
+  for (const name of (await fs.readdir(dir)).sort()) {
+    if (isTempFileName(name)) continue;
+    const key = keyOfJsonFileName(name);
+    const entry = key === undefined ? undefined : await read(key);
+    if (entry) entries.push(entry);
+    else strays.push(path.join(dir, name));
+  }
+  return { entries, strays };
+}
+
 export class PoolLayout {
   readonly root: string;
+  readonly identityFile: string;
+  readonly lockFile: string;
+  readonly volumesDir: string;
+  readonly recordsDir: string;
+  readonly journalDir: string;
+  readonly stagingDir: string;
+  readonly frozenDir: string;
+  readonly snapshotsDir: string;
+  readonly snapshotDataDir: string;
+  readonly snapshotRecordsDir: string;
+  readonly snapshotJournalDir: string;
 
   constructor(pool: string) {
     if (typeof pool !== 'string' || !path.isAbsolute(pool)) {
@@ -59,55 +108,45 @@ export class PoolLayout {
       throw new DriverError(FailureType.InvalidArgument, `refusing to use the filesystem root ${root} as a pool`);
     }
     this.root = root;
+    this.identityFile = path.join(root, 'pool.json');
+    this.lockFile = path.join(root, '.lock');
+    this.volumesDir = path.join(root, 'volumes');
+    this.recordsDir = path.join(root, 'records');
+    this.journalDir = path.join(root, 'journal');
+    this.stagingDir = path.join(root, 'staging');
+    this.frozenDir = path.join(root, 'frozen');
+    this.snapshotsDir = path.join(root, 'snapshots');
+    this.snapshotDataDir = path.join(this.snapshotsDir, 'data');
+    this.snapshotRecordsDir = path.join(this.snapshotsDir, 'records');
+    this.snapshotJournalDir = path.join(this.snapshotsDir, 'journal');
   }
 
-  get identityFile(): string {
-    return path.join(this.root, 'pool.json');
+  volumeDir(key: string): string {
+    return this.keyed(this.volumesDir, key, '');
   }
 
-  get lockFile(): string {
-    return path.join(this.root, '.lock');
+  volumeImage(key: string): string {
+    return path.join(this.volumeDir(key), 'disk.img');
   }
 
-  get volumesDir(): string {
-    return path.join(this.root, 'volumes');
+  recordFile(key: string): string {
+    return this.keyed(this.recordsDir, key, '.json');
   }
 
-  get recordsDir(): string {
-    return path.join(this.root, 'records');
+  intentFile(key: string): string {
+    return this.keyed(this.journalDir, key, '.json');
   }
 
-  get journalDir(): string {
-    return path.join(this.root, 'journal');
+  stagingFile(key: string): string {
+    return this.keyed(this.stagingDir, key, '.json');
   }
 
-  get stagingDir(): string {
-    return path.join(this.root, 'staging');
-  }
-
-  get frozenDir(): string {
-    return path.join(this.root, 'frozen');
-  }
-
-  get snapshotsDir(): string {
-    return path.join(this.root, 'snapshots');
-  }
-
-  get snapshotDataDir(): string {
-    return path.join(this.snapshotsDir, 'data');
-  }
-
-  get snapshotRecordsDir(): string {
-    return path.join(this.snapshotsDir, 'records');
-  }
-
-  get snapshotJournalDir(): string {
-    return path.join(this.snapshotsDir, 'journal');
+  freezeFile(key: string): string {
+    return this.keyed(this.frozenDir, key, '.json');
   }
 
   snapshotDir(key: string): string {
-    assertSnapshotKey(key);
-    return this.inside(path.join(this.snapshotDataDir, key));
+    return this.keyed(this.snapshotDataDir, key, '', assertSnapshotKey);
   }
 
   snapshotImage(key: string): string {
@@ -115,50 +154,168 @@ export class PoolLayout {
   }
 
   snapshotRecordFile(key: string): string {
-    assertSnapshotKey(key);
-    return this.inside(path.join(this.snapshotRecordsDir, `${key}.json`));
+    return this.keyed(this.snapshotRecordsDir, key, '.json', assertSnapshotKey);
   }
 
   snapshotIntentFile(key: string): string {
-    assertSnapshotKey(key);
-    return this.inside(path.join(this.snapshotJournalDir, `${key}.json`));
+    return this.keyed(this.snapshotJournalDir, key, '.json', assertSnapshotKey);
   }
 
-  volumeDir(key: string): string {
-    assertVolumeKey(key);
-    return this.inside(path.join(this.volumesDir, key));
+  /** Makes every directory of the layout that is missing, durably (at open: the pool may be new). */
+  async createDirs(): Promise<void> {
+    for (const dir of [this.volumesDir, this.recordsDir, this.journalDir, this.stagingDir, this.frozenDir]) {
+      await fs.mkdir(dir, { recursive: true });
+    }
+    for (const dir of [this.snapshotDataDir, this.snapshotRecordsDir, this.snapshotJournalDir]) {
+      await fs.mkdir(dir, { recursive: true });
+    }
+    await fsyncDir(this.snapshotsDir);
+    await fsyncDir(this.root);
   }
 
-  recordFile(key: string): string {
-    assertVolumeKey(key);
-    return this.inside(path.join(this.recordsDir, `${key}.json`));
-  }
-
-  intentFile(key: string): string {
-    assertVolumeKey(key);
-    return this.inside(path.join(this.journalDir, `${key}.json`));
-  }
-
-  stagingFile(key: string): string {
-    assertVolumeKey(key);
-    return this.inside(path.join(this.stagingDir, `${key}.json`));
-  }
-
-  freezeFile(key: string): string {
-    assertVolumeKey(key);
-    return this.inside(path.join(this.frozenDir, `${key}.json`));
-  }
-
-  volumeImage(key: string): string {
-    return path.join(this.volumeDir(key), 'disk.img');
-  }
-
-  /** Defence in depth: the key check already rules this out. */
-  private inside(candidate: string): string {
+  /** `<dir>/<key><suffix>`, once the key is checked; checked again to lie inside the pool (defence in depth). */
+  private keyed(dir: string, key: string, suffix: string, check: (key: string) => void = assertVolumeKey): string {
+    check(key);
+    const candidate = path.join(dir, `${key}${suffix}`);
     const relative = path.relative(this.root, candidate);
     if (relative === '' || relative.split(path.sep)[0] === '..' || path.isAbsolute(relative)) {
       throw new DriverError(FailureType.Internal, `${candidate} is outside the pool ${this.root}`);
     }
     return candidate;
   }
+}
+
+/* <pool>/pool.json: the pool's UUID, written once so that a re-created pool is never mistaken for the old one. */
+
+export interface PoolIdentity {
+  poolId: string;
+  /** ISO 8601. */
+  createdAt: string;
+  /** The backend kind that created the pool; another kind must not open it. */
+  backend: string;
+  /** The identity this pool replaced, when an operator accepted the replacement (agent/pool-gate.ts). */
+  replaces?: string;
+}
+
+/** What to write when the pool has no identity yet. */
+export interface NewIdentity {
+  /** The identity the node's record remembered, named by the operator's decision; absent on a first start. */
+  replaces?: string;
+}
+
+/**
+ * Writes the identity if there is none (created: true), then checks it belongs to `backend`. A pool that has one
+ * keeps it whatever `fresh` says: the file is written once, so a disk mounted in the meantime wins.
+ */
+export async function ensurePoolIdentity(
+  layout: PoolLayout,
+  backend: string,
+  fresh: NewIdentity = {},
+): Promise<{ identity: PoolIdentity; created: boolean }> {
+  const made: PoolIdentity = { poolId: randomUUID(), createdAt: new Date().toISOString(), backend };
+  if (fresh.replaces) made.replaces = fresh.replaces;
+  const created = await writeJsonOnce(layout.identityFile, made);
+  const identity = created ? made : await readIdentity(layout);
+  if (!identity) throw new DriverError(FailureType.Internal, `${layout.identityFile} vanished while it was opened`);
+  if (identity.backend !== backend) {
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `pool ${layout.root} belongs to the ${identity.backend} backend, not ${backend}`,
+    );
+  }
+  return { identity, created };
+}
+
+/** The pool's identity; undefined when it has none yet (an empty directory, or a disk not mounted there). */
+export async function readIdentity(layout: PoolLayout): Promise<PoolIdentity | undefined> {
+  const file = layout.identityFile;
+  const value = await readJson(file).catch((error: unknown) => {
+    if (error instanceof DriverError) return null;
+    throw error;
+  });
+  if (value === undefined) return undefined;
+  const identity = jsonFields(value);
+  const { poolId, createdAt, backend, replaces } = identity;
+  if (typeof poolId !== 'string' || poolId === '' || typeof createdAt !== 'string' || typeof backend !== 'string') {
+    throw new DriverError(FailureType.FailedPrecondition, `${file} is not a durable-csi pool identity`);
+  }
+  return { poolId, createdAt, backend, ...(typeof replaces === 'string' ? { replaces } : {}) };
+}
+
+/*
+ * One agent process owns a pool. <pool>/.lock holds the owner's pid on its first line, then a token naming this
+ * lock so that a release never removes a lock another process has since taken over. A lock whose pid is dead
+ * is taken over, and so is one holding our own pid: the agent restarted in a fresh PID namespace, or this
+ * process reopened the pool after a simulated crash.
+ */
+
+const ATTEMPTS = 5;
+
+export interface PoolLock {
+  /** Removes the lock file if it is still ours. */
+  release(): Promise<void>;
+}
+
+/** The pid on the lock's first line; undefined for anything else (a lock nobody could have written). */
+export function lockHolder(text: string): number | undefined {
+  const first = text.split('\n')[0]?.trim() ?? '';
+  const pid = /^\d{1,10}$/.test(first) ? Number(first) : 0;
+  return pid > 0 ? pid : undefined;
+}
+
+export function isProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: the process exists but belongs to someone else.
+    return errorCode(error) === 'EPERM';
+  }
+}
+
+export async function acquirePoolLock(layout: PoolLayout): Promise<PoolLock> {
+  const file = layout.lockFile;
+  const content = `${process.pid}\n${randomUUID()}\n`;
+  for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+    if (await writeFileOnce(file, content)) return { release: () => releaseLock(file, content) };
+    const seen = await readFileIfExists(file);
+    if (seen === undefined) continue;
+    const holder = lockHolder(seen);
+    if (holder !== undefined && holder !== process.pid && isProcessAlive(holder)) {
+      throw new DriverError(FailureType.FailedPrecondition, `pool ${layout.root} is in use by process ${holder}`);
+    }
+    await removeStaleLock(file, seen);
+  }
+  throw new DriverError(FailureType.Aborted, `could not lock pool ${layout.root}: other processes keep taking it`);
+}
+
+/**
+ * Removes the lock only if it still holds what was judged stale: it is moved aside (atomically) and put back
+ * if another process replaced it in the meantime, so two processes taking over a stale lock cannot both win.
+ */
+async function removeStaleLock(file: string, stale: string): Promise<void> {
+  const aside = `${file}.stale-${randomUUID()}`;
+  try {
+    await fs.rename(file, aside);
+  } catch (error) {
+    if (isNotFound(error)) return;
+    throw error;
+  }
+  try {
+    if ((await fs.readFile(aside, 'utf8')) !== stale) await restoreLock(aside, file);
+  } finally {
+    await fs.rm(aside, { force: true });
+  }
+}
+
+async function restoreLock(aside: string, file: string): Promise<void> {
+  try {
+    await fs.link(aside, file);
+  } catch (error) {
+    if (errorCode(error) !== 'EEXIST') throw error;
+  }
+}
+
+async function releaseLock(file: string, content: string): Promise<void> {
+  if ((await readFileIfExists(file)) === content) await removeFile(file);
 }

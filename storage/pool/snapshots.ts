@@ -1,20 +1,24 @@
 /**
- * Snapshots on disk, journaled like volumes: snapshots/journal/<key>.json is written before the copy is made and
- * removed when the record (snapshots/records/<key>.json) is written, so a crash part way leaves an intent that the
- * next call or open() settles: a create without a record is rolled back (its partial copy removed), one with a
- * record is kept, a delete is completed. The copy itself (snapshots/data/<key>/) is made by the backend.
+ * Snapshots: their records, their journal, and creating and deleting one. A snapshot is journaled like a volume:
+ * snapshots/journal/<key>.json is written before the copy is made and removed when the record
+ * (snapshots/records/<key>.json) is written, so a crash part way leaves an intent that the next call or open()
+ * settles: a create without a record is rolled back (its partial copy removed), one with a record is kept, a delete
+ * is completed. The checks and the intent run with the pool held, the copy without it (CopiesInFlight keeps its
+ * source and target from changing meanwhile), the record with the pool held again. The copy itself
+ * (snapshots/data/<key>/) is made by the backend.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { copyTimeMs } from '../../common/copy-budget';
 import { DriverError, FailureType } from '../../common/failures';
 import type { CreateSnapshotSpec, OpenReport, SnapshotRecord } from './backend';
-import { fsyncDir, readJson, removeFile, writeJsonAtomic } from '../host/atomic-file';
-import { pathExists } from '../host/fs-checks';
-import { readKeyedFiles } from './keyed-files';
-import { KeyedIndex } from './keyed-index';
-import { assertSnapshotKey, assertVolumeKey, isVolumeKey, keyOfJsonFileName } from './pool-layout';
+import { createDir, jsonFields, pathExists, readJson, removeFile, removeTree, writeJsonAtomic } from '../host/files';
+import type { InFlight } from './journal';
+import type { PoolBackend } from './pool-backend';
+import { assertSnapshotKey, assertVolumeKey, isVolumeKey, keyOfJsonFileName, readKeyedFiles } from './pool-layout';
 import type { PoolLayout } from './pool-layout';
-import { isSize } from './volume-spec';
+import { isShape, isSize, readRecord, storedShape } from './records';
+import type { StoredRecord } from './records';
 
 /** What is stored: the path is derived from the key on every read. */
 export type StoredSnapshot = Omit<SnapshotRecord, 'path'>;
@@ -45,34 +49,24 @@ export function assertCreateSnapshotSpec(spec: unknown): asserts spec is CreateS
 }
 
 function parseSnapshot(value: unknown, key: string, file: string): StoredSnapshot {
-  const record = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
-  const { name, sourceKey, sizeBytes, createdAt, accessType, fsType } = record;
+  const record = jsonFields(value);
+  const { name, sourceKey, sizeBytes, createdAt } = record;
+  const shape = { accessType: record.accessType, fsType: record.fsType };
   if (
     record.key !== key ||
     typeof name !== 'string' ||
     !isVolumeKey(sourceKey) ||
     !isSize(sizeBytes) ||
     typeof createdAt !== 'string' ||
-    (accessType !== undefined && accessType !== 'mount' && accessType !== 'block') ||
-    (fsType !== undefined && typeof fsType !== 'string')
+    !isShape(shape)
   ) {
     throw new DriverError(FailureType.Internal, `${file} is not a snapshot record for key ${key}`);
   }
-  return { key, name, sourceKey, sizeBytes, createdAt, ...shapeOf({ accessType, fsType }) };
+  return { key, name, sourceKey, sizeBytes, createdAt, ...storedShape(shape) };
 }
 
-/** The loop shape, present only when set: a dir snapshot's record has neither field. */
-export function shapeOf(
-  shape: Pick<StoredSnapshot, 'accessType' | 'fsType'>,
-): Pick<StoredSnapshot, 'accessType' | 'fsType'> {
-  return {
-    ...(shape.accessType === undefined ? {} : { accessType: shape.accessType }),
-    ...(shape.fsType === undefined ? {} : { fsType: shape.fsType }),
-  };
-}
-
-function parseIntent(value: unknown, key: string): SnapshotIntent | undefined {
-  const intent = (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
+function parseSnapshotIntent(value: unknown, key: string): SnapshotIntent | undefined {
+  const intent = jsonFields(value);
   const { op, name, sourceKey, sizeBytes, at } = intent;
   if (
     (op !== 'create' && op !== 'delete') ||
@@ -101,7 +95,7 @@ export async function writeSnapshot(layout: PoolLayout, record: StoredSnapshot):
     sourceKey,
     sizeBytes,
     createdAt,
-    ...shapeOf(record),
+    ...storedShape(record),
   });
 }
 
@@ -127,7 +121,7 @@ export async function listSnapshotIntents(
 ): Promise<{ intents: SnapshotIntent[]; strays: string[] }> {
   const read = async (key: string) => {
     try {
-      return parseIntent(await readJson(layout.snapshotIntentFile(key)), key);
+      return parseSnapshotIntent(await readJson(layout.snapshotIntentFile(key)), key);
     } catch (error) {
       if (error instanceof DriverError) return undefined;
       throw error;
@@ -135,22 +129,6 @@ export async function listSnapshotIntents(
   };
   const { entries, strays } = await readKeyedFiles(layout.snapshotJournalDir, read);
   return { intents: entries, strays };
-}
-
-/** Fails with EEXIST rather than adopt a directory this call did not create. */
-export async function makeSnapshotDir(layout: PoolLayout, key: string): Promise<void> {
-  await fs.mkdir(layout.snapshotDir(key));
-  await fsyncDir(layout.snapshotDataDir);
-}
-
-/** Removes the copy and only that: fs.rm does not follow symbolic links inside it. */
-async function removeSnapshotDir(layout: PoolLayout, key: string): Promise<void> {
-  await fs.rm(layout.snapshotDir(key), { recursive: true, force: true });
-  await fsyncDir(layout.snapshotDataDir);
-}
-
-export async function snapshotDirExists(layout: PoolLayout, key: string): Promise<boolean> {
-  return pathExists(layout.snapshotDir(key));
 }
 
 /**
@@ -163,7 +141,7 @@ export async function settleSnapshotIntent(layout: PoolLayout, intent: SnapshotI
     await removeFile(layout.snapshotIntentFile(intent.key));
     return 'kept';
   }
-  await removeSnapshotDir(layout, intent.key);
+  await removeTree(layout.snapshotDir(intent.key));
   if (intent.op === 'delete') await removeFile(layout.snapshotRecordFile(intent.key));
   await removeFile(layout.snapshotIntentFile(intent.key));
   return intent.op === 'create' ? 'rolled-back' : 'completed';
@@ -172,7 +150,7 @@ export async function settleSnapshotIntent(layout: PoolLayout, intent: SnapshotI
 /** Every readable intent but those of copies in flight (`inFlight`), which are theirs to settle. */
 export async function settleSnapshotJournal(
   layout: PoolLayout,
-  inFlight: (key: string) => boolean = () => false,
+  inFlight: InFlight = () => false,
 ): Promise<{ reconciled: Reconciled[]; strays: string[] }> {
   const { intents, strays } = await listSnapshotIntents(layout);
   const reconciled: Reconciled[] = [];
@@ -194,38 +172,129 @@ export async function findSnapshotStrays(layout: PoolLayout): Promise<string[]> 
   }
   for (const name of await fs.readdir(layout.snapshotRecordsDir)) {
     const key = keyOfJsonFileName(name);
-    if (key === undefined || !(await snapshotDirExists(layout, key))) {
+    if (key === undefined || !(await pathExists(layout.snapshotDir(key)))) {
       strays.push(path.join(layout.snapshotRecordsDir, name));
     }
   }
   return strays;
 }
 
-/** The pool's snapshots in memory, read from disk after open() and again whenever a change failed part way. */
-export class SnapshotIndex extends KeyedIndex<StoredSnapshot> {
-  /** `inFlight`: keys whose intents a copy in progress reserves itself. */
-  static async load(
-    layout: PoolLayout,
-    bytesOf: (sizeBytes: number) => number,
-    inFlight: (key: string) => boolean = () => false,
-  ): Promise<SnapshotIndex> {
-    const records = await listSnapshotRecords(layout);
-    const keys = new Set(records.map((record) => record.key));
-    const { intents } = await listSnapshotIntents(layout);
-    const pending = intents
-      .filter((intent) => intent.op === 'create' && !keys.has(intent.key) && !inFlight(intent.key))
-      .reduce((sum, intent) => sum + bytesOf(intent.sizeBytes), 0);
-    const index = new SnapshotIndex(bytesOf, pending);
-    for (const record of records) index.put(record);
-    return index;
-  }
+/* Creating and deleting a snapshot. */
 
-  protected sizeOf(record: StoredSnapshot): number {
-    return record.sizeBytes;
-  }
+/** A copy journaled and marked in flight, to be made without the pool held. */
+interface SnapshotCopy {
+  intent: SnapshotIntent;
+  record: StoredSnapshot;
+  source: StoredRecord;
+  /** Ends the copy's time in flight: once recorded or rolled back. */
+  done: () => void;
+}
 
-  /** The lowest key wins should two share a name (only by hand), as in a scan sorted by key. */
-  byName(name: string): StoredSnapshot | undefined {
-    return this.all().find((record) => record.name === name);
+/**
+ * Idempotent by key and by name: an existing snapshot of the same key, name and source is answered as it is; one
+ * that shares only the key or the name is AlreadyExists. While an earlier attempt still copies this key (or the
+ * source is in another copy), Aborted: the caller retries.
+ */
+export async function createSnapshot(pool: PoolBackend, spec: CreateSnapshotSpec): Promise<StoredSnapshot> {
+  const begun = await pool.locked(() => beginSnapshot(pool, spec));
+  if (!('intent' in begun)) return begun;
+  const { intent, record, source, done } = begun;
+  const { layout, indexes } = pool;
+  await pool.copies.finish(done, {
+    make: async () => {
+      const budgetMs = copyTimeMs(pool.allocatedBytes(source.capacityBytes), pool.copyBudget);
+      await pool.copyToSnapshot(source, pool.snapshotDataPath(record.key), budgetMs);
+    },
+    record: async () => {
+      await writeSnapshot(layout, record);
+      await settleSnapshotIntent(layout, intent);
+      (await indexes.snapshots()).put(record);
+    },
+    // Leaves no partial copy.
+    rollBack: () => settleSnapshotIntent(layout, intent),
+  });
+  return record;
+}
+
+/** The checks and the intent, with the pool held: the existing snapshot, or the copy to make. */
+async function beginSnapshot(pool: PoolBackend, spec: CreateSnapshotSpec): Promise<StoredSnapshot | SnapshotCopy> {
+  const { layout, indexes, copies } = pool;
+  const { snapshotKey: key, sourceKey, name } = spec;
+  await indexes.settle();
+  const snapshots = await indexes.snapshots();
+  const existing = snapshots.get(key) ?? snapshots.byName(name);
+  if (existing) {
+    if (existing.key === key && existing.sourceKey === sourceKey && existing.name === name) return existing;
+    throw new DriverError(
+      FailureType.AlreadyExists,
+      `snapshot "${existing.name}" (key ${existing.key}) already exists, of volume ${existing.sourceKey}; ` +
+        `requested "${name}" (key ${key}) of volume ${sourceKey}`,
+    );
   }
+  // Not recorded yet, but maybe being copied by an earlier attempt.
+  copies.assertSnapshotFree(key, `create snapshot "${name}"`, name);
+  const source = await readRecord(layout, sourceKey);
+  if (!source) {
+    throw new DriverError(FailureType.NotFound, `volume ${sourceKey} does not exist in pool ${layout.root}`);
+  }
+  copies.assertVolumeFree(sourceKey, `snapshot volume ${sourceKey} as "${name}"`);
+  if (await pathExists(layout.snapshotDir(key))) {
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `${layout.snapshotDir(key)} exists without a record; remove it by hand to reuse snapshot key ${key}`,
+    );
+  }
+  const reservedBytes = pool.allocatedBytes(source.capacityBytes);
+  await pool.assertRoom(reservedBytes, `snapshot "${name}" of volume "${source.name}"`);
+  const at = new Date().toISOString();
+  const intent: SnapshotIntent = { op: 'create', key, name, sourceKey, sizeBytes: source.capacityBytes, at };
+  const record: StoredSnapshot = {
+    key,
+    name,
+    sourceKey,
+    sizeBytes: source.capacityBytes,
+    createdAt: at,
+    ...storedShape(source),
+  };
+  await indexes.changing(async () => {
+    await writeSnapshotIntent(layout, intent);
+    try {
+      await createDir(layout.snapshotDir(key));
+    } catch (error) {
+      await settleSnapshotIntent(layout, intent).catch(() => undefined);
+      throw error;
+    }
+  });
+  const done = copies.begin({
+    source: { volumeKey: sourceKey },
+    target: { snapshotKey: key, name },
+    reservedBytes,
+  });
+  return { intent, record, source, done };
+}
+
+/** 'deleted' also when an earlier call that failed part way was just finished by settling the journal. */
+export async function deleteSnapshot(pool: PoolBackend, key: string): Promise<'deleted' | 'absent'> {
+  const { layout, indexes } = pool;
+  pool.copies.assertSnapshotFree(key, `delete snapshot ${key}`);
+  const { reconciled } = await indexes.settle();
+  const finishedNow = reconciled.some(
+    (entry) => entry.key === key && entry.op === 'snapshot-delete' && entry.outcome === 'completed',
+  );
+  const record = await readSnapshot(layout, key);
+  if (!record && !(await pathExists(layout.snapshotDir(key)))) return finishedNow ? 'deleted' : 'absent';
+  const intent: SnapshotIntent = {
+    op: 'delete',
+    key,
+    name: record?.name ?? '',
+    sourceKey: record?.sourceKey ?? '',
+    sizeBytes: record?.sizeBytes ?? 0,
+    at: new Date().toISOString(),
+  };
+  await indexes.changing(async () => {
+    await writeSnapshotIntent(layout, intent);
+    await settleSnapshotIntent(layout, intent);
+  });
+  indexes.removeSnapshot(key);
+  return 'deleted';
 }

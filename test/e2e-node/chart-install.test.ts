@@ -158,6 +158,10 @@ test('the uninstall guide, followed: no volume, operation, record or object of t
     60_000,
   );
   const orphans = await cli<Record<string, unknown[] | boolean>>(node, ['volumes', 'orphans']);
+  // The test Temporal is shared: the records of the real nodes of suites before this one (ended with their nodes,
+  // never uninstalled) are unchecked nodes of the same driver name. Only this node's concerns this uninstall.
+  const others = (value: unknown) => typeof value === 'string' && value !== NODE;
+  if (Array.isArray(orphans.uncheckedNodes)) orphans.uncheckedNodes = orphans.uncheckedNodes.filter((n) => !others(n));
   const found = Object.entries(orphans).filter(([, value]) => Array.isArray(value) && value.length > 0);
   expect(found).toEqual([]);
   // 3. Remove the driver: its cluster-wide objects go with it.

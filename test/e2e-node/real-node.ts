@@ -9,7 +9,7 @@ import { ControlPlane } from '../e2e-k8s/control-plane';
 import type { KubeRest } from '../e2e-k8s/kube-rest';
 import { eventually, startProcess, type Proc } from '../e2e-k8s/processes';
 import { applySnapshotCrds, snapshotControllerArgs } from '../e2e-k8s/snapshot-objects';
-import { k8sTools, type K8sTools } from '../e2e-k8s/tools';
+import { CONTROL_PLANE_SETS, k8sTools, type K8sTools } from '../e2e-k8s/tools';
 import { forward } from './forwarder';
 import { imageRef, type ImageTars } from './images';
 import { processesInKubepods, kubepodsCgroups, removeKubepodsCgroups } from './node-cgroups';
@@ -77,7 +77,9 @@ export class RealNode {
   ) {}
 
   readonly run = fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-node-'));
-  readonly tools: K8sTools = k8sTools();
+  // The control plane, kubelet and sidecars only: phase 4 runs before the storage suite's binaries are built (a
+  // cold machine builds them meanwhile), and its suite asks for those itself (storage-suite/run-suite.ts).
+  readonly tools: K8sTools = k8sTools(CONTROL_PLANE_SETS);
   readonly timings: Record<string, number> = {};
   ns!: NodeNamespace;
   plane!: ControlPlane;

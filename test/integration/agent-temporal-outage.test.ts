@@ -3,7 +3,7 @@ import path from 'node:path';
 import { call, withDeadline, type CsiClients } from '../../csi/client';
 import type { NodeGetInfoResponse__Output } from '../../csi/generated/csi/v1/NodeGetInfoResponse';
 import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
-import { parseVolumeId } from '../../common/volume-id';
+import { parseVolumeId } from '../../common/ids';
 import { findFreePort } from '../../temporal-dev/free-port';
 import { TestCluster, temporalAddress, type ManagedProcess } from '../support/cluster';
 import { MiB, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';

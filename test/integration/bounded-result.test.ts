@@ -3,7 +3,7 @@ import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@t
 import { NativeConnection } from '@temporalio/worker';
 import { randomUUID } from 'node:crypto';
 import { connectionOptions } from '../../temporal/config';
-import { boundedResult } from '../../operations/bounded-result';
+import { boundedResult } from '../../operations/start-or-attach';
 import { testTemporalConfig } from '../support/test-temporal';
 
 /**

@@ -1,10 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { TOPOLOGY_NODE_KEY, createWorkflowId } from '../../common/names';
-import { parseVolumeId } from '../../common/volume-id';
+import { TOPOLOGY_NODE_KEY, createWorkflowId, nodeForgottenSignal } from '../../common/names';
+import { parseVolumeId } from '../../common/ids';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
-import { nodeForgottenSignal } from '../../workflows/node-forgotten';
 import { TestCluster } from '../support/cluster';
 import { createAttempts, until } from '../support/create-history';
 import { codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';

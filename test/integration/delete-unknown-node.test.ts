@@ -1,8 +1,7 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { deleteWorkflowId } from '../../common/names';
+import { deleteWorkflowId, PhaseKey } from '../../common/names';
 import { forgetNode } from '../../operations/forget-node';
-import type { DeleteVolumeResult } from '../../workflows/delete-volume';
-import { PhaseKey } from '../../workflows/search-attribute-keys';
+import type { DeleteVolumeResult } from '../../workflows/deletion';
 import { TestCluster } from '../support/cluster';
 import { deleteVolume } from '../support/csi-requests';
 

@@ -7,13 +7,20 @@ import { call, withDeadline, type CsiClients } from '../../csi/client';
 import type { ControllerExpandVolumeResponse__Output } from '../../csi/generated/csi/v1/ControllerExpandVolumeResponse';
 import { buildOrphanReport } from '../../kubernetes/orphan-report';
 import { readNodeRecord } from '../../node-records/reads';
-import { controlTaskQueue, deleteWorkflowId, nodeRecordWorkflowId } from '../../common/names';
-import { parseVolumeId } from '../../common/volume-id';
+import {
+  controlTaskQueue,
+  deleteWorkflowId,
+  nodeRecordWorkflowId,
+  forgetNodeRecordUpdate,
+  renewRecordSignal,
+  NodeIdKey,
+  OperationKey,
+  PhaseKey,
+  VolumeIdKey,
+} from '../../common/names';
+import { parseVolumeId } from '../../common/ids';
 import { forgetNode } from '../../operations/forget-node';
-import type { DeleteVolumeResult } from '../../workflows/delete-volume';
-import { forgetNodeRecordSignal, forgetNodeRecordUpdate, renewRecordSignal } from '../../workflows/node-presence';
 import type * as workflows from '../../workflows';
-import { NodeIdKey, OperationKey, PhaseKey, VolumeIdKey } from '../../workflows/search-attribute-keys';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { listPendingOperations } from '../../operations/pending-operations';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
@@ -127,25 +134,6 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     await expect(retryLikeCo(() => expand(csi, kept, 128 * 1024 * 1024), 30_000)).resolves.toMatchObject({
       capacity_bytes: String(128 * 1024 * 1024),
     });
-  });
-
-  it('a forget that reaches a live record (read and signal raced) is ignored: deletions still delete', async () => {
-    const csi = await controller('controller-2');
-    const client = await cluster.temporal();
-    const created = await retryLikeCo(() => createVolume(csi, createRequest('pvc-live', undefined, onNode('node-1'))));
-    const volumeId = created.volume!.volume_id;
-    // What `forgetNode` sends after a read that saw the node offline (between holds, or just before it returned).
-    await client.workflow
-      .getHandle(nodeRecordWorkflowId(cluster.driverName, 'node-1'))
-      .signal(forgetNodeRecordSignal, { nodeId: 'node-1', reason: 'stale read', at: new Date().toISOString() });
-    await new Promise((resolve) => setTimeout(resolve, 2000));
-    const record = await readNodeRecord(client, cluster.driverName, 'node-1');
-    expect(record?.node?.live).toBe(true);
-    expect(record?.forgotten).toBeUndefined();
-    await retryLikeCo(() => deleteVolume(csi, volumeId));
-    const result = await client.workflow.getHandle(deleteWorkflowId(cluster.driverName, volumeId)).result();
-    expect(result).toMatchObject<Partial<DeleteVolumeResult>>({ outcome: 'deleted' });
-    expect(cluster.volumesOnDisk('node-1')).not.toContain(keyOf(volumeId));
   });
 
   it('the record refuses the forget itself while its node is live, whatever the caller read', async () => {

@@ -1,8 +1,6 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { readNodeRecord } from '../../node-records/reads';
-import { deleteWorkflowId, nodeRecordWorkflowId } from '../../common/names';
-import { renewRecordSignal } from '../../workflows/node-presence';
-import { PhaseKey } from '../../workflows/search-attribute-keys';
+import { deleteWorkflowId, nodeRecordWorkflowId, renewRecordSignal, PhaseKey } from '../../common/names';
 import { TestCluster } from '../support/cluster';
 import { resetToFirstTask } from '../support/reset-workflow';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';

@@ -6,8 +6,8 @@ import type { ApplicationFailure, Client, WorkflowFailedError } from '@temporali
 import { createWorkflowId } from '../../common/names';
 import type { CsiClients } from '../../csi/client';
 import { createLogger } from '../../common/logger';
-import { parseSnapshotId } from '../../common/snapshot-id';
-import { PLACEMENT_READ_MAX_AGE_MS } from '../../activities/placement-reads';
+import { parseSnapshotId } from '../../common/ids';
+import { PLACEMENT_READ_MAX_AGE_MS } from '../../activities/placement';
 import { GoneNodes } from '../../kubernetes/gone-nodes';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';

@@ -1,8 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { SLOW_COPY_MS } from '../../agent/failpoints';
-import { parseSnapshotId } from '../../common/snapshot-id';
-import { parseVolumeId } from '../../common/volume-id';
+import { parseSnapshotId, parseVolumeId } from '../../common/ids';
 import { TestCluster } from '../support/cluster';
 import type { ManagedProcess } from '../support/cluster';
 import { createSnapshot, createSnapshotUntilReady, notReadyYet } from '../support/snapshot-requests';
@@ -37,7 +36,7 @@ describe('a snapshot whose copy takes longer than a call', () => {
 });
 
 /**
- * A copy runs without the pool lock (storage/pool/copies-in-flight.ts): kubelet's calls on the node's other volumes
+ * A copy runs without the pool lock (storage/pool/pool-indexes.ts): kubelet's calls on the node's other volumes
  * go on while it copies, those on its source are refused (ABORTED: kubelet retries) rather than changing it under the
  * copy, and so is a deletion of the source. And each attempt is bounded by a budget derived from the volume's size
  * (--copy-min-time plus the size at --copy-rate): a copy past it is stopped, and the next attempt starts. Copies wait

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { FailureType } from '../../common/failures';
 import { createSnapshotWorkflowId, deleteSnapshotWorkflowId } from '../../common/names';
-import { parseSnapshotId } from '../../common/snapshot-id';
+import { parseSnapshotId } from '../../common/ids';
 import { SnapshotOperations } from '../../operations/snapshot-operations';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';

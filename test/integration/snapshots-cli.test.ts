@@ -6,7 +6,7 @@ import { call, withDeadline } from '../../csi/client';
 import type { CreateSnapshotResponse__Output } from '../../csi/generated/csi/v1/CreateSnapshotResponse';
 import { deleteSnapshotWorkflowId } from '../../common/names';
 import { buildOrphanReport } from '../../kubernetes/orphan-report';
-import { parseSnapshotId } from '../../common/snapshot-id';
+import { parseSnapshotId } from '../../common/ids';
 import { TestCluster } from '../support/cluster';
 import { MiB, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { eventually, runCli } from '../support/run-cli';

@@ -4,8 +4,7 @@ import { call, withDeadline, type CsiClients } from '../../csi/client';
 import type { CreateSnapshotResponse__Output } from '../../csi/generated/csi/v1/CreateSnapshotResponse';
 import type { ListSnapshotsResponse__Output } from '../../csi/generated/csi/v1/ListSnapshotsResponse';
 import type { ControllerGetCapabilitiesResponse__Output } from '../../csi/generated/csi/v1/ControllerGetCapabilitiesResponse';
-import { parseSnapshotId } from '../../common/snapshot-id';
-import { parseVolumeId } from '../../common/volume-id';
+import { parseSnapshotId, parseVolumeId } from '../../common/ids';
 import { TestCluster } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnCli, stopChild } from '../../agent/spawn-cli';
 import { parseDuration } from '../../common/duration';
-import { parseVolumeId } from '../../common/volume-id';
+import { parseVolumeId } from '../../common/ids';
 import { call, withDeadline, type CsiClients } from '../../csi/client';
 import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
 import { startDevServer, type DevServer } from '../../temporal-dev/dev-server';

@@ -1,9 +1,8 @@
 import type { Client } from '@temporalio/client';
-import { TOPOLOGY_NODE_KEY, createWorkflowId } from '../../common/names';
+import { TOPOLOGY_NODE_KEY, createWorkflowId, nodeForgottenSignal } from '../../common/names';
 import type { CsiClients } from '../../csi/client';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
-import { nodeForgottenSignal } from '../../workflows/node-forgotten';
 import type { TestCluster } from '../support/cluster';
 import { createAttempts, until } from '../support/create-history';
 import { codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';

@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { temporal as temporal_api } from '@temporalio/proto';
 import { createWorkflowId, nodeRecordWorkflowId } from '../../common/names';
-import { parseVolumeId } from '../../common/volume-id';
+import { parseVolumeId } from '../../common/ids';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
 import { startDevServer } from '../../temporal-dev/dev-server';

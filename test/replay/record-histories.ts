@@ -3,10 +3,9 @@ import { temporal as temporal_api } from '@temporalio/proto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createWorkflowId, deleteWorkflowId, nodeRecordWorkflowId } from '../../common/names';
+import { createWorkflowId, deleteWorkflowId, nodeRecordWorkflowId, renewRecordSignal } from '../../common/names';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
-import { forgetNodeRecordSignal, renewRecordSignal } from '../../workflows/node-presence';
 import { startDevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
 
@@ -14,7 +13,6 @@ import { TestCluster } from '../support/cluster';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { call, withDeadline } from '../../csi/client';
 import { recordCreateScenarios } from './create-scenarios';
-import { recordReleaseDeletionOfUnknownNode } from './record-legacy';
 import { recordSnapshotScenarios, type Recording } from './snapshot-scenarios';
 import { recordForgetScenarios } from './forget-scenarios';
 
@@ -24,10 +22,10 @@ import { recordForgetScenarios } from './forget-scenarios';
  * node with no record ended by `nodes forget`, an expansion, a node record through offline, online, a forget signal
  * refused while live and a renewal, creates whose first try dies on the node (create-scenarios.ts: completion,
  * forget, a notice naming another node), snapshots, a restore, every listing and a record deleting what was written
- * off (snapshot-scenarios.ts), a forgotten node's return and a restore its forget ended (forget-scenarios.ts), and a deletion started by release 0.1 and finished by this code (record-legacy.ts).
+ * off (snapshot-scenarios.ts), a forgotten node's return and a restore its forget ended (forget-scenarios.ts).
  * replay.test.ts fails when a workflow type or a patch has no fixture. Run it after a deliberate, patched() change
- * to workflow code (docs/workflow-changes.md): `node dist/test/replay/record-histories.js`. Histories of earlier
- * builds and releases stay in their own folders, replayed too.
+ * to workflow code (docs/workflow-changes.md): `node dist/test/replay/record-histories.js`. The histories of a
+ * release stay in a folder of their own (release-0.2.0/ once a later change records over these), replayed too.
  */
 export const FIXTURES = path.join(__dirname, '..', '..', '..', 'test', 'fixtures', 'histories');
 
@@ -45,8 +43,6 @@ async function main(): Promise<void> {
     createScenarios.catch(() => undefined); // awaited below; a failure there must not go unhandled meanwhile
     const snapshotScenarios = recordSnapshotScenarios(cluster, clients, await cluster.temporal());
     snapshotScenarios.catch(() => undefined);
-    const legacy = recordReleaseDeletionOfUnknownNode(server.address, 'default');
-    legacy.catch(() => undefined);
     const forgetScenarios = recordForgetScenarios(cluster, await cluster.temporal());
     forgetScenarios.catch(() => undefined);
     const created = await retryLikeCo(() =>
@@ -76,14 +72,7 @@ async function main(): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 2000)); // the announcement reaches the deletion
     await cluster.startNode('node-2');
     await retryLikeCo(() => deleteVolume(clients, waitingId));
-    // A forget by signal, as release 0.1 sent it, reaches the record while the node answers: it is refused.
-    const node2Record = temporal.workflow.getHandle(nodeRecordWorkflowId(cluster.driverName, 'node-2'));
-    await node2Record.signal(forgetNodeRecordSignal, {
-      nodeId: 'node-2',
-      reason: 'recorded',
-      at: new Date().toISOString(),
-    });
-    await node2Record.signal(renewRecordSignal);
+    await temporal.workflow.getHandle(nodeRecordWorkflowId(cluster.driverName, 'node-2')).signal(renewRecordSignal);
 
     // Larger than any pool: no node is placed, and the create says what it knows.
     const noRoom = createVolume(clients, createRequest('pvc-no-room', 1024 ** 4, onNode('node-1')));
@@ -109,7 +98,6 @@ async function main(): Promise<void> {
           'expand-volume': expandId,
           ...(await createScenarios),
           ...(await forgetScenarios),
-          'release-0.1/delete-volume-unknown-node-waits': await legacy,
         }).map(([name, workflowId]) => [name, { workflowId }]),
       ),
       // The node record continued as new: its first run holds the offline/online history.

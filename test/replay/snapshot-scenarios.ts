@@ -10,13 +10,13 @@ import {
   listSnapshotsWorkflowId,
   listWorkflowId,
   nodeRecordWorkflowId,
+  renewRecordSignal,
 } from '../../common/names';
-import { parseVolumeId } from '../../common/volume-id';
+import { parseVolumeId } from '../../common/ids';
 import type { CsiClients } from '../../csi/client';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
 import type { TestCluster } from '../support/cluster';
-import { renewRecordSignal } from '../../workflows/node-presence';
 import { until } from '../support/create-history';
 import { MiB, codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { createSnapshot, deleteSnapshot } from '../support/snapshot-requests';
@@ -97,9 +97,6 @@ async function recordListings(driverName: string, temporal: Client, volumeId: st
   return {
     'list-volumes-page': await run('listVolumesPage', listWorkflowId(driverName, 'recorded-page'), page),
     'list-snapshots-page': await run('listSnapshotsPage', listSnapshotsWorkflowId(driverName, 'recorded-page'), page),
-    // The single-result listings that controllers of the previous release start during a rollout.
-    'list-volumes': await run('listVolumes', listWorkflowId(driverName, 'recorded-all'), {}),
-    'list-snapshots': await run('listSnapshots', listSnapshotsWorkflowId(driverName, 'recorded-all'), {}),
     'inspect-volume': await run(
       'inspectVolume',
       inspectWorkflowId(driverName, volumeId, 'recorded'),

@@ -19,8 +19,10 @@ const SANITY_TIMEOUT_MS = 15 * 60_000;
 /**
  * csi-sanity, unlike a CO, does not retry ABORTED, which the controller answers when a workflow outlives
  * --call-wait. The cluster's usual 3 s would turn a slow CI machine into failures; a stuck operation still fails.
+ * 20 s was not enough once: a loop block volume's deletion in the cleanup answered ABORTED at a load average of 22
+ * on 2 cores (a cold run with the Go builds, a real node and other suites beside it).
  */
-const CALL_WAIT = '20s';
+const CALL_WAIT = '45s';
 
 describe.each(selectedConfigs(process.env.SANITY_CONFIGS).map((config) => [config.name, config] as const))(
   'csi-sanity: %s',

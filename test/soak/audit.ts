@@ -1,8 +1,7 @@
 import type { Client } from '@temporalio/client';
 import fs from 'node:fs';
 import path from 'node:path';
-import { parseSnapshotId } from '../../common/snapshot-id';
-import { parseVolumeId, poolIdPrefix } from '../../common/volume-id';
+import { parseSnapshotId, parseVolumeId, poolIdPrefix } from '../../common/ids';
 import { loopMountsUnder, type Cluster } from './cluster';
 import type { Model } from './model';
 import { NODE_RECORD_WORKFLOW_TYPES } from '../../common/names';

@@ -1,5 +1,4 @@
-import { parseSnapshotId } from '../../common/snapshot-id';
-import { parseVolumeId } from '../../common/volume-id';
+import { parseSnapshotId, parseVolumeId } from '../../common/ids';
 
 /** One CSI operation as the orchestrator saw it, from its first attempt to its last answer. */
 export interface OpRecord {

@@ -14,7 +14,7 @@ export const FAULT_KINDS = [
   'node-long-down',
   'temporal-restart',
   'temporal-outage',
-  'registry-loss',
+  'record-loss',
   'forget-then-return',
   'delete-then-create',
   'outage-node-restart',

@@ -10,8 +10,7 @@ import path from 'node:path';
 import { call, withDeadline, type CsiClients } from '../../../csi/client';
 import type { CreateSnapshotResponse__Output } from '../../../csi/generated/csi/v1/CreateSnapshotResponse';
 import type { CreateVolumeRequest } from '../../../csi/generated/csi/v1/CreateVolumeRequest';
-import { parseSnapshotId } from '../../../common/snapshot-id';
-import { parseVolumeId } from '../../../common/volume-id';
+import { parseSnapshotId, parseVolumeId } from '../../../common/ids';
 import { createRequest, createVolume, deleteVolume, GiB, MiB, onNode, retryLikeCo } from '../../support/csi-requests';
 import { blockBytes, dropCache, run, sharedBytes, usedBytes, type PoolFs } from './host';
 

@@ -8,7 +8,7 @@ import { nodeLongDown } from './node-long-down';
 import { nodeRollout } from './node-rollout';
 import { deleteThenCreate } from './delete-then-create';
 import { outageNodeRestart } from './outage-node-restart';
-import { registryLoss } from './registry-loss';
+import { recordLoss } from './record-loss';
 import { temporalOutage } from './temporal-outage';
 import { temporalRestart } from './temporal-restart';
 import { historyRestart, matchingRestart, postgresOutage } from './temporal-services';
@@ -25,7 +25,7 @@ const FAULTS: Record<FaultKind, Fault> = {
   'node-long-down': nodeLongDown,
   'temporal-restart': temporalRestart,
   'temporal-outage': temporalOutage,
-  'registry-loss': registryLoss,
+  'record-loss': recordLoss,
   'forget-then-return': forgetThenReturn,
   'delete-then-create': deleteThenCreate,
   'history-restart': historyRestart,

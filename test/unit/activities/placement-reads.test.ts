@@ -1,5 +1,5 @@
 import type { NodeRecordView } from '../../../node-records/reads';
-import { PlacementReads, type RecordSource } from '../../../activities/placement-reads';
+import { PlacementReads, type RecordSource } from '../../../activities/placement';
 
 function view(nodeId: string): NodeRecordView {
   return {

@@ -1,6 +1,5 @@
 import type { NodeRecordView } from '../../../node-records/reads';
-import { PlacementReads, type RecordSource } from '../../../activities/placement-reads';
-import { findCandidates, sampleLiveNodes } from '../../../activities/control-activities';
+import { PlacementReads, type RecordSource, findCandidates, sampleLiveNodes } from '../../../activities/placement';
 
 function view(nodeId: string, live: boolean): NodeRecordView {
   const node = { nodeId, backend: 'dir', poolId: `pool-${nodeId}`, capacityBytes: 100, availableBytes: 100 };

@@ -1,5 +1,4 @@
-import { formatSnapshotId } from '../../../common/snapshot-id';
-import { formatVolumeId } from '../../../common/volume-id';
+import { formatSnapshotId, formatVolumeId } from '../../../common/ids';
 import { describeDeleteOutcome, describeSnapshotDeleteOutcome } from '../../../cli/delete-outcome-text';
 import { describeUnanswered } from '../../../cli/list-all-volumes';
 import { checkSnapshotId, checkSnapshotName, checkSourceVolumeId } from '../../../cli/snapshot-input';

@@ -1,6 +1,5 @@
 import { deleteSnapshotWorkflowId, deleteWorkflowId } from '../../../common/names';
-import { formatSnapshotId } from '../../../common/snapshot-id';
-import { formatVolumeId } from '../../../common/volume-id';
+import { formatSnapshotId, formatVolumeId } from '../../../common/ids';
 import { printOrphanReport } from '../../../cli/volumes-orphans-command';
 import type { OrphanReport } from '../../../kubernetes/orphan-report';
 

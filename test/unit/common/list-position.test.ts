@@ -6,8 +6,7 @@ import {
   nodeRemains,
   pastNode,
 } from '../../../common/list-position';
-import { formatSnapshotId } from '../../../common/snapshot-id';
-import { formatVolumeId } from '../../../common/volume-id';
+import { formatSnapshotId, formatVolumeId } from '../../../common/ids';
 
 const pool = '0123456789abcdef';
 const key = 'ab'.repeat(16);

@@ -1,7 +1,11 @@
-import { MAX_NODE_ID_LENGTH } from '../../../common/node-id';
-import { SNAPSHOT_ID_MAX_BYTES, formatSnapshotId, parseSnapshotId } from '../../../common/snapshot-id';
-import type { SnapshotIdParts } from '../../../common/snapshot-id';
-import { formatVolumeId } from '../../../common/volume-id';
+import {
+  MAX_NODE_ID_LENGTH,
+  SNAPSHOT_ID_MAX_BYTES,
+  formatSnapshotId,
+  parseSnapshotId,
+  formatVolumeId,
+} from '../../../common/ids';
+import type { SnapshotIdParts } from '../../../common/ids';
 import { newSnapshotKey } from '../../../operations/snapshot-key';
 
 const PREFIX = '0123456789abcdef';

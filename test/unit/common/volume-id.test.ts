@@ -1,13 +1,13 @@
-import { MAX_NODE_ID_LENGTH } from '../../../common/node-id';
 import {
+  MAX_NODE_ID_LENGTH,
   POOL_ID_PREFIX_LENGTH,
   VOLUME_ID_MAX_BYTES,
   formatVolumeId,
   ownsVolume,
   parseVolumeId,
   poolIdPrefix,
-} from '../../../common/volume-id';
-import type { VolumeIdParts } from '../../../common/volume-id';
+} from '../../../common/ids';
+import type { VolumeIdParts } from '../../../common/ids';
 
 const PREFIX = '0123456789abcdef';
 const KEY = '0123456789abcdef0123456789abcdef';

@@ -1,10 +1,9 @@
 import type { ServerUnaryCall } from '@grpc/grpc-js';
 import { FailureType } from '../../../common/failures';
-import { formatSnapshotId, parseSnapshotId } from '../../../common/snapshot-id';
-import { formatVolumeId, parseVolumeId } from '../../../common/volume-id';
+import { formatSnapshotId, parseSnapshotId, formatVolumeId, parseVolumeId } from '../../../common/ids';
 import { createSnapshotHandlers } from '../../../csi/controller-snapshots';
 import type { SnapshotLookup, SnapshotOperations } from '../../../operations/snapshot-operations';
-import type { ListedSnapshot } from '../../../workflows/list-snapshots';
+import type { ListedSnapshot } from '../../../workflows/listing';
 
 const PREFIX = '0123456789abcdef';
 const key = (n: number) => n.toString(16).padStart(32, '0');

@@ -1,4 +1,4 @@
-import { checkParameters } from '../../../csi/validate-parameters';
+import { checkParameters } from '../../../csi/validate-create';
 
 describe('parameters external-provisioner sends', () => {
   it('accepts csi.storage.k8s.io/fstype, which GetCapacity receives with the StorageClass parameters', () => {

@@ -1,11 +1,10 @@
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import { deleteSnapshotWorkflowId } from '../../../common/names';
-import { formatSnapshotId } from '../../../common/snapshot-id';
-import { formatVolumeId } from '../../../common/volume-id';
+import { formatSnapshotId, formatVolumeId } from '../../../common/ids';
 import { SNAPSHOT_CONTENTS, listDriverSnapshotContents } from '../../../kubernetes/snapshot-contents';
 import type { DriverSnapshotContent } from '../../../kubernetes/snapshot-contents';
 import { judgeSnapshots } from '../../../kubernetes/snapshot-orphans';
-import type { ListedSnapshot } from '../../../workflows/list-snapshots';
+import type { ListedSnapshot } from '../../../workflows/listing';
 
 const DRIVER = 'durable-csi.io';
 const PREFIX = '0123456789abcdef';

@@ -1,5 +1,6 @@
 import type { NodeRecordView } from '../../../node-records/reads';
-import { describeWait, formatDuration } from '../../../operations/describe-wait';
+import { describeWait } from '../../../operations/start-or-attach';
+import { formatDuration } from '../../../common/duration';
 
 describe('formatDuration', () => {
   it.each<[number, string]>([

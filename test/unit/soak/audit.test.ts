@@ -45,6 +45,8 @@ const cluster = () =>
   ({
     nodes: [{ name: 'node-1', downThroughout: () => false }],
     pool: (node: string) => path.join(root, node),
+    // The work folder, where the audit looks for loop filesystems left frozen: none under this one.
+    config: { root },
   }) as unknown as Cluster;
 
 /** A model holding one volume (soak-u1) and one snapshot name of it. */

@@ -8,7 +8,7 @@ import { DirBackend } from '../../../storage/dir/dir-backend';
 import { writeIntent } from '../../../storage/pool/journal';
 import type { Intent } from '../../../storage/pool/journal';
 import { PoolLayout } from '../../../storage/pool/pool-layout';
-import { writeRecord } from '../../../storage/pool/volume-records';
+import { writeRecord } from '../../../storage/pool/records';
 import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
 
 let fixture: PoolFixture;

@@ -6,20 +6,21 @@
  */
 import fs from 'node:fs';
 import { FailureType } from '../../../common/failures';
-import { DirBackend } from '../../../storage/dir/dir-backend';
-import { assertProjectQuotas, missingProjectQuota, projectQuotaRefusal } from '../../../storage/dir/dir-quota';
-import { runTool } from '../../../storage/host/tools';
-import { readIntent, writeIntent } from '../../../storage/pool/journal';
-import { PoolLayout } from '../../../storage/pool/pool-layout';
 import {
+  DirBackend,
+  assertProjectQuotas,
+  missingProjectQuota,
+  projectQuotaRefusal,
   FIRST_PROJECT_ID,
   XfsProjectQuotas,
   chooseProjectId,
   projectIdCandidate,
   type ProjectQuotas,
-} from '../../../storage/dir/project-quotas';
-import { LAST_PROJECT_ID } from '../../../storage/pool/project-id';
-import { readRecord, writeRecord } from '../../../storage/pool/volume-records';
+} from '../../../storage/dir/dir-backend';
+import { runTool } from '../../../storage/host/tools';
+import { readIntent, writeIntent } from '../../../storage/pool/journal';
+import { PoolLayout } from '../../../storage/pool/pool-layout';
+import { LAST_PROJECT_ID, readRecord, writeRecord } from '../../../storage/pool/records';
 import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
 
 const MiB = 1024 ** 2;

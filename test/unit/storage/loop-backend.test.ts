@@ -9,7 +9,7 @@ import { FailureType } from '../../../common/failures';
 import type { CreateVolumeSpec } from '../../../storage/pool/backend';
 import { writeIntent } from '../../../storage/pool/journal';
 import { LoopBackend } from '../../../storage/loop/loop-backend';
-import type { LoopAccess } from '../../../storage/loop/loop-access';
+import type { LoopAccess } from '../../../storage/loop/loop-backend';
 import { PoolLayout } from '../../../storage/pool/pool-layout';
 import { blockdevSize, dfBytes, hasSysResource, isMountPoint, loopDevicesOf } from './mount-helpers';
 import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';

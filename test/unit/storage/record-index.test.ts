@@ -5,15 +5,14 @@
  */
 import fs from 'node:fs';
 import { FailureType } from '../../../common/failures';
-import * as atomicFile from '../../../storage/host/atomic-file';
+import * as files from '../../../storage/host/files';
 import type { CreateVolumeSpec, StorageBackend } from '../../../storage/pool/backend';
 import { DirBackend } from '../../../storage/dir/dir-backend';
 import * as journal from '../../../storage/pool/journal';
 import { PoolLayout } from '../../../storage/pool/pool-layout';
-import { RecordIndex } from '../../../storage/pool/record-index';
-import { reserved } from '../../../storage/pool/volume-compat';
-import { listRecords, writeRecord } from '../../../storage/pool/volume-records';
-import type { StoredRecord } from '../../../storage/pool/volume-records';
+import { RecordIndex, reserved } from '../../../storage/pool/pool-indexes';
+import { listRecords, writeRecord } from '../../../storage/pool/records';
+import type { StoredRecord } from '../../../storage/pool/records';
 import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
 
 type Step = 'allocate' | 'release' | 'grow';
@@ -22,16 +21,16 @@ type Step = 'allocate' | 'release' | 'grow';
 class FlakyDirBackend extends DirBackend {
   readonly failing = new Set<Step>();
 
-  protected override async allocate(): Promise<void> {
+  override async allocate(): Promise<void> {
     this.fail('allocate');
   }
 
-  protected override async release(key: string): Promise<void> {
+  override async release(intent: journal.Intent): Promise<void> {
     this.fail('release');
-    await super.release(key);
+    await super.release(intent);
   }
 
-  protected override async grow(): Promise<void> {
+  override async grow(): Promise<void> {
     this.fail('grow');
   }
 
@@ -115,7 +114,7 @@ describe('the record index', () => {
     const backend = await fixture.opened(100 * GI);
     const volumes = [];
     for (let i = 0; i < 20; i++) volumes.push(await backend.createVolume(spec()));
-    const reads = jest.spyOn(atomicFile, 'readJson');
+    const reads = jest.spyOn(files, 'readJson');
 
     await backend.status();
     await backend.createVolume(spec());
@@ -147,10 +146,16 @@ describe('the record index', () => {
   it('sees a create whose record was written though its intent could not be removed', async () => {
     const backend = await fixture.opened(10 * GI);
     const request = spec({ capacityBytes: 3 * GI });
-    const removeIntent = jest.spyOn(journal, 'removeIntent').mockRejectedValue(new Error('injected failure'));
+    // Every removal of a journal file fails: the create's own and the rollback's after it.
+    const removeFile = files.removeFile;
+    const removeIntent = jest.spyOn(files, 'removeFile').mockImplementation(async (file) => {
+      if (file.startsWith(layout.journalDir)) throw new Error('injected failure');
+      return removeFile(file);
+    });
 
     await expect(backend.createVolume(request)).rejects.toThrow(/injected failure/);
     expect(fixture.list('records')).toEqual([`${request.key}.json`]);
+    expect(fixture.list('journal')).toEqual([`${request.key}.json`]);
     expect(await backend.status()).toMatchObject({ reservedBytes: 3 * GI, volumeCount: 1 });
     await expectMatchesDisk(backend);
 

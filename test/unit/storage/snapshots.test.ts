@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { FailureType } from '../../../common/failures';
 import { DirBackend } from '../../../storage/dir/dir-backend';
-import type { StoredRecord } from '../../../storage/pool/volume-records';
+import type { StoredRecord } from '../../../storage/pool/records';
 import { LoopBackend } from '../../../storage/loop/loop-backend';
 import type { CreateVolumeSpec } from '../../../storage/pool/backend';
 import { PoolLayout } from '../../../storage/pool/pool-layout';
@@ -313,7 +313,7 @@ describe('dir snapshots', () => {
     let entered: () => void = () => undefined;
     const copyStarted = new Promise<void>((resolve) => (entered = resolve));
     class SlowCopy extends DirBackend {
-      protected override async copyToSnapshot(source: StoredRecord, target: string, budgetMs: number): Promise<void> {
+      override async copyToSnapshot(source: StoredRecord, target: string, budgetMs: number): Promise<void> {
         entered();
         await held;
         await super.copyToSnapshot(source, target, budgetMs);
@@ -351,11 +351,11 @@ describe('dir snapshots', () => {
       if (gate.fail) throw new Error('the copy failed');
     };
     class Gated extends DirBackend {
-      protected override async copyToSnapshot(source: StoredRecord, target: string, budgetMs: number) {
+      override async copyToSnapshot(source: StoredRecord, target: string, budgetMs: number) {
         await wait();
         await super.copyToSnapshot(source, target, budgetMs);
       }
-      protected override async copyIn(...args: Parameters<DirBackend['copyIn']>) {
+      override async copyIn(...args: Parameters<DirBackend['copyIn']>) {
         await wait();
         await super.copyIn(...args);
       }

@@ -5,7 +5,7 @@ import { searchAttributeCreateCommands } from '../../../temporal/register-comman
 import { SEARCH_ATTRIBUTES } from '../../../temporal/search-attributes';
 import { temporalConfigFlags } from '../../temporal-prod/prod-temporal';
 import { renderDynamicConfig, renderServerConfig, SERVICES } from '../../temporal-prod/server-config';
-import * as keys from '../../../workflows/search-attribute-keys';
+import * as keys from '../../../common/names';
 
 const FULL: TemporalConfig = {
   address: '127.0.0.1:7233',
@@ -26,8 +26,9 @@ describe('production-style Temporal configuration', () => {
   });
 
   it('registers every search attribute key the workflows define, with its type', () => {
+    // Search attribute keys are typed KEYWORD, DATETIME, ...; signal and update definitions share their module.
     const defined = Object.values(keys).filter(
-      (value) => typeof value === 'object' && value !== null && 'name' in value,
+      (value) => typeof value === 'object' && value !== null && 'name' in value && /^[A-Z_]+$/.test(String(value.type)),
     );
     expect(Object.keys(SEARCH_ATTRIBUTES).sort()).toEqual(defined.map((key) => (key as { name: string }).name).sort());
     expect(SEARCH_ATTRIBUTES.DurableCsiWaitingSince).toBe('Datetime');

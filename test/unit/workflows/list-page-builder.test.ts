@@ -1,6 +1,6 @@
 import type { NodeListPage } from '../../../activities/node-activities';
 import { LIST_START, pastNode } from '../../../common/list-position';
-import { PageBuilder, VOLUME_LIST } from '../../../workflows/list-page-builder';
+import { PageBuilder, VOLUME_LIST } from '../../../workflows/listing';
 
 const poolId = '01234567-89ab-cdef-0123-456789abcdef';
 const key = (index: number) => index.toString(16).padStart(32, '0');

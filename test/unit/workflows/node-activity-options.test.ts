@@ -4,7 +4,7 @@ import {
   createFirstTryOptions,
   deleteOptions,
   expandOptions,
-} from '../../../workflows/node-activity-options';
+} from '../../../workflows/node-work';
 
 /** The values each workflow wrote inline before they were gathered here (e1a0f50): moving them changed none. */
 describe('node activity options', () => {

@@ -1,5 +1,5 @@
-import type { NodeView } from '../../../node-records/types';
-import { rankCandidates, unknownNodes } from '../../../workflows/placement';
+import type { NodeView } from '../../../common/names';
+import { rankCandidates } from '../../../activities/placement';
 
 const GI = 1024 ** 3;
 
@@ -134,25 +134,5 @@ describe('rankCandidates', () => {
     expect(ids(nodes)).toEqual(before);
     expect(ranked[0]).toBe(nodes[2]);
     expect(sorted(ids(ranked))).toEqual(['a', 'b', 'c']);
-  });
-});
-
-describe('unknownNodes', () => {
-  const nodes = [node('a', 10), node('b', 20, false)];
-
-  it('returns nothing when there is no requisite set', () => {
-    expect(unknownNodes(nodes, undefined)).toEqual([]);
-  });
-
-  it('returns the requisite nodes the registry has never seen, in request order', () => {
-    expect(unknownNodes(nodes, ['z', 'a', 'y', 'b'])).toEqual(['z', 'y']);
-  });
-
-  it('counts an offline node as known', () => {
-    expect(unknownNodes(nodes, ['b'])).toEqual([]);
-  });
-
-  it('reports every requisite node when the registry is empty', () => {
-    expect(unknownNodes([], ['a', 'b'])).toEqual(['a', 'b']);
   });
 });
