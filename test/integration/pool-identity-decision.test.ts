@@ -3,17 +3,8 @@ import path from 'node:path';
 import type { CsiClients } from '../../csi/client';
 import { nodeRecordWorkflowId, NodeIdKey } from '../../common/names';
 import { parseSnapshotId, parseVolumeId, poolIdPrefix } from '../../common/ids';
-import { TestCluster } from '../support/cluster';
-import {
-  MiB,
-  codeOf,
-  createRequest,
-  createVolume,
-  deleteVolume,
-  onNode,
-  probe,
-  retryLikeCo,
-} from '../support/csi-requests';
+import { TestCluster, probe } from '../support/cluster';
+import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { createSnapshotUntilReady, deleteSnapshot } from '../support/snapshot-requests';
 import { eventually } from '../support/eventually';
 

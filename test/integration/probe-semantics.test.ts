@@ -6,7 +6,7 @@ import { waitUntilReady } from '../../agent/wait-ready';
 import { connectCsi } from '../../csi/client';
 import { startDevServer, type DevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
-import { probe } from '../support/csi-requests';
+import { probe } from '../support/cluster';
 import { eventually } from '../support/eventually';
 
 /**

@@ -8,17 +8,8 @@ import { parseVolumeId } from '../../common/ids';
 import type { CsiClients } from '../../csi/client';
 import { startDevServer, type DevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
-import { TestCluster, type ManagedProcess } from '../support/cluster';
-import {
-  MiB,
-  codeOf,
-  createRequest,
-  createVolume,
-  deleteVolume,
-  onNode,
-  probe,
-  retryLikeCo,
-} from '../support/csi-requests';
+import { TestCluster, probe, type ManagedProcess } from '../support/cluster';
+import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { ADDRESS_ENV, CONFIG_ENV, testTemporalFlags } from '../support/test-temporal';
 import { isMountPoint, releaseMountsUnder } from '../unit/storage/mount-helpers';
 import { kubeletPaths, nodeRpcs } from './node-helpers';

@@ -2,7 +2,6 @@ import { status, type ServiceError } from '@grpc/grpc-js';
 import { call, withDeadline, type CsiClients } from '../../csi/client';
 import type { CreateVolumeRequest } from '../../csi/generated/csi/v1/CreateVolumeRequest';
 import type { CreateVolumeResponse__Output } from '../../csi/generated/csi/v1/CreateVolumeResponse';
-import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
 import { TOPOLOGY_NODE_KEY } from '../../common/names';
 
 export const GiB = 1024 ** 3;
@@ -32,12 +31,6 @@ export function deleteVolume(clients: CsiClients, volumeId: string, timeoutMs = 
   return call<object>((done) =>
     clients.controller.DeleteVolume({ volume_id: volumeId }, withDeadline(timeoutMs), done),
   );
-}
-
-/** CSI Probe's `ready`: false while the driver cannot serve yet, undefined if it leaves the field out. */
-export async function probe(clients: CsiClients, timeoutMs = 3000): Promise<boolean | undefined> {
-  const answer = await call<ProbeResponse__Output>((done) => clients.identity.Probe({}, withDeadline(timeoutMs), done));
-  return answer.ready?.value;
 }
 
 /** The gRPC status name of a failed call, or 'OK'. */
