@@ -5,7 +5,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnCli, stopChild } from '../../agent/spawn-cli';
 import { waitUntilReady } from '../../agent/wait-ready';
-import { connectCsi, type CsiClients } from '../../csi/client';
+import { call, connectCsi, withDeadline, type CsiClients } from '../../csi/client';
+import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
 import { readNodeRecord } from '../../node-records/reads';
 import { DEV_NODE_FLAGS } from '../../agent/dev-node-flags';
 import { connectTestTemporal, testTemporalConfig, testTemporalFlags } from './test-temporal';
@@ -13,6 +14,12 @@ import { connectTestTemporal, testTemporalConfig, testTemporalFlags } from './te
 /** The address of the Temporal server the test runs against (test-temporal.ts says which). */
 export function temporalAddress(): string {
   return testTemporalConfig().address;
+}
+
+/** CSI Probe's `ready`: false while the driver cannot serve yet, undefined if it leaves the field out. */
+export async function probe(clients: CsiClients, timeoutMs = 3000): Promise<boolean | undefined> {
+  const answer = await call<ProbeResponse__Output>((done) => clients.identity.Probe({}, withDeadline(timeoutMs), done));
+  return answer.ready?.value;
 }
 
 export interface ManagedProcess {
