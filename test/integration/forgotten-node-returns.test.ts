@@ -57,12 +57,6 @@ describe('a forgotten node that comes back, and forgets that race', () => {
       ],
     });
   };
-  const untilOffline = (client: Client, nodeId: string) =>
-    eventually(
-      `${nodeId} offline`,
-      async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.live === false,
-      60_000,
-    );
 
   it('deletes on its disk every volume written off while it was forgotten, and a re-create makes a new volume', async () => {
     await cluster.startNode('node-1');
@@ -74,7 +68,7 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     expect(cluster.volumesOnDisk('node-2')).toEqual([keyOf(written)]);
 
     await node2.kill('SIGKILL');
-    await untilOffline(client, 'node-2');
+    await cluster.untilOffline('node-2');
     await forgetNode(client, cluster.driverName, 'node-2', 'the machine is gone');
     await expect(deleteVolume(csi, written, 8000)).resolves.toEqual({}); // the CO is told it is gone
     expect(cluster.volumesOnDisk('node-2')).toEqual([keyOf(written)]); // nothing could delete it yet
@@ -111,7 +105,7 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     execFileSync('chattr', ['+i', pinned]);
     try {
       await node7.stop();
-      await untilOffline(client, 'node-7');
+      await cluster.untilOffline('node-7');
       await forgetNode(client, cluster.driverName, 'node-7', 'looked gone');
       await expect(deleteVolume(csi, stuck, 8000)).resolves.toEqual({}); // written off on the record
 
@@ -181,7 +175,7 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     // The server times the dead agent's presence out on its own: a read sees node-4 offline, while its record,
     // with no worker to run it, has not decided anything; the agent is back before any controller is.
     await node4.kill('SIGKILL');
-    await untilOffline(client, 'node-4');
+    await cluster.untilOffline('node-4');
     node4 = await cluster.startNode('node-4');
     const deletion = await startDeletion(client, volumeId, false);
     await eventually(
@@ -209,7 +203,7 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     );
     const volumeId = created.volume!.volume_id;
     await node5.kill('SIGKILL');
-    await untilOffline(client, 'node-5');
+    await cluster.untilOffline('node-5');
     await forgetNode(client, cluster.driverName, 'node-5', 'gone');
     await expect(deleteVolume(csi, volumeId, 8000)).resolves.toEqual({});
     // An operator clears long-running workflows: the record, and with it the list of what was written off.
@@ -228,7 +222,7 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     const created = await retryLikeCo(() => createVolume(csi, createRequest('pvc-race', undefined, onNode('node-3'))));
     const volumeId = created.volume!.volume_id;
     await node3.kill('SIGKILL');
-    await untilOffline(client, 'node-3');
+    await cluster.untilOffline('node-3');
     await forgetNode(client, cluster.driverName, 'node-3', 'gone for good');
     // A controller that read the record just before the forget started the deletion without the decision, and
     // the forget's visibility query did not list it yet.
@@ -252,7 +246,7 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     await record.signal(renewRecordSignal);
     await eventually('the record renewed', async () => (await record.describe()).runId !== firstRun, 30_000);
     await node6.kill('SIGKILL');
-    await untilOffline(client, 'node-6');
+    await cluster.untilOffline('node-6');
     const outcome = await forgetNode(client, cluster.driverName, 'node-6', 'retired after a renewal');
     expect(outcome.notice).toMatchObject({ nodeId: 'node-6', reason: 'retired after a renewal' });
     expect((await readNodeRecord(client, cluster.driverName, 'node-6'))?.forgotten?.reason).toBe(

@@ -26,11 +26,6 @@ describe('snapshots of a forgotten node that comes back', () => {
   afterAll(() => cluster.teardown());
 
   const copies = (nodeId: string) => fs.readdirSync(path.join(cluster.pool(nodeId), 'snapshots', 'data'));
-  const untilOffline = (client: Client, nodeId: string) =>
-    eventually(
-      `${nodeId} offline`,
-      async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.live === false,
-    );
 
   it('a snapshot deleted while its node was forgotten is deleted on its pool when the node returns', async () => {
     const node = await cluster.startNode('node-1');
@@ -42,7 +37,7 @@ describe('snapshots of a forgotten node that comes back', () => {
     expect(copies('node-1')).toEqual([key]);
 
     await node.kill('SIGKILL');
-    await untilOffline(client, 'node-1');
+    await cluster.untilOffline('node-1');
     await forgetNode(client, cluster.driverName, 'node-1', 'the machine is gone');
     await expect(deleteSnapshot(clients, made.snapshot!.snapshot_id)).resolves.toEqual({}); // node-forgotten
     expect(copies('node-1')).toEqual([key]); // nothing could delete it yet
@@ -64,7 +59,7 @@ describe('snapshots of a forgotten node that comes back', () => {
     await doomed.exited;
     expect(copies('node-2')).toHaveLength(1);
 
-    await untilOffline(client, 'node-2');
+    await cluster.untilOffline('node-2');
     await forgetNode(client, cluster.driverName, 'node-2', 'the machine is gone');
     await eventually(
       'the create ended by the forget',
