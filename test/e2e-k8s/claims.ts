@@ -1,6 +1,6 @@
 import type { V1PersistentVolume, V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import type { KubeRest } from './kube-rest';
-import { eventually } from './processes';
+import { eventually } from '../support/eventually';
 
 export const E2E_NAMESPACE = 'e2e';
 const CLAIMS = `/api/v1/namespaces/${E2E_NAMESPACE}/persistentvolumeclaims`;

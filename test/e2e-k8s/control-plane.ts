@@ -3,8 +3,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { findFreePort } from '../../temporal-dev/free-port';
 import { KubeRest } from './kube-rest';
-import { eventually, startProcess, type Proc } from './processes';
+import { startProcess, type Proc } from './processes';
 import type { K8sTools } from './tools';
+import { eventually } from '../support/eventually';
 
 /** An identity the API server knows by a static token (--token-auth-file). */
 export interface Identity {

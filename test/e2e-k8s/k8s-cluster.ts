@@ -11,8 +11,9 @@ import { temporalAddress } from '../support/cluster';
 import { ControlPlane, serviceAccount } from './control-plane';
 import type { KubeRest } from './kube-rest';
 import { preparePod, startLaunch, type PodRun } from './pod-runner';
-import { eventually, type Proc } from './processes';
+import { type Proc } from './processes';
 import { CONTROL_PLANE_SETS, k8sTools, type K8sTools } from './tools';
+import { eventually } from '../support/eventually';
 
 export const NAMESPACE = 'durable-csi';
 export const DRIVER = 'durable-csi.io';

@@ -24,7 +24,7 @@ import { temporalAddress } from '../support/cluster';
 import { createRequest, createVolume, deleteVolume } from '../support/csi-requests';
 import { ClaimWatch, E2E_NAMESPACE } from './claims';
 import { DRIVER, K8sCluster, NAMESPACE } from './k8s-cluster';
-import { eventually } from './processes';
+import { eventually } from '../support/eventually';
 
 /**
  * durable-csi on a real Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) behind the real

@@ -8,11 +8,11 @@ import { listPendingOperations } from '../../operations/pending-operations';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { codeOf, deleteVolume } from '../support/csi-requests';
 import { GrpcCallProxy } from '../support/grpc-call-proxy';
-import { eventually } from '../support/run-cli';
 import { temporalAddress } from '../support/cluster';
 import { ControlPlane } from './control-plane';
 import type { KubeRest } from './kube-rest';
 import { CONTROL_PLANE_SETS, k8sTools } from './tools';
+import { eventually } from '../support/eventually';
 
 /**
  * The Node-deleted policy (kubernetes/node-deleted-watch.ts) against a real kube-apiserver and the real Temporal
@@ -91,13 +91,16 @@ describe('Node-deleted policy (forget-after) on a real API server', () => {
     // A deletion waiting for the node: what a forget would release (and wrongly answer "written off").
     const csi = cluster.csi(endpoint);
     expect(await codeOf(deleteVolume(csi, volumeId))).toBe('ABORTED');
-    await eventually(async () => (await listPendingOperations(client, cluster.driverName, { nodeId })).length === 1);
+    await eventually(
+      `one pending operation on ${nodeId}`,
+      async () => (await listPendingOperations(client, cluster.driverName, { nodeId })).length === 1,
+    );
 
     // The policy reads the node's record while the Node is gone; the Node returns before that read answers.
     const release = proxy.hold('DescribeWorkflowExecution', nodeRecordWorkflowId(cluster.driverName, nodeId));
     try {
       await api.delete(`/api/v1/nodes/${nodeId}`);
-      await eventually(() => proxy.heldCalls() > 0, 30_000, 'the policy reading the record');
+      await eventually('the policy reading the record', () => proxy.heldCalls() > 0, 30_000);
       await createNode(nodeId);
       await sleep(2000); // the controller's informer sees the Node back (its `add` finds nothing to cancel yet)
     } finally {
@@ -115,7 +118,7 @@ describe('Node-deleted policy (forget-after) on a real API server', () => {
     await createNode(nodeId);
     await createPv(volumeId);
     await api.delete(`/api/v1/nodes/${nodeId}`);
-    const decision = await eventually(() => forgotten(nodeId), 30_000, 'the node forgotten');
+    const decision = await eventually('the node forgotten', () => forgotten(nodeId), 30_000);
     expect(decision.reason).toMatch(new RegExp(`Kubernetes Node ${nodeId} deleted at`));
     // The PV's deletion ends with the recorded decision instead of waiting for a node that is gone.
     expect(await codeOf(deleteVolume(cluster.csi(endpoint), volumeId))).toBe('OK');
@@ -128,15 +131,20 @@ describe('Node-deleted policy (forget-after) on a real API server', () => {
     // A registered node without a Node object, its agent stopped: what a controller start finds "deleted".
     const agent = await cluster.startNode(nodeId);
     await agent.stop();
-    await eventually(async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.live === false);
-    await eventually(async () => (await listNodeRecords(client, cluster.driverName)).some((r) => r.nodeId === nodeId));
+    await eventually(
+      `${nodeId} offline`,
+      async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.live === false,
+    );
+    await eventually(`the record of ${nodeId} listed`, async () =>
+      (await listNodeRecords(client, cluster.driverName)).some((r) => r.nodeId === nodeId),
+    );
 
     await controller?.stop();
     const release = proxy.hold('DescribeWorkflowExecution', nodeRecordWorkflowId(cluster.driverName, nodeId));
     // The restarted controller serves CSI once its look for missing Nodes is done: it waits for the release.
     const restarted = cluster.startController('controller-2', controllerFlags());
     try {
-      await eventually(() => proxy.heldCalls() > 0, 60_000, 'the restarted controller reading the record');
+      await eventually('the restarted controller reading the record', () => proxy.heldCalls() > 0, 60_000);
       await createNode(nodeId);
       await sleep(2000); // its informer sees the Node (nothing to cancel yet)
     } finally {

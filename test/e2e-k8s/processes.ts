@@ -60,25 +60,3 @@ export function startProcess(
     },
   };
 }
-
-/** Polls until check() returns a value (not undefined/false), or throws with what it last saw. */
-export async function eventually<T>(
-  what: string,
-  check: () => Promise<T | undefined | false>,
-  timeoutMs: number,
-  intervalMs = 250,
-): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  let last = 'never checked';
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined && value !== false) return value;
-      last = 'not yet';
-    } catch (error) {
-      last = error instanceof Error ? error.message : String(error);
-    }
-    if (Date.now() > until) throw new Error(`${what}: not within ${timeoutMs} ms (last: ${last})`);
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
-}

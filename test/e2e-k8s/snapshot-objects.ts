@@ -1,6 +1,6 @@
 import { KubeError, type KubeRest } from './kube-rest';
-import { eventually } from './processes';
 import type { K8sTools } from './tools';
+import { eventually } from '../support/eventually';
 
 /**
  * The snapshot side of a test cluster, shared by the loopback cluster (e2e-k8s/snapshots.test.ts) and the real node

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { TOPOLOGY_NODE_KEY } from '../../common/names';
 import { ClaimWatch, E2E_NAMESPACE } from './claims';
 import { DRIVER, K8sCluster } from './k8s-cluster';
-import { eventually, startProcess } from './processes';
+import { startProcess } from './processes';
 import {
   CONTENTS,
   SNAPSHOT_CLASS,
@@ -16,6 +16,7 @@ import {
   snapshotsPath,
   type VolumeSnapshotContent,
 } from './snapshot-objects';
+import { eventually } from '../support/eventually';
 
 /**
  * issue 22 item 4: VolumeSnapshots through external-snapshotter on a real control plane. The snapshot CRDs and the

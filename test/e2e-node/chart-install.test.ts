@@ -6,11 +6,11 @@ import { promisify } from 'node:util';
 import { locateTemporalCli } from '../../temporal-dev/locate-cli';
 import { CHART, chartTools } from '../e2e-k8s/chart-render';
 import { KubeError } from '../e2e-k8s/kube-rest';
-import { eventually } from '../e2e-k8s/processes';
 import { temporalAddress } from '../support/cluster';
 import { DRIVER, NAMESPACE, controllerDeployment, deployedNode, driverReady, nodeDaemonSet } from './deployed-node';
 import { imageRef, type ImageTars } from './images';
 import { NODE_TEMPORAL_ADDRESS, type RealNode } from './real-node';
+import { eventually } from '../support/eventually';
 
 /**
  * issue 36 items 1 and 6: the chart on a real kubelet. `helm install` as deploy/README.md says (a values file; here

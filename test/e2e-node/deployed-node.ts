@@ -1,11 +1,11 @@
 import type { V1DaemonSet, V1Deployment } from '@kubernetes/client-node';
 import path from 'node:path';
-import { eventually } from '../e2e-k8s/processes';
 import { writeOverlay } from './deploy-overlay';
 import { imageRef, nodeImages, type ImageTars } from './images';
 import { NODE_TEMPORAL_ADDRESS, RealNode } from './real-node';
 import { Workloads } from './workloads';
 import type { PoolFilesystem } from '../unit/storage/mount-helpers';
+import { eventually } from '../support/eventually';
 
 export const NAMESPACE = 'durable-csi';
 export const DRIVER = 'durable-csi.io';

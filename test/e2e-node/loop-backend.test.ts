@@ -1,9 +1,9 @@
 import type { V1CSINode, V1PersistentVolume, V1Pod, V1PodList } from '@kubernetes/client-node';
 import fs from 'node:fs';
 import path from 'node:path';
-import { eventually } from '../e2e-k8s/processes';
 import { DRIVER, NAMESPACE, deployedNode, driverReady } from './deployed-node';
 import { classFigures } from './figures';
+import { eventually } from '../support/eventually';
 
 /**
  * deploy/ with components/loop-backend on a real node (docs/kubernetes.md, "The real node"): ext4 and xfs

@@ -1,13 +1,13 @@
 import type { V1CSINode, V1Pod, V1PodList } from '@kubernetes/client-node';
 import fs from 'node:fs';
 import path from 'node:path';
-import { eventually } from '../e2e-k8s/processes';
 import { CONTENTS, createSnapshot, getOrGone, readySnapshot, snapshotsPath } from '../e2e-k8s/snapshot-objects';
 import { DRIVER, NAMESPACE, deployedNode, driverReady } from './deployed-node';
 import { classFigures } from './figures';
 import { NODE_NAME } from './real-node';
 import { RolloutWatch, type Watched } from './rollout-watch';
 import { APP_NAMESPACE } from './workloads';
+import { eventually } from '../support/eventually';
 
 /**
  * deploy/ as it really runs: a real node (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd

@@ -7,7 +7,7 @@ import { findProjectRoot } from '../../temporal-dev/project-root';
 import { temporalAddress } from '../support/cluster';
 import { ControlPlane } from '../e2e-k8s/control-plane';
 import type { KubeRest } from '../e2e-k8s/kube-rest';
-import { eventually, startProcess, type Proc } from '../e2e-k8s/processes';
+import { startProcess, type Proc } from '../e2e-k8s/processes';
 import { applySnapshotCrds, snapshotControllerArgs } from '../e2e-k8s/snapshot-objects';
 import { CONTROL_PLANE_SETS, k8sTools, type K8sTools } from '../e2e-k8s/tools';
 import { forward } from './forwarder';
@@ -18,6 +18,7 @@ import { poolLoopDevices, type LoopDevice } from './node-loops';
 import { cniConfig, containerdConfig, containerdSocket, kubeletConfig } from './node-config';
 import { KUBERNETES_SERVICE_IP, NODE_IP, NodeNamespace } from './node-namespace';
 import { mountPoolFilesystem, type PoolFilesystem } from '../unit/storage/mount-helpers';
+import { eventually } from '../support/eventually';
 
 /** The node's name when a file runs only one real node; files that share a Temporal run each name theirs. */
 export const NODE_NAME = 'dcsi-node';

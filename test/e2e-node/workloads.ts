@@ -7,8 +7,8 @@ import type {
   V1PodList,
 } from '@kubernetes/client-node';
 import { KubeError } from '../e2e-k8s/kube-rest';
-import { eventually } from '../e2e-k8s/processes';
 import type { RealNode } from './real-node';
+import { eventually } from '../support/eventually';
 
 export const APP_NAMESPACE = 'default';
 const CORE = `/api/v1/namespaces/${APP_NAMESPACE}`;

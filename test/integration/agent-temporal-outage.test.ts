@@ -2,14 +2,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { call, withDeadline, type CsiClients } from '../../csi/client';
 import type { NodeGetInfoResponse__Output } from '../../csi/generated/csi/v1/NodeGetInfoResponse';
-import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
 import { parseVolumeId } from '../../common/ids';
 import { findFreePort } from '../../temporal-dev/free-port';
-import { TestCluster, temporalAddress, type ManagedProcess } from '../support/cluster';
+import { TestCluster, probe, temporalAddress, type ManagedProcess } from '../support/cluster';
 import { MiB, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { TcpForwarder } from '../support/tcp-forwarder';
 import { isMountPoint, releaseMountsUnder } from '../unit/storage/mount-helpers';
 import { kubeletPaths, nodeRpcs } from './node-helpers';
+import { eventually } from '../support/eventually';
 
 /**
  * A node agent that starts while Temporal is unreachable (a reboot during an outage) serves kubelet at once:
@@ -32,20 +32,6 @@ afterAll(async () => {
   await cluster.teardown();
 });
 
-async function probe(clients: CsiClients): Promise<boolean | undefined> {
-  const answer = await call<ProbeResponse__Output>((done) => clients.identity.Probe({}, withDeadline(3000), done));
-  return answer.ready?.value;
-}
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check().catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}
-
 /** Starts the agent against a port nothing listens on; resolves once its CSI socket answers. */
 async function startCutOff(
   nodeId: string,
@@ -63,7 +49,7 @@ async function startCutOff(
     throw new Error(`${nodeId} exited: ${fs.readFileSync(cluster.log(nodeId), 'utf8').slice(-2000)}`);
   });
   exited.catch(() => undefined);
-  await Promise.race([until(`${nodeId} serves CSI`, async () => (await probe(clients)) !== undefined), exited]);
+  await Promise.race([eventually(`${nodeId} serves CSI`, async () => (await probe(clients)) !== undefined), exited]);
   return { agent, clients, port, http };
 }
 
@@ -106,7 +92,7 @@ it('serves stage, publish and their undoing while Temporal is unreachable, and t
   );
 
   forwarders.push(await TcpForwarder.start(port, temporalAddress()));
-  await until('ready once Temporal answers', async () => (await probe(clients)) === true, 90_000);
+  await eventually('ready once Temporal answers', async () => (await probe(clients)) === true, 90_000);
   expect(await http('/readyz')).toBe(200);
   // The worker runs: an activity on this node's queue creates a volume in its pool, and deletes it.
   const next = await retryLikeCo(() =>
@@ -126,6 +112,6 @@ it('does not give an empty pool directory an identity before it can read its rec
 
   // A node no record remembers: once it can check, the first pool identity is made.
   forwarders.push(await TcpForwarder.start(port, temporalAddress()));
-  await until('ready once Temporal answers', async () => (await probe(clients)) === true, 90_000);
+  await eventually('ready once Temporal answers', async () => (await probe(clients)) === true, 90_000);
   expect(fs.existsSync(path.join(cluster.pool('node-2'), 'pool.json'))).toBe(true);
 });

@@ -5,8 +5,9 @@ import { parseVolumeId } from '../../common/ids';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
 import { TestCluster } from '../support/cluster';
-import { createAttempts, until } from '../support/create-history';
+import { createAttempts } from '../support/create-history';
 import { codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
+import { eventually } from '../support/eventually';
 
 /** The agent SIGKILLs itself after allocating, before answering: the create must complete on that node. */
 const DIES_AFTER_ALLOCATING = { failpoints: 'create.after-allocate' };
@@ -33,11 +34,12 @@ describe('forget notices reach a create completing on a node', () => {
   /** The create's allocation number `count` was scheduled, or the create ended without it. */
   const scheduledOrEnded = async (name: string, count: number) => {
     const temporal = await cluster.temporal();
-    await until(
+    await eventually(
+      `${name} schedules allocation ${count}`,
       async () =>
         (await createAttempts(temporal, cluster.driverName, name)).length >= count ||
         (await running(name)) !== 'RUNNING',
-      `${name} schedules allocation ${count}`,
+      90_000,
     );
   };
 
@@ -74,14 +76,16 @@ describe('forget notices reach a create completing on a node', () => {
     expect(await codeOf(createVolume(clients, request, 4000))).toBe('ABORTED');
     await scheduledOrEnded('pvc-late-notice', 2);
     const temporal = await cluster.temporal();
-    await until(
-      async () => (await readNodeRecord(temporal, cluster.driverName, 'node-c'))?.node?.live === false,
+    await eventually(
       'node-c is offline',
+      async () => (await readNodeRecord(temporal, cluster.driverName, 'node-c'))?.node?.live === false,
+      90_000,
     );
     const workflowId = createWorkflowId(cluster.driverName, 'pvc-late-notice');
-    await until(
-      async () => (await forgetNode(temporal, cluster.driverName, 'node-c', 'test')).released.includes(workflowId),
+    await eventually(
       'the forget of node-c reaches the create',
+      async () => (await forgetNode(temporal, cluster.driverName, 'node-c', 'test')).released.includes(workflowId),
+      90_000,
     );
     // It moves on to node-d, whose first try dies as well: the completion there must run, notice or not.
     await scheduledOrEnded('pvc-late-notice', 4);
@@ -103,7 +107,11 @@ describe('forget notices reach a create completing on a node', () => {
     // allocation the create left there: nothing leaks (the soak's forget-then-return found it left on disk).
     expect(cluster.volumesOnDisk('node-c')).toEqual(allocated);
     await cluster.startNode('node-c');
-    await until(async () => cluster.volumesOnDisk('node-c').length === 0, "node-c's stray allocation is deleted");
+    await eventually(
+      "node-c's stray allocation is deleted",
+      async () => cluster.volumesOnDisk('node-c').length === 0,
+      90_000,
+    );
     expect(cluster.volumesOnDisk('node-d')).toEqual(allocated);
   });
 
@@ -127,22 +135,24 @@ describe('forget notices reach a create completing on a node', () => {
     const newPool = poolIdOnDisk('node-e');
     expect(newPool).not.toBe(oldPool);
 
-    await until(
-      async () => (await readNodeRecord(temporal, cluster.driverName, 'node-e'))?.node?.live === false,
+    await eventually(
       'node-e is offline',
+      async () => (await readNodeRecord(temporal, cluster.driverName, 'node-e'))?.node?.live === false,
+      90_000,
     );
     const workflowId = createWorkflowId(cluster.driverName, 'pvc-replaced-pool');
-    await until(
-      async () => (await forgetNode(temporal, cluster.driverName, 'node-e', 'test')).released.includes(workflowId),
+    await eventually(
       'the forget of node-e reaches the create',
+      async () => (await forgetNode(temporal, cluster.driverName, 'node-e', 'test')).released.includes(workflowId),
+      90_000,
     );
-    await until(async () => (await running('pvc-replaced-pool')) !== 'RUNNING', 'the create ends');
+    await eventually('the create ends', async () => (await running('pvc-replaced-pool')) !== 'RUNNING', 90_000);
     // Back with the new pool, which the create may have allocated on: its record deletes the allocation there.
     await cluster.startNode('node-e');
     expect(poolIdOnDisk('node-e')).toBe(newPool);
-    await until(
-      async () => cluster.volumesOnDisk('node-e').length === 0,
+    await eventually(
       "node-e's stray allocation is deleted",
+      async () => cluster.volumesOnDisk('node-e').length === 0,
       30_000,
     );
   });

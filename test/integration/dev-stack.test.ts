@@ -6,8 +6,8 @@ import { CLI_MAIN } from '../../agent/spawn-cli';
 import { waitUntilReady } from '../../agent/wait-ready';
 import { temporalAddress } from '../support/cluster';
 import { DevStackProcess } from '../support/dev-stack-process';
-import { eventually } from '../support/run-cli';
 import { DEV_NODE_FLAGS } from '../../agent/dev-node-flags';
+import { eventually } from '../support/eventually';
 
 /**
  * `durable-csi dev` / `npm run dev` as real processes: every address it prints answers, and the whole stack
@@ -50,9 +50,9 @@ describe('the dev stack', () => {
     // node-2 stopped by hand is reported with the command that restarts it; restarted so, outside the stack...
     process.kill(stack.pidOf('--node-id node-2'), 'SIGTERM');
     const restart = await eventually(
+      'the restart hint',
       () => /node-2 stopped \([^)]*\); to start it again: npx durable-csi (.+)\n/.exec(stack.output)?.[1],
       30_000,
-      'the restart hint',
     );
     const log = fs.openSync(path.join(stack.dataDir, 'node-2-by-hand.log'), 'a');
     const byHand = spawn(process.execPath, [CLI_MAIN, ...restart.split(' ')], { stdio: ['ignore', log, log] });

@@ -14,12 +14,11 @@ import path from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { DEV_NODE_FLAGS } from '../../agent/dev-node-flags';
 import { DirBackend, assertProjectQuotas, XfsProjectQuotas } from '../../storage/dir/dir-backend';
-import { call, withDeadline, type CsiClients } from '../../csi/client';
-import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
 import { findFreePort } from '../../temporal-dev/free-port';
-import { TestCluster, type ManagedProcess } from '../support/cluster';
-import { eventually, runCli } from '../support/run-cli';
+import { TestCluster, probe, type ManagedProcess } from '../support/cluster';
+import { runCli } from '../support/run-cli';
 import { releaseMountsUnder } from '../unit/storage/mount-helpers';
+import { eventually } from '../support/eventually';
 
 const MiB = 1024 ** 2;
 
@@ -159,11 +158,15 @@ describe('durable-csi node --backend dir', () => {
       extra: ['--dir-quota=project', '--health-address', `127.0.0.1:${health}`],
     });
     const clients = cluster.csi(node.endpoint);
-    const reason = await eventually(async () => {
-      stillRunning(node);
-      const body = await readyz(health).catch(() => undefined);
-      return body?.status === 503 && body.text.includes('does not enforce project quotas') ? body.text : undefined;
-    }, 30_000);
+    const reason = await eventually(
+      '/readyz refusing without project quotas',
+      async () => {
+        stillRunning(node);
+        const body = await readyz(health).catch(() => undefined);
+        return body?.status === 503 && body.text.includes('does not enforce project quotas') ? body.text : undefined;
+      },
+      30_000,
+    );
     expect(reason).toMatch(new RegExp(`--dir-quota=project: pool ${pool} is on the \\S+ filesystem mounted at /`));
     expect(reason).toContain('--dir-quota=none');
     expect(await probe(clients)).toBe(false); // kubelet is answered: not ready, not gone
@@ -181,7 +184,7 @@ describe('durable-csi node --backend dir', () => {
   it('with --dir-quota=none (what the dev stack and the tests pass) starts and warns that sizes are not enforced', async () => {
     expect(DEV_NODE_FLAGS).toEqual(['--dir-quota', 'none']);
     const node = await cluster.startNode('warned', { waitReady: false });
-    await eventually(() =>
+    await eventually('the warning that sizes are not enforced', () =>
       fs.readFileSync(cluster.log('warned'), 'utf8').includes('volume sizes are reserved, not enforced'),
     );
     expect(node.child.exitCode).toBeNull();
@@ -221,10 +224,14 @@ describe('durable-csi node --dir-quota=project whose pool disk is mounted late',
       extra: ['--dir-quota=project', '--health-address', `127.0.0.1:${health}`],
     });
     const started = node;
-    await eventually(async () => {
-      stillRunning(started);
-      return (await readyz(health).catch(() => undefined))?.text.includes('project quotas');
-    }, 30_000);
+    await eventually(
+      '/readyz naming project quotas',
+      async () => {
+        stillRunning(started);
+        return (await readyz(health).catch(() => undefined))?.text.includes('project quotas');
+      },
+      30_000,
+    );
     expect(await probe(cluster.csi(node.endpoint))).toBe(false);
 
     // The disk arrives: XFS, mounted with project quotas where the kernel can.
@@ -239,7 +246,7 @@ describe('durable-csi node --dir-quota=project whose pool disk is mounted late',
       mountError = String((error as { stderr?: Buffer }).stderr ?? error);
     }
     if (!mountError) {
-      await eventually(async () => (await readyz(health).catch(() => undefined))?.status === 200, 60_000, 'ready');
+      await eventually('ready', async () => (await readyz(health).catch(() => undefined))?.status === 200, 60_000);
       expect(fs.existsSync(path.join(pool, 'pool.json'))).toBe(true);
       return;
     }
@@ -248,10 +255,14 @@ describe('durable-csi node --dir-quota=project whose pool disk is mounted late',
     expect(kernelConfig()).not.toMatch(/^CONFIG_XFS_QUOTA=[ym]$/m);
     process.stderr.write('dir-quota.test: XFS -o prjquota cannot be mounted here; checked the agent looks again\n');
     execFileSync('mount', ['-o', 'loop', image, pool]);
-    const refusal = await eventually(async () => {
-      const body = await readyz(health).catch(() => undefined);
-      return body?.text.includes(`xfs filesystem mounted at ${pool}`) ? body.text : undefined;
-    }, 30_000);
+    const refusal = await eventually(
+      '/readyz refusing the mount',
+      async () => {
+        const body = await readyz(health).catch(() => undefined);
+        return body?.text.includes(`xfs filesystem mounted at ${pool}`) ? body.text : undefined;
+      },
+      30_000,
+    );
     expect(refusal).toContain('mount the XFS filesystem with -o prjquota');
     expect(node.child.exitCode).toBeNull();
     expect(fs.readdirSync(pool)).toEqual([]);
@@ -262,11 +273,6 @@ describe('durable-csi node --dir-quota=project whose pool disk is mounted late',
 function stillRunning(node: ManagedProcess): void {
   const { exitCode, signalCode } = node.child;
   if (exitCode !== null || signalCode !== null) throw new Error(`the agent exited (${signalCode ?? exitCode})`);
-}
-
-async function probe(clients: CsiClients): Promise<boolean | undefined> {
-  const answer = await call<ProbeResponse__Output>((done) => clients.identity.Probe({}, withDeadline(3000), done));
-  return answer.ready?.value;
 }
 
 /** The agent's /readyz: 200 when ready, else 503 with why not. */

@@ -24,6 +24,7 @@ import type * as workflows from '../../workflows';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { listPendingOperations } from '../../operations/pending-operations';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
+import { eventually } from '../support/eventually';
 
 /**
  * `nodes forget` is a decision about a node that is away; these are the paths where the node comes back, or was
@@ -56,8 +57,6 @@ describe('a forgotten node that comes back, and forgets that race', () => {
       ],
     });
   };
-  const untilOffline = (client: Client, nodeId: string) =>
-    eventually(async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.live === false, 60_000);
 
   it('deletes on its disk every volume written off while it was forgotten, and a re-create makes a new volume', async () => {
     await cluster.startNode('node-1');
@@ -69,13 +68,17 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     expect(cluster.volumesOnDisk('node-2')).toEqual([keyOf(written)]);
 
     await node2.kill('SIGKILL');
-    await untilOffline(client, 'node-2');
+    await cluster.untilOffline('node-2');
     await forgetNode(client, cluster.driverName, 'node-2', 'the machine is gone');
     await expect(deleteVolume(csi, written, 8000)).resolves.toEqual({}); // the CO is told it is gone
     expect(cluster.volumesOnDisk('node-2')).toEqual([keyOf(written)]); // nothing could delete it yet
 
     node2 = await cluster.startNode('node-2'); // the same pool comes back
-    await eventually(async () => cluster.volumesOnDisk('node-2').length === 0, 60_000);
+    await eventually(
+      'the written-off volumes deleted on node-2',
+      async () => cluster.volumesOnDisk('node-2').length === 0,
+      60_000,
+    );
     const record = await readNodeRecord(client, cluster.driverName, 'node-2');
     expect(record?.forgotten).toBeUndefined();
 
@@ -102,13 +105,17 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     execFileSync('chattr', ['+i', pinned]);
     try {
       await node7.stop();
-      await untilOffline(client, 'node-7');
+      await cluster.untilOffline('node-7');
       await forgetNode(client, cluster.driverName, 'node-7', 'looked gone');
       await expect(deleteVolume(csi, stuck, 8000)).resolves.toEqual({}); // written off on the record
 
       node7 = await cluster.startNode('node-7', { waitReady: false });
       // The agent answers: the record is deleting the written-off volume on it.
-      await eventually(() => deletionReachedAgent(client, cluster.driverName, 'node-7'), 60_000);
+      await eventually(
+        'the deletion reaching node-7',
+        () => deletionReachedAgent(client, cluster.driverName, 'node-7'),
+        60_000,
+      );
       await expect(forgetNode(client, cluster.driverName, 'node-7', 'raced the return')).rejects.toThrow(
         /node node-7 (is live|answers)/,
       );
@@ -116,7 +123,11 @@ describe('a forgotten node that comes back, and forgets that race', () => {
       // whose unfinished deletion every pool operation first tries to finish.
       expect(await codeOf(expand(csi, kept, 128 * 1024 * 1024))).toBe('ABORTED');
       // The deletion keeps failing: the node turns live all the same, the write-off still pending and shown.
-      await eventually(async () => (await readNodeRecord(client, cluster.driverName, 'node-7'))?.node?.live, 90_000);
+      await eventually(
+        'node-7 live',
+        async () => (await readNodeRecord(client, cluster.driverName, 'node-7'))?.node?.live,
+        90_000,
+      );
       const record = await readNodeRecord(client, cluster.driverName, 'node-7');
       expect(record).toMatchObject({ writtenOff: 1 });
       expect(record?.forgotten).toBeUndefined();
@@ -125,8 +136,13 @@ describe('a forgotten node that comes back, and forgets that race', () => {
       execFileSync('chattr', ['-i', pinned]);
     }
     // Retried beside the live node: once it can be deleted, it is.
-    await eventually(async () => !cluster.volumesOnDisk('node-7').includes(keyOf(stuck)), 90_000);
     await eventually(
+      'the stuck volume deleted on node-7',
+      async () => !cluster.volumesOnDisk('node-7').includes(keyOf(stuck)),
+      90_000,
+    );
+    await eventually(
+      'the write-off cleared',
       async () => (await readNodeRecord(client, cluster.driverName, 'node-7'))?.writtenOff === undefined,
       30_000,
     );
@@ -159,10 +175,11 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     // The server times the dead agent's presence out on its own: a read sees node-4 offline, while its record,
     // with no worker to run it, has not decided anything; the agent is back before any controller is.
     await node4.kill('SIGKILL');
-    await untilOffline(client, 'node-4');
+    await cluster.untilOffline('node-4');
     node4 = await cluster.startNode('node-4');
     const deletion = await startDeletion(client, volumeId, false);
     await eventually(
+      'a pending operation on node-4',
       async () => (await listPendingOperations(client, cluster.driverName, { nodeId: 'node-4' })).length > 0,
       30_000,
     );
@@ -186,7 +203,7 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     );
     const volumeId = created.volume!.volume_id;
     await node5.kill('SIGKILL');
-    await untilOffline(client, 'node-5');
+    await cluster.untilOffline('node-5');
     await forgetNode(client, cluster.driverName, 'node-5', 'gone');
     await expect(deleteVolume(csi, volumeId, 8000)).resolves.toEqual({});
     // An operator clears long-running workflows: the record, and with it the list of what was written off.
@@ -205,7 +222,7 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     const created = await retryLikeCo(() => createVolume(csi, createRequest('pvc-race', undefined, onNode('node-3'))));
     const volumeId = created.volume!.volume_id;
     await node3.kill('SIGKILL');
-    await untilOffline(client, 'node-3');
+    await cluster.untilOffline('node-3');
     await forgetNode(client, cluster.driverName, 'node-3', 'gone for good');
     // A controller that read the record just before the forget started the deletion without the decision, and
     // the forget's visibility query did not list it yet.
@@ -221,14 +238,15 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     const client = await cluster.temporal();
     const record = client.workflow.getHandle(nodeRecordWorkflowId(cluster.driverName, 'node-6'));
     await eventually(
+      'node-6 live',
       async () => (await readNodeRecord(client, cluster.driverName, 'node-6'))?.node?.live === true,
       30_000,
     );
     const firstRun = (await record.describe()).runId;
     await record.signal(renewRecordSignal);
-    await eventually(async () => (await record.describe()).runId !== firstRun, 30_000);
+    await eventually('the record renewed', async () => (await record.describe()).runId !== firstRun, 30_000);
     await node6.kill('SIGKILL');
-    await untilOffline(client, 'node-6');
+    await cluster.untilOffline('node-6');
     const outcome = await forgetNode(client, cluster.driverName, 'node-6', 'retired after a renewal');
     expect(outcome.notice).toMatchObject({ nodeId: 'node-6', reason: 'retired after a renewal' });
     expect((await readNodeRecord(client, cluster.driverName, 'node-6'))?.forgotten?.reason).toBe(
@@ -271,12 +289,4 @@ function expand(csi: CsiClients, volumeId: string, bytes: number) {
       done,
     ),
   );
-}
-
-async function eventually(check: () => Promise<unknown>, timeoutMs: number): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  }
 }

@@ -9,7 +9,7 @@ import { TestCluster } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { execFile } from 'node:child_process';
 import { CLI_MAIN } from '../../agent/spawn-cli';
-import { eventually } from '../support/run-cli';
+import { eventually } from '../support/eventually';
 
 const RECORDS = 20_000;
 
@@ -116,7 +116,7 @@ describe('ListVolumes pages at 20,000 volumes', () => {
   it('names a node that is down, and lists the others', async () => {
     await node2.stop(); // SIGTERM: its record turns offline at once
     const operations = new VolumeOperations(await cluster.temporal(), cluster.driverName);
-    const listing = await eventually(async () => {
+    const listing = await eventually('node-2 unreachable in the list', async () => {
       const answer = await operations.list();
       return answer.unreachableNodes.length > 0 && answer;
     });

@@ -4,6 +4,7 @@ import { deleteWorkflowId, nodeRecordWorkflowId, renewRecordSignal, PhaseKey } f
 import { TestCluster } from '../support/cluster';
 import { resetToFirstTask } from '../support/reset-workflow';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
+import { eventually } from '../support/eventually';
 
 /**
  * Node records may be lost at any time (terminated or reset by an operator, continued as new, a namespace restored
@@ -51,7 +52,11 @@ describe('node records: loss never proves a volume gone', () => {
     expect(answers).toEqual(answers.map(() => 'ABORTED'));
     expect(cluster.volumesOnDisk('node-2')).toHaveLength(6);
     // node-1's agent runs: it makes its record again within moments of losing it.
-    await eventually(async () => (await readNodeRecord(client, cluster.driverName, 'node-1'))?.node?.live === true);
+    await eventually(
+      'node-1 live',
+      async () => (await readNodeRecord(client, cluster.driverName, 'node-1'))?.node?.live === true,
+      30_000,
+    );
     // The deletions record that they wait, whatever the record of their node shows.
     for (const volumeId of volumeIds) {
       const description = await client.workflow.getHandle(deleteWorkflowId(cluster.driverName, volumeId)).describe();
@@ -79,6 +84,7 @@ describe('node records: loss never proves a volume gone', () => {
     const handle = client.workflow.getHandle(deleteWorkflowId(cluster.driverName, volumeId));
     expect((await handle.describe()).typedSearchAttributes.get(PhaseKey)).toBe('running');
     await eventually(
+      'the deletion waiting for its node',
       async () => (await handle.describe()).typedSearchAttributes.get(PhaseKey) === 'waiting-for-node',
       60_000,
     );
@@ -102,13 +108,5 @@ async function ifRunning(fault: () => Promise<unknown>): Promise<void> {
     await fault();
   } catch (error) {
     if (!(error instanceof WorkflowNotFoundError)) throw error;
-  }
-}
-
-async function eventually(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 500));
   }
 }

@@ -4,6 +4,7 @@ import { CLI_MAIN } from '../../agent/spawn-cli';
 import { TestCluster } from '../support/cluster';
 import { testTemporalFlags } from '../support/test-temporal';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
+import { eventually } from '../support/eventually';
 
 interface CliResult {
   code: number;
@@ -67,13 +68,17 @@ describe('operator CLI: stuck operations, nodes, forget, describe', () => {
     // Deletions issued once the registry judges node-2 offline record the phase waiting-for-node.
     await Promise.all([doomed!.kill('SIGKILL'), idle!.kill('SIGKILL')]);
     const client = await cluster.temporal();
-    await eventually(async () => {
-      const views = await listNodeViews(client, cluster.driverName);
-      return views.filter((view) => !view.live).length === 2;
-    }, 90_000);
+    await eventually(
+      'two nodes offline',
+      async () => {
+        const views = await listNodeViews(client, cluster.driverName);
+        return views.filter((view) => !view.live).length === 2;
+      },
+      90_000,
+    );
     for (const volumeId of lost) expect(await codeOf(deleteVolume(csi, volumeId, 4000))).toBe('ABORTED');
 
-    const stuck = await eventually(async () => {
+    const stuck = await eventually('two stuck operations with their phase', async () => {
       const listed = await json<StuckJson>('volumes', 'stuck');
       return listed.operations.length === 2 && listed.operations.every((op) => op.phase) ? listed : undefined;
     });
@@ -135,10 +140,13 @@ describe('operator CLI: stuck operations, nodes, forget, describe', () => {
       stdout: 'forgot node node-3 (decommissioned); released 0 pending operations\n',
     });
 
-    await eventually(async () => (await json<StuckJson>('volumes', 'stuck')).operations.length === 0);
+    await eventually(
+      'no stuck operation left',
+      async () => (await json<StuckJson>('volumes', 'stuck')).operations.length === 0,
+    );
     for (const volumeId of lost) expect(await codeOf(retryLikeCo(() => deleteVolume(csi, volumeId)))).toBe('OK');
     // The registry applies the forget in its next workflow task: poll rather than race it.
-    const after = await eventually(async () => {
+    const after = await eventually('two nodes forgotten', async () => {
       const listed = await json<NodesJson>('nodes');
       return listed.forgotten.length === 2 ? listed : undefined;
     });
@@ -151,7 +159,7 @@ describe('operator CLI: stuck operations, nodes, forget, describe', () => {
       /\n\nFORGOTTEN +REASON +FORGOTTEN AT +LAST HEARTBEAT\nnode-2 +disk died /,
     );
 
-    const described = await eventually(async () => {
+    const described = await eventually('both operations closed', async () => {
       const description = await json<DescribeJson>('volumes', 'describe', lost[0]!);
       const closed = description.operations.filter((op) => op.status === 'COMPLETED');
       return closed.length === 2 ? description : undefined;
@@ -186,15 +194,4 @@ function run(args: string[]): Promise<CliResult> {
       resolve({ code, stdout, stderr });
     });
   });
-}
-
-/** Visibility and the registry are eventually consistent: poll until the check yields a value. */
-async function eventually<T>(check: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-  }
 }

@@ -1,12 +1,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { call, withDeadline, type CsiClients } from '../../csi/client';
-import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
+import type { CsiClients } from '../../csi/client';
 import { nodeRecordWorkflowId, NodeIdKey } from '../../common/names';
 import { parseSnapshotId, parseVolumeId, poolIdPrefix } from '../../common/ids';
-import { TestCluster } from '../support/cluster';
+import { TestCluster, probe } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { createSnapshotUntilReady, deleteSnapshot } from '../support/snapshot-requests';
+import { eventually } from '../support/eventually';
 
 /**
  * After a reboot the pool's disk may not be mounted yet. A node whose record remembers a pool must not make a
@@ -28,20 +28,6 @@ const identityFile = (nodeId: string) => path.join(cluster.pool(nodeId), 'pool.j
 const poolIdentity = (nodeId: string) =>
   JSON.parse(fs.readFileSync(identityFile(nodeId), 'utf8')) as { poolId: string; replaces?: string };
 const logOf = (nodeId: string) => fs.readFileSync(cluster.log(nodeId), 'utf8');
-
-async function probe(clients: CsiClients): Promise<boolean | undefined> {
-  const answer = await call<ProbeResponse__Output>((done) => clients.identity.Probe({}, withDeadline(3000), done));
-  return answer.ready?.value;
-}
-
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await Promise.resolve(check()).catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}
 
 /** A node with one volume whose deletion waits for it: the agent is down and its record remembers its pool. */
 async function nodeWithWaitingDeletion(nodeId: string): Promise<{ volumeId: string; oldPool: string }> {
@@ -65,7 +51,7 @@ it('makes no identity on an empty pool directory its record does not know, and o
 
   const agent = await cluster.startNode('node-1', { waitReady: false });
   const clients = cluster.csi(agent.endpoint);
-  await until('the refusal is logged', () => logOf('node-1').includes(`--accept-new-pool=${oldPool}`));
+  await eventually('the refusal is logged', () => logOf('node-1').includes(`--accept-new-pool=${oldPool}`));
   expect(logOf('node-1')).toContain(`the record of node node-1 remembers pool ${oldPool}`);
   expect(fs.existsSync(identityFile('node-1'))).toBe(false);
   expect(await probe(clients)).toBe(false);
@@ -75,7 +61,7 @@ it('makes no identity on an empty pool directory its record does not know, and o
   // The disk is mounted: the agent finds its pool and the deletion ends for real.
   fs.rmdirSync(cluster.pool('node-1'));
   fs.renameSync(disk, cluster.pool('node-1'));
-  await until('ready on the real pool', async () => (await probe(clients)) === true, 90_000);
+  await eventually('ready on the real pool', async () => (await probe(clients)) === true, 90_000);
   expect(poolIdentity('node-1').poolId).toBe(oldPool);
   await retryLikeCo(() => deleteVolume(controller, volumeId));
   expect(cluster.volumesOnDisk('node-1')).not.toContain(parseVolumeId(volumeId)!.key);
@@ -89,7 +75,7 @@ it('replaces a wiped pool only when --accept-new-pool names the identity that is
   // A decision that names another pool decides nothing.
   const wrong = '0123abcd-0000-4000-8000-000000000000';
   const refused = await cluster.startNode('node-2', { waitReady: false, extra: [`--accept-new-pool=${wrong}`] });
-  await until('the refusal is logged', () => logOf('node-2').includes(`--accept-new-pool names ${wrong}`));
+  await eventually('the refusal is logged', () => logOf('node-2').includes(`--accept-new-pool names ${wrong}`));
   expect(fs.existsSync(identityFile('node-2'))).toBe(false);
   await refused.stop();
 
@@ -121,7 +107,7 @@ it('with its record lost too, the node waits on an empty directory when its wait
   const agent = await cluster.startNode('node-3', { waitReady: false });
   const clients = cluster.csi(agent.endpoint);
   const prefix = parseVolumeId(volumeId)!.poolIdPrefix;
-  await until('the refusal is logged', () => logOf('node-3').includes(`--accept-new-pool=${prefix}`));
+  await eventually('the refusal is logged', () => logOf('node-3').includes(`--accept-new-pool=${prefix}`));
   expect(logOf('node-3')).toContain(`volume or snapshot operations of node node-3 name pool ${prefix}`);
   expect(fs.existsSync(identityFile('node-3'))).toBe(false);
   expect(await probe(clients)).toBe(false);
@@ -130,7 +116,7 @@ it('with its record lost too, the node waits on an empty directory when its wait
 
   fs.rmdirSync(cluster.pool('node-3'));
   fs.renameSync(disk, cluster.pool('node-3'));
-  await until('ready on the real pool', async () => (await probe(clients)) === true, 90_000);
+  await eventually('ready on the real pool', async () => (await probe(clients)) === true, 90_000);
   expect(poolIdentity('node-3').poolId).toBe(oldPool);
   await retryLikeCo(() => deleteVolume(controller, volumeId));
   expect(cluster.volumesOnDisk('node-3')).not.toContain(parseVolumeId(volumeId)!.key);
@@ -159,7 +145,7 @@ it('with its record lost too, snapshot deletions waiting for the node name its p
   const restarted = await cluster.startNode('node-4', { waitReady: false });
   const clients = cluster.csi(restarted.endpoint);
   const prefix = parseSnapshotId(snapshotId)!.poolIdPrefix;
-  await until(
+  await eventually(
     'the refusal is logged (or a new pool made)',
     () => logOf('node-4').includes(`--accept-new-pool=${prefix}`) || fs.existsSync(identityFile('node-4')),
   );
@@ -170,7 +156,7 @@ it('with its record lost too, snapshot deletions waiting for the node name its p
 
   fs.rmdirSync(cluster.pool('node-4'));
   fs.renameSync(disk, cluster.pool('node-4'));
-  await until('ready on the real pool', async () => (await probe(clients)) === true, 90_000);
+  await eventually('ready on the real pool', async () => (await probe(clients)) === true, 90_000);
   expect(poolIdentity('node-4').poolId).toBe(oldPool);
   await retryLikeCo(() => deleteSnapshot(snapshots, snapshotId));
   expect(copies()).toEqual([]);
@@ -187,7 +173,7 @@ async function loseRecord(nodeId: string): Promise<void> {
     namespace: client.options.namespace,
     workflowExecution: { workflowId: record.workflowId, runId },
   });
-  await until('the record is gone', async () => {
+  await eventually('the record is gone', async () => {
     try {
       await record.describe();
       return false;
@@ -211,5 +197,5 @@ async function forgetClosedOperations(nodeId: string): Promise<void> {
       namespace: client.options.namespace,
       workflowExecution: { workflowId, runId },
     });
-  await until('visibility forgets the closed operations', async () => (await closed()).length === 0);
+  await eventually('visibility forgets the closed operations', async () => (await closed()).length === 0);
 }

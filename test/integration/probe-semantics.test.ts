@@ -3,10 +3,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnCli, stopChild } from '../../agent/spawn-cli';
 import { waitUntilReady } from '../../agent/wait-ready';
-import { call, connectCsi, withDeadline } from '../../csi/client';
-import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
+import { connectCsi } from '../../csi/client';
 import { startDevServer, type DevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
+import { probe } from '../support/cluster';
+import { eventually } from '../support/eventually';
 
 /**
  * A Temporal outage must not make livenessprobe restart the driver: CSI Probe (liveness) stays ready, and the
@@ -23,26 +24,8 @@ afterAll(async () => {
   fs.rmSync(root, { recursive: true, force: true });
 });
 
-async function probe(endpoint: string): Promise<boolean | undefined> {
-  const clients = connectCsi(endpoint);
-  try {
-    return (await call<ProbeResponse__Output>((done) => clients.identity.Probe({}, withDeadline(5000), done))).ready
-      ?.value;
-  } finally {
-    clients.close();
-  }
-}
-
 async function readyz(port: number): Promise<number> {
   return (await fetch(`http://127.0.0.1:${port}/readyz`)).status;
-}
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
 }
 
 it('Probe is liveness (stays ready while Temporal is down); /readyz is readiness (503, then 200 again)', async () => {
@@ -65,24 +48,26 @@ it('Probe is liveness (stays ready while Temporal is down); /readyz is readiness
     ],
     path.join(root, 'controller.log'),
   );
+  const clients = connectCsi(endpoint);
   try {
     await waitUntilReady(endpoint, 60_000);
     expect(await readyz(metricsPort)).toBe(200);
 
     await temporal.stop();
-    await until('/readyz 503', async () => (await readyz(metricsPort)) === 503);
+    await eventually('/readyz 503', async () => (await readyz(metricsPort)) === 503);
     expect(await (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).text()).toMatch(/does not answer/);
     // Liveness for longer than livenessprobe's failure budget in deploy/ would be (5 x 10 s is the real one).
     for (let i = 0; i < 10; i++) {
-      expect(await probe(endpoint)).toBe(true);
+      expect(await probe(clients, 5000)).toBe(true);
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
     expect(controller.exitCode).toBeNull();
 
     temporal = await startDevServer({ dataDir, port, headless: true });
-    await until('/readyz 200 again', async () => (await readyz(metricsPort)) === 200);
-    expect(await probe(endpoint)).toBe(true);
+    await eventually('/readyz 200 again', async () => (await readyz(metricsPort)) === 200);
+    expect(await probe(clients, 5000)).toBe(true);
   } finally {
+    clients.close();
     await stopChild(controller);
   }
 });

@@ -3,8 +3,8 @@ import type { CsiClients } from '../../csi/client';
 import { readNodeRecord } from '../../node-records/reads';
 import { TestCluster } from '../support/cluster';
 import { createSnapshotUntilReady } from '../support/snapshot-requests';
-import { eventually } from '../support/run-cli';
 import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
+import { eventually } from '../support/eventually';
 
 /**
  * A restore has one possible node (its snapshot's), and that node's record shows its free space as of the last
@@ -33,7 +33,7 @@ describe('a restore right after a deletion freed its room', () => {
         createVolume(clients, createRequest(`pvc-filler-${round}`, 128 * MiB, onNode('node-1'))),
       );
       // The record must have seen the pool full, or the deletion below frees nothing it knows of.
-      await eventually(async () => (await recordedRoom(client)) < 64 * MiB, 30_000, 'the record showing the pool full');
+      await eventually('the record showing the pool full', async () => (await recordedRoom(client)) < 64 * MiB, 30_000);
       await retryLikeCo(() => deleteVolume(clients, filler.volume!.volume_id));
       stale = (await recordedRoom(client)) < 64 * MiB; // else a heartbeat came in between: go again
     }

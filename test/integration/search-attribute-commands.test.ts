@@ -6,7 +6,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { locateTemporalCli } from '../../temporal-dev/locate-cli';
 import { TestCluster, temporalAddress } from '../support/cluster';
-import { eventually, runCli } from '../support/run-cli';
+import { runCli } from '../support/run-cli';
+import { eventually } from '../support/eventually';
 
 /**
  * A controller given a namespace without durable-csi's search attributes refuses to start and prints the
@@ -29,7 +30,7 @@ describe('the search-attribute commands a controller prints', () => {
         namespace,
         workflowExecutionRetentionPeriod: msToTs('1 day'),
       });
-      await eventually(() =>
+      await eventually('the namespace registered', () =>
         connection.workflowService.describeNamespace({ namespace }).then(
           () => true,
           () => false,
@@ -66,6 +67,7 @@ describe('the search-attribute commands a controller prints', () => {
     }
     // Registered attributes reach the namespace asynchronously; the controller starts once they have.
     await eventually(
+      'controller start after registering the attributes',
       async () => {
         try {
           return await cluster.startController('controller', ['--temporal-namespace', namespace]);
@@ -74,7 +76,6 @@ describe('the search-attribute commands a controller prints', () => {
         }
       },
       60_000,
-      'controller start after registering the attributes',
     );
   });
 });

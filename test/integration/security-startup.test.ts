@@ -5,7 +5,8 @@ import { call, withDeadline } from '../../csi/client';
 import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
 import { TestCluster } from '../support/cluster';
 import { createRequest, createVolume } from '../support/csi-requests';
-import { eventually, runCli } from '../support/run-cli';
+import { runCli } from '../support/run-cli';
+import { eventually } from '../support/eventually';
 
 /**
  * issue 21 items 1, 3 and 4, through the real CLI: a start that would talk plaintext to a non-loopback Temporal,
@@ -64,12 +65,12 @@ describe('refused at start', () => {
       const clients = cluster.csi(node.endpoint);
       // It serves kubelet whatever Temporal's state, unready until it reaches Temporal.
       const probe = await eventually(
+        `${name} answering Probe`,
         () =>
           call<ProbeResponse__Output>((done) => clients.identity.Probe({}, withDeadline(2000), done)).catch(
             () => undefined,
           ),
         30_000,
-        `${name} answering Probe`,
       );
       expect(probe.ready?.value).toBe(false);
       expect(node.child.exitCode).toBeNull();

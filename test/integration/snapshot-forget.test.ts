@@ -14,7 +14,7 @@ import { forgetNode } from '../../operations/forget-node';
 import { TestCluster } from '../support/cluster';
 import { createSnapshot, createSnapshotUntilReady, deleteSnapshot, notReadyYet } from '../support/snapshot-requests';
 import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
-import { eventually } from '../support/run-cli';
+import { eventually } from '../support/eventually';
 
 /**
  * `nodes forget` ends a snapshot operation waiting on the node, and what the CO was then told is gone (a deleted
@@ -26,8 +26,6 @@ describe('snapshots of a forgotten node that comes back', () => {
   afterAll(() => cluster.teardown());
 
   const copies = (nodeId: string) => fs.readdirSync(path.join(cluster.pool(nodeId), 'snapshots', 'data'));
-  const untilOffline = (client: Client, nodeId: string) =>
-    eventually(async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.live === false);
 
   it('a snapshot deleted while its node was forgotten is deleted on its pool when the node returns', async () => {
     const node = await cluster.startNode('node-1');
@@ -39,13 +37,13 @@ describe('snapshots of a forgotten node that comes back', () => {
     expect(copies('node-1')).toEqual([key]);
 
     await node.kill('SIGKILL');
-    await untilOffline(client, 'node-1');
+    await cluster.untilOffline('node-1');
     await forgetNode(client, cluster.driverName, 'node-1', 'the machine is gone');
     await expect(deleteSnapshot(clients, made.snapshot!.snapshot_id)).resolves.toEqual({}); // node-forgotten
     expect(copies('node-1')).toEqual([key]); // nothing could delete it yet
 
     await cluster.startNode('node-1'); // the same pool comes back
-    await eventually(() => copies('node-1').length === 0, 60_000, 'the written-off copy deleted');
+    await eventually('the written-off copy deleted', () => copies('node-1').length === 0, 60_000);
     expect(fs.readdirSync(path.join(cluster.pool('node-1'), 'snapshots', 'records'))).toEqual([]);
   });
 
@@ -61,17 +59,17 @@ describe('snapshots of a forgotten node that comes back', () => {
     await doomed.exited;
     expect(copies('node-2')).toHaveLength(1);
 
-    await untilOffline(client, 'node-2');
+    await cluster.untilOffline('node-2');
     await forgetNode(client, cluster.driverName, 'node-2', 'the machine is gone');
     await eventually(
+      'the create ended by the forget',
       async () => (await codeOf(createSnapshot(clients, 'snap-2', volume.volume!.volume_id, 5_000))) === 'NOT_FOUND',
       60_000,
-      'the create ended by the forget',
     );
     expect(copies('node-2')).toHaveLength(1);
 
     await cluster.startNode('node-2');
-    await eventually(() => copies('node-2').length === 0, 60_000, 'the written-off copy deleted');
+    await eventually('the written-off copy deleted', () => copies('node-2').length === 0, 60_000);
   });
 });
 
@@ -104,7 +102,10 @@ describe('a restore or clone whose source is on a forgotten node', () => {
     const { agent, clients, volumeId, snapshotId } = await sourceOn('node-1');
     await agent.stop();
     const client = await cluster.temporal();
-    await eventually(async () => (await readNodeRecord(client, cluster.driverName, 'node-1'))?.node?.live === false);
+    await eventually(
+      'node-1 offline',
+      async () => (await readNodeRecord(client, cluster.driverName, 'node-1'))?.node?.live === false,
+    );
     await forgetNode(client, cluster.driverName, 'node-1', 'the disk died');
     // The controller's placement shares a record it read for up to this long (the source's create read node-1 live a
     // moment ago); a create placed on that read tries node-1 for 20 s first. Not what this test is about.
@@ -130,7 +131,10 @@ describe('a restore or clone whose source is on a forgotten node', () => {
     const client = await cluster.temporal();
     const run = client.workflow.getHandle(createWorkflowId(cluster.driverName, 'pvc-restore-2'));
     const { runId } = await run.describe();
-    await eventually(async () => (await readNodeRecord(client, cluster.driverName, 'node-2'))?.node?.live === false);
+    await eventually(
+      'node-2 offline',
+      async () => (await readNodeRecord(client, cluster.driverName, 'node-2'))?.node?.live === false,
+    );
     await forgetNode(client, cluster.driverName, 'node-2', 'the machine burnt');
     // The run the forget ended says why (a CO's next call may start another run, which must say the same).
     const ended = await client.workflow
@@ -204,14 +208,20 @@ describe('the Node-deleted policy and a node holding only snapshots', () => {
     await retryLikeCo(() => deleteVolume(clients, volume.volume!.volume_id));
     expect(cluster.volumesOnDisk(nodeId)).toEqual([]);
     // The agent's next presence heartbeat (every 10 s) carries the pool's new figures.
-    await eventually(async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.snapshotCount === 1);
+    await eventually(
+      `${nodeId} recording one snapshot copy`,
+      async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.snapshotCount === 1,
+    );
     // Killed: the record learns the agent's last figures from its last heartbeat (the hold's timeout carries it).
     await agent.kill('SIGKILL');
-    await eventually(async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.live === false);
+    await eventually(
+      `${nodeId} offline`,
+      async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.live === false,
+    );
     return { snapshotId: made.snapshot!.snapshot_id, clients, client };
   };
   const forgottenBy = (client: Client, nodeId: string) =>
-    eventually(async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.forgotten, 30_000, 'forgotten');
+    eventually('forgotten', async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.forgotten, 30_000);
 
   it("is decided on the record's count of snapshot copies, and the copy's DeleteSnapshot then ends", async () => {
     const { snapshotId, clients, client } = await nodeWithOnlyASnapshot('node-1');

@@ -9,8 +9,9 @@ import { buildOrphanReport } from '../../kubernetes/orphan-report';
 import { parseSnapshotId } from '../../common/ids';
 import { TestCluster } from '../support/cluster';
 import { MiB, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
-import { eventually, runCli } from '../support/run-cli';
+import { runCli } from '../support/run-cli';
 import { testTemporalFlags } from '../support/test-temporal';
+import { eventually } from '../support/eventually';
 
 interface ListedJson {
   snapshots: { snapshotId: string; name: string; sourceVolumeId: string; nodeId: string; sizeBytes: number }[];
@@ -103,10 +104,14 @@ describe('snapshots CLI', () => {
       new RegExp(`^durable-csi: ABORTED: snapshot deletion of ${snapshotId} has waited \\d+s for node node-1 `),
     );
     expect(fs.existsSync(copy)).toBe(true);
-    const stuck = await eventually(async () => {
-      const found = (await json<StuckJson>('volumes', 'stuck')).operations;
-      return found.length > 0 ? found : undefined;
-    }, 30_000);
+    const stuck = await eventually(
+      'two stuck operations listed',
+      async () => {
+        const found = (await json<StuckJson>('volumes', 'stuck')).operations;
+        return found.length > 0 ? found : undefined;
+      },
+      30_000,
+    );
     expect(stuck).toEqual([
       expect.objectContaining({
         operation: 'snapshot-delete',
@@ -139,19 +144,31 @@ describe('snapshots CLI', () => {
     expect(noCrds).toMatchObject({ snapshotCrdsInstalled: false, snapshotDeletionsWithoutContent: [] });
 
     node = await cluster.startNode('node-1');
-    const deleted = await eventually(async () => {
-      const attempt = await cli('snapshots', 'delete', snapshotId);
-      return attempt.code === 0 ? attempt : undefined;
-    }, 60_000);
+    const deleted = await eventually(
+      'the snapshot deleted',
+      async () => {
+        const attempt = await cli('snapshots', 'delete', snapshotId);
+        return attempt.code === 0 ? attempt : undefined;
+      },
+      60_000,
+    );
     expect(deleted.stdout).toBe(`deleted ${snapshotId}\n`);
     expect(fs.existsSync(copy)).toBe(false);
-    const after = await eventually(async () => {
-      const current = await json<ListedJson>('snapshots', 'list');
-      return current.unansweredNodes.length === 0 ? current : undefined;
-    }, 30_000);
+    const after = await eventually(
+      'every node answering the list',
+      async () => {
+        const current = await json<ListedJson>('snapshots', 'list');
+        return current.unansweredNodes.length === 0 ? current : undefined;
+      },
+      30_000,
+    );
     expect(after.snapshots).toEqual([]);
     expect((await cli('snapshots', 'list')).stdout).toBe('no snapshots\n');
-    await eventually(async () => (await json<StuckJson>('volumes', 'stuck')).operations.length === 0, 30_000);
+    await eventually(
+      'no stuck operation left',
+      async () => (await json<StuckJson>('volumes', 'stuck')).operations.length === 0,
+      30_000,
+    );
   }, 300_000);
 });
 

@@ -5,11 +5,10 @@ import path from 'node:path';
 import { spawnCli, stopChild } from '../../agent/spawn-cli';
 import { parseDuration } from '../../common/duration';
 import { parseVolumeId } from '../../common/ids';
-import { call, withDeadline, type CsiClients } from '../../csi/client';
-import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
+import type { CsiClients } from '../../csi/client';
 import { startDevServer, type DevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
-import { TestCluster, type ManagedProcess } from '../support/cluster';
+import { TestCluster, probe, type ManagedProcess } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { ADDRESS_ENV, CONFIG_ENV, testTemporalFlags } from '../support/test-temporal';
 import { isMountPoint, releaseMountsUnder } from '../unit/storage/mount-helpers';
@@ -78,11 +77,6 @@ afterAll(async () => {
   if (saved.config !== undefined) process.env[CONFIG_ENV] = saved.config;
   if (workDir && !process.env.DURABLE_CSI_KEEP_TEST_DATA) fs.rmSync(workDir, { recursive: true, force: true });
 });
-
-async function probe(clients: CsiClients): Promise<boolean | undefined> {
-  const answer = await call<ProbeResponse__Output>((done) => clients.identity.Probe({}, withDeadline(3000), done));
-  return answer.ready?.value;
-}
 
 async function httpStatus(address: string, route: string): Promise<number | string> {
   try {

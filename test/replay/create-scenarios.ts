@@ -4,8 +4,9 @@ import type { CsiClients } from '../../csi/client';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
 import type { TestCluster } from '../support/cluster';
-import { createAttempts, until } from '../support/create-history';
+import { createAttempts } from '../support/create-history';
 import { codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
+import { eventually } from '../support/eventually';
 
 /** The agent SIGKILLs itself after allocating, before answering: the create must complete on that node. */
 const DIES_AFTER_ALLOCATING = { failpoints: 'create.after-allocate' };
@@ -61,12 +62,17 @@ class Scenario {
     await this.firstTryDies('pvc-forgotten', request, 'node-4');
     await this.offline('node-4');
     const workflowId = createWorkflowId(this.cluster.driverName, 'pvc-forgotten');
-    await until(
+    await eventually(
+      'the forget of node-4 reaches the create',
       async () =>
         (await forgetNode(this.temporal, this.cluster.driverName, 'node-4', 'recorded')).released.includes(workflowId),
-      'the forget of node-4 reaches the create',
+      90_000,
     );
-    await until(async () => (await this.attempts('pvc-forgotten')).includes('node-5'), 'the create tries node-5');
+    await eventually(
+      'the create tries node-5',
+      async () => (await this.attempts('pvc-forgotten')).includes('node-5'),
+      90_000,
+    );
     await this.completionBegunOrEnded('pvc-forgotten', 4);
     await this.cluster.startNode('node-5');
     await this.ended('pvc-forgotten');
@@ -100,21 +106,23 @@ class Scenario {
   /** The `count`th node allocation was scheduled, or the workflow ended (earlier builds skip the completion). */
   private completionBegunOrEnded(name: string, count: number) {
     const handle = this.temporal.workflow.getHandle(createWorkflowId(this.cluster.driverName, name));
-    return until(
-      async () => (await this.attempts(name)).length >= count || (await handle.describe()).status.name !== 'RUNNING',
+    return eventually(
       `${name} schedules allocation ${count} or ends`,
+      async () => (await this.attempts(name)).length >= count || (await handle.describe()).status.name !== 'RUNNING',
+      90_000,
     );
   }
 
   private offline(nodeId: string) {
-    return until(
-      async () => (await readNodeRecord(this.temporal, this.cluster.driverName, nodeId))?.node?.live === false,
+    return eventually(
       `${nodeId} is offline`,
+      async () => (await readNodeRecord(this.temporal, this.cluster.driverName, nodeId))?.node?.live === false,
+      90_000,
     );
   }
 
   private ended(name: string) {
     const handle = this.temporal.workflow.getHandle(createWorkflowId(this.cluster.driverName, name));
-    return until(async () => (await handle.describe()).status.name !== 'RUNNING', `${name} ends`);
+    return eventually(`${name} ends`, async () => (await handle.describe()).status.name !== 'RUNNING', 90_000);
   }
 }

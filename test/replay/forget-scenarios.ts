@@ -11,9 +11,9 @@ import { forgetNode } from '../../operations/forget-node';
 import { startDevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
 import { TestCluster } from '../support/cluster';
-import { until } from '../support/create-history';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { createSnapshotUntilReady } from '../support/snapshot-requests';
+import { eventually } from '../support/eventually';
 
 /**
  * Histories of a forgotten node's return and of a restore its forget ended, recorded for the replay test
@@ -59,16 +59,18 @@ class ForgetScenario {
       await this.live(nodeId, true);
       // A round beside the live node fails too: the record waits for the next (a timer), then it can delete.
       const record = this.temporal.workflow.getHandle(nodeRecordWorkflowId(this.cluster.driverName, nodeId));
-      await until(
-        async () => (await record.fetchHistory()).events?.some((event) => event.timerStartedEventAttributes) ?? false,
+      await eventually(
         `the record of ${nodeId} waits for its next round`,
+        async () => (await record.fetchHistory()).events?.some((event) => event.timerStartedEventAttributes) ?? false,
+        90_000,
       );
     } finally {
       execFileSync('chattr', ['-i', pinned]);
     }
-    await until(
-      async () => (await readNodeRecord(this.temporal, this.cluster.driverName, nodeId))?.writtenOff === undefined,
+    await eventually(
       `${nodeId} deleted what was written off`,
+      async () => (await readNodeRecord(this.temporal, this.cluster.driverName, nodeId))?.writtenOff === undefined,
+      90_000,
     );
   }
 
@@ -90,13 +92,14 @@ class ForgetScenario {
     await this.live(nodeId, false);
     await forgetNode(this.temporal, this.cluster.driverName, nodeId, 'recorded');
     const handle = this.temporal.workflow.getHandle(createWorkflowId(this.cluster.driverName, 'pvc-restore-forgotten'));
-    await until(async () => (await handle.describe()).status.name !== 'RUNNING', 'the restore ends');
+    await eventually('the restore ends', async () => (await handle.describe()).status.name !== 'RUNNING', 90_000);
   }
 
   private live(nodeId: string, live: boolean) {
-    return until(
-      async () => (await readNodeRecord(this.temporal, this.cluster.driverName, nodeId))?.node?.live === live,
+    return eventually(
       `${nodeId} is ${live ? 'live' : 'offline'}`,
+      async () => (await readNodeRecord(this.temporal, this.cluster.driverName, nodeId))?.node?.live === live,
+      90_000,
     );
   }
 }

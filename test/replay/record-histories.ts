@@ -15,6 +15,7 @@ import { call, withDeadline } from '../../csi/client';
 import { recordCreateScenarios } from './create-scenarios';
 import { recordSnapshotScenarios, type Recording } from './snapshot-scenarios';
 import { recordForgetScenarios } from './forget-scenarios';
+import { eventually } from '../support/eventually';
 
 /**
  * Records the workflow histories that replay.test.ts replays against the current workflow code: a create, a create
@@ -68,7 +69,11 @@ async function main(): Promise<void> {
     // deletion's phase follows the node: running, waiting-for-node, running.
     await node2.kill('SIGKILL');
     if ((await codeOf(deleteVolume(clients, waitingId, 4000))) !== 'ABORTED') throw new Error('expected a wait');
-    await until(async () => (await readNodeRecord(temporal, cluster.driverName, 'node-2'))?.node?.live === false);
+    await eventually(
+      'node-2 offline',
+      async () => (await readNodeRecord(temporal, cluster.driverName, 'node-2'))?.node?.live === false,
+      90_000,
+    );
     await new Promise((resolve) => setTimeout(resolve, 2000)); // the announcement reaches the deletion
     await cluster.startNode('node-2');
     await retryLikeCo(() => deleteVolume(clients, waitingId));
@@ -80,8 +85,10 @@ async function main(): Promise<void> {
 
     const unknownId = `v1_node-gone_0123456789abcdef_${'c'.repeat(32)}`;
     if ((await codeOf(deleteVolume(clients, unknownId, 4000))) !== 'ABORTED') throw new Error('expected a wait');
-    await until(
+    await eventually(
+      'the forget releasing the volume',
       async () => (await forgetNode(temporal, cluster.driverName, 'node-gone', 'recorded')).released.length > 0,
+      90_000,
     );
     await retryLikeCo(() => deleteVolume(clients, unknownId));
 
@@ -117,14 +124,6 @@ async function main(): Promise<void> {
     await cluster.teardown();
     await server.stop();
     fs.rmSync(dataDir, { recursive: true, force: true });
-  }
-}
-
-async function until(check: () => Promise<boolean>, timeoutMs = 90_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error('timed out waiting for a condition');
-    await new Promise((resolve) => setTimeout(resolve, 500));
   }
 }
 

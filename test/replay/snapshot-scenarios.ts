@@ -17,9 +17,9 @@ import type { CsiClients } from '../../csi/client';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
 import type { TestCluster } from '../support/cluster';
-import { until } from '../support/create-history';
 import { MiB, codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { createSnapshot, deleteSnapshot } from '../support/snapshot-requests';
+import { eventually } from '../support/eventually';
 
 /** A history to keep: the workflow's latest run, or the one named. */
 export interface Recording {
@@ -53,23 +53,32 @@ export async function recordSnapshotScenarios(
   const listings = await recordListings(driverName, temporal, volumeId);
 
   await node.kill('SIGKILL');
-  await until(
-    async () => (await readNodeRecord(temporal, driverName, 'node-7'))?.node?.live === false,
+  await eventually(
     'node-7 is offline',
+    async () => (await readNodeRecord(temporal, driverName, 'node-7'))?.node?.live === false,
+    90_000,
   );
   if ((await codeOf(deleteSnapshot(clients, kept, 4000))) !== 'ABORTED') throw new Error('expected a wait');
   if ((await codeOf(createSnapshot(clients, 'snap-forgotten', volumeId, 4000))) !== 'ABORTED')
     throw new Error('expected a wait');
   const waiting = [deleteSnapshotWorkflowId(driverName, kept), createSnapshotWorkflowId(driverName, 'snap-forgotten')];
   const released = new Set<string>();
-  await until(async () => {
-    for (const id of (await forgetNode(temporal, driverName, 'node-7', 'recorded')).released) released.add(id);
-    return waiting.every((id) => released.has(id));
-  }, 'the forget of node-7 reaches the snapshot deletion and create');
+  await eventually(
+    'the forget of node-7 reaches the snapshot deletion and create',
+    async () => {
+      for (const id of (await forgetNode(temporal, driverName, 'node-7', 'recorded')).released) released.add(id);
+      return waiting.every((id) => released.has(id));
+    },
+    90_000,
+  );
   await retryLikeCo(() => deleteSnapshot(clients, kept));
   await cluster.startNode('node-7'); // the same pool returns: its record deletes the copy written off
   const copies = path.join(cluster.pool('node-7'), 'snapshots', 'data');
-  await until(async () => fs.readdirSync(copies).length === 0, 'the written-off copy is deleted on node-7');
+  await eventually(
+    'the written-off copy is deleted on node-7',
+    async () => fs.readdirSync(copies).length === 0,
+    90_000,
+  );
 
   return {
     'create-snapshot': { workflowId: createSnapshotWorkflowId(driverName, 'snap-recorded') },
@@ -112,16 +121,20 @@ async function recordListings(driverName: string, temporal: Client, volumeId: st
 async function runThatDeletedWrittenOff(temporal: Client, workflowId: string): Promise<Recording> {
   await temporal.workflow.getHandle(workflowId).signal(renewRecordSignal);
   let found: Recording | undefined;
-  await until(async () => {
-    for await (const run of temporal.workflow.list({ query: `WorkflowId = "${workflowId}"` })) {
-      if (run.status.name === 'RUNNING') continue;
-      const history = await temporal.workflow.getHandle(workflowId, run.runId).fetchHistory();
-      const reported = history.events?.some(
-        (event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'reportWrittenOffDeleted',
-      );
-      if (reported) found = { workflowId, runId: run.runId };
-    }
-    return found !== undefined;
-  }, `an ended run of ${workflowId} that reported the written-off deletion`);
+  await eventually(
+    `an ended run of ${workflowId} that reported the written-off deletion`,
+    async () => {
+      for await (const run of temporal.workflow.list({ query: `WorkflowId = "${workflowId}"` })) {
+        if (run.status.name === 'RUNNING') continue;
+        const history = await temporal.workflow.getHandle(workflowId, run.runId).fetchHistory();
+        const reported = history.events?.some(
+          (event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'reportWrittenOffDeleted',
+        );
+        if (reported) found = { workflowId, runId: run.runId };
+      }
+      return found !== undefined;
+    },
+    90_000,
+  );
   return found!;
 }

@@ -5,14 +5,23 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnCli, stopChild } from '../../agent/spawn-cli';
 import { waitUntilReady } from '../../agent/wait-ready';
-import { connectCsi, type CsiClients } from '../../csi/client';
+import { call, connectCsi, withDeadline, type CsiClients } from '../../csi/client';
+import type { ProbeResponse__Output } from '../../csi/generated/csi/v1/ProbeResponse';
+import { NODE_MEMO_KEY, nodeRecordWorkflowId, type NodeRecordMemo } from '../../common/names';
 import { readNodeRecord } from '../../node-records/reads';
 import { DEV_NODE_FLAGS } from '../../agent/dev-node-flags';
+import { eventually } from './eventually';
 import { connectTestTemporal, testTemporalConfig, testTemporalFlags } from './test-temporal';
 
 /** The address of the Temporal server the test runs against (test-temporal.ts says which). */
 export function temporalAddress(): string {
   return testTemporalConfig().address;
+}
+
+/** CSI Probe's `ready`: false while the driver cannot serve yet, undefined if it leaves the field out. */
+export async function probe(clients: CsiClients, timeoutMs = 3000): Promise<boolean | undefined> {
+  const answer = await call<ProbeResponse__Output>((done) => clients.identity.Probe({}, withDeadline(timeoutMs), done));
+  return answer.ready?.value;
 }
 
 export interface ManagedProcess {
@@ -131,6 +140,23 @@ export class TestCluster {
     const clients = connectCsi(endpoint);
     this.clients.push(clients);
     return clients;
+  }
+
+  /**
+   * Until a stopped node is offline as its own record sees it, not only as a read sees it: a read says offline once
+   * the presence activity is no longer running (its heartbeat timed out), the record workflow a workflow task later,
+   * and only then does it accept a forget ("is live" before that, as a loaded machine showed once).
+   */
+  async untilOffline(nodeId: string, timeoutMs = 60_000): Promise<void> {
+    const client = await this.temporal();
+    const record = client.workflow.getHandle(nodeRecordWorkflowId(this.driverName, nodeId));
+    await eventually(
+      `${nodeId} offline in its record`,
+      async () =>
+        (await readNodeRecord(client, this.driverName, nodeId))?.node?.live === false &&
+        ((await record.describe()).memo?.[NODE_MEMO_KEY] as NodeRecordMemo | undefined)?.live === false,
+      timeoutMs,
+    );
   }
 
   async temporal(): Promise<Client> {

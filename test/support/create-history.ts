@@ -15,12 +15,3 @@ export async function createAttempts(client: Client, driverName: string, name: s
     return [queue.startsWith(prefix) ? queue.slice(prefix.length) : queue];
   });
 }
-
-/** Polls until `check` holds (errors count as "not yet"); throws after timeoutMs. */
-export async function until(check: () => Promise<boolean>, what: string, timeoutMs = 90_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 300));
-  }
-}

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { CLI_MAIN } from '../../agent/spawn-cli';
 import { findFreePort, findFreePortRange } from '../../temporal-dev/free-port';
 import { findProjectRoot } from '../../common/project-root';
-import { eventually } from './run-cli';
+import { eventually } from './eventually';
 
 /** `durable-csi dev` (or `npm run dev`) as a user starts it: a plain child with its output captured. */
 export class DevStackProcess {
@@ -38,7 +38,7 @@ export class DevStackProcess {
   async up(timeoutMs = 90_000): Promise<string> {
     let exited = false;
     void this.exit?.then(() => (exited = true));
-    await eventually(() => this.output.includes('dev stack is up') || exited, timeoutMs, 'dev stack up').catch(
+    await eventually('dev stack up', () => this.output.includes('dev stack is up') || exited, timeoutMs).catch(
       (error: unknown) => {
         throw new Error(`${String(error)}; output:\n${this.output}`);
       },
@@ -60,7 +60,7 @@ export class DevStackProcess {
 
   /** Asserts, after giving it time to stop, that nothing of the stack is left. */
   async nothingLeft(timeoutMs = 45_000): Promise<void> {
-    await eventually(() => this.processes().length === 0, timeoutMs, 'no process of the stack left').catch(() => {
+    await eventually('no process of the stack left', () => this.processes().length === 0, timeoutMs).catch(() => {
       throw new Error(`processes left: ${JSON.stringify(this.processes(), null, 2)}\noutput:\n${this.output}`);
     });
   }

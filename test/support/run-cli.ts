@@ -24,18 +24,3 @@ export function runCli(
     );
   });
 }
-
-/** Polls until the check yields a value (eventually consistent reads, processes coming and going). */
-export async function eventually<T>(
-  check: () => Promise<T | undefined | false> | T | undefined | false,
-  timeoutMs = 60_000,
-  what = 'condition',
-): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > until) throw new Error(`${what} not met within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}

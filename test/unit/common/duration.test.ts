@@ -1,6 +1,6 @@
 import { FailureType } from '../../../common/failures';
 import { parseDuration } from '../../../common/duration';
-import { expectDriverError } from '../support/driver-error';
+import { expectDriverError } from '../../support/driver-error';
 
 describe('parseDuration', () => {
   it.each<[string, number]>([

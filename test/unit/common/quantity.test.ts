@@ -1,6 +1,6 @@
 import { FailureType } from '../../../common/failures';
 import { formatBytes, parseQuantity } from '../../../common/quantity';
-import { expectDriverError } from '../support/driver-error';
+import { expectDriverError } from '../../support/driver-error';
 
 const KI = 1024;
 const MI = 1024 ** 2;

@@ -2,7 +2,7 @@ import { FailureType } from '../../../common/failures';
 import { TOPOLOGY_NODE_KEY } from '../../../common/names';
 import type { Topology__Output } from '../../../csi/generated/csi/v1/Topology';
 import { nodeTopology, nodesOfTopologies } from '../../../csi/validate-create';
-import { expectDriverError } from '../support/driver-error';
+import { expectDriverError } from '../../support/driver-error';
 
 describe('nodesOfTopologies', () => {
   it('returns the node of each topology in order', () => {

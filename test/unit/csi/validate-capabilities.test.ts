@@ -1,7 +1,7 @@
 import { FailureType } from '../../../common/failures';
 import type { VolumeCapability__Output } from '../../../csi/generated/csi/v1/VolumeCapability';
 import { checkCapabilities } from '../../../csi/validate-create';
-import { expectDriverError } from '../support/driver-error';
+import { expectDriverError } from '../../support/driver-error';
 
 type Mode = NonNullable<VolumeCapability__Output['access_mode']>['mode'];
 

@@ -14,7 +14,7 @@ import {
   validateCreate,
 } from '../../../csi/validate-create';
 import type { CreateLimits } from '../../../csi/validate-create';
-import { expectDriverError } from '../support/driver-error';
+import { expectDriverError } from '../../support/driver-error';
 
 const MI = 1024 ** 2;
 const GI = 1024 ** 3;

@@ -9,7 +9,8 @@ import { writeIntent } from '../../../storage/pool/journal';
 import type { Intent } from '../../../storage/pool/journal';
 import { PoolLayout } from '../../../storage/pool/pool-layout';
 import { writeRecord } from '../../../storage/pool/records';
-import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
+import { expectDriverError } from '../../support/driver-error';
+import { GI, PoolFixture, randomKey } from './pool-fixture';
 
 let fixture: PoolFixture;
 let layout: PoolLayout;

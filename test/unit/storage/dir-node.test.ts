@@ -5,7 +5,8 @@ import path from 'node:path';
 import { FailureType } from '../../../common/failures';
 import type { DirBackend } from '../../../storage/dir/dir-backend';
 import { isMountPoint } from './mount-helpers';
-import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
+import { expectDriverError } from '../../support/driver-error';
+import { GI, PoolFixture, randomKey } from './pool-fixture';
 
 let fixture: PoolFixture;
 let backend: DirBackend;

@@ -21,7 +21,8 @@ import { runTool } from '../../../storage/host/tools';
 import { readIntent, writeIntent } from '../../../storage/pool/journal';
 import { PoolLayout } from '../../../storage/pool/pool-layout';
 import { LAST_PROJECT_ID, readRecord, writeRecord } from '../../../storage/pool/records';
-import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
+import { expectDriverError } from '../../support/driver-error';
+import { GI, PoolFixture, randomKey } from './pool-fixture';
 
 const MiB = 1024 ** 2;
 

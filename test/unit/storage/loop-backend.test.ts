@@ -12,7 +12,8 @@ import { LoopBackend } from '../../../storage/loop/loop-backend';
 import type { LoopAccess } from '../../../storage/loop/loop-backend';
 import { PoolLayout } from '../../../storage/pool/pool-layout';
 import { blockdevSize, dfBytes, hasSysResource, isMountPoint, loopDevicesOf } from './mount-helpers';
-import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
+import { expectDriverError } from '../../support/driver-error';
+import { GI, PoolFixture, randomKey } from './pool-fixture';
 
 const MiB = 1024 ** 2;
 

@@ -3,8 +3,6 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { DriverError } from '../../../common/failures';
-import type { FailureType } from '../../../common/failures';
 import type { StorageBackend } from '../../../storage/pool/backend';
 import { DirBackend } from '../../../storage/dir/dir-backend';
 import type { PoolBackendOptions } from '../../../storage/pool/pool-backend';
@@ -74,14 +72,4 @@ export class PoolFixture<B extends StorageBackend = DirBackend> {
     releaseMountsUnder(this.root);
     fs.rmSync(this.root, { recursive: true, force: true });
   }
-}
-
-export async function expectDriverError(promise: Promise<unknown>, type: FailureType, message?: RegExp): Promise<void> {
-  const error: unknown = await promise.then(
-    () => undefined,
-    (reason: unknown) => reason,
-  );
-  expect(error).toBeInstanceOf(DriverError);
-  expect((error as DriverError).type).toBe(type);
-  if (message) expect((error as DriverError).message).toMatch(message);
 }

@@ -13,7 +13,8 @@ import { PoolLayout } from '../../../storage/pool/pool-layout';
 import { RecordIndex, reserved } from '../../../storage/pool/pool-indexes';
 import { listRecords, writeRecord } from '../../../storage/pool/records';
 import type { StoredRecord } from '../../../storage/pool/records';
-import { GI, PoolFixture, expectDriverError, randomKey } from './pool-fixture';
+import { expectDriverError } from '../../support/driver-error';
+import { GI, PoolFixture, randomKey } from './pool-fixture';
 
 type Step = 'allocate' | 'release' | 'grow';
 
