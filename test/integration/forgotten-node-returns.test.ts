@@ -175,7 +175,11 @@ describe('a forgotten node that comes back, and forgets that race', () => {
     // The server times the dead agent's presence out on its own: a read sees node-4 offline, while its record,
     // with no worker to run it, has not decided anything; the agent is back before any controller is.
     await node4.kill('SIGKILL');
-    await cluster.untilOffline('node-4');
+    await eventually(
+      'node-4 offline to a read (its record cannot run)',
+      async () => (await readNodeRecord(client, cluster.driverName, 'node-4'))?.node?.live === false,
+      60_000,
+    );
     node4 = await cluster.startNode('node-4');
     const deletion = await startDeletion(client, volumeId, false);
     await eventually(
