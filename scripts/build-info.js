@@ -31,6 +31,17 @@ function describeBuild(dir = root) {
   return { version, commit, release };
 }
 
+/**
+ * The newest release CHANGELOG.md has an entry for (its first `## X.Y.Z (date)` heading): what deploy/ and the chart
+ * name between releases, since a -dev version has no image anyone published (docs/releases.md).
+ */
+function newestRelease(dir = root) {
+  const changelog = fs.readFileSync(path.join(dir, 'CHANGELOG.md'), 'utf8');
+  const match = /^## (\d+\.\d+\.\d+) \(\d{4}-\d{2}-\d{2}\)$/m.exec(changelog);
+  if (!match) throw new Error('CHANGELOG.md has no release heading ("## X.Y.Z (YYYY-MM-DD)")');
+  return match[1];
+}
+
 function writeBuildInfo(dir = root) {
   const info = describeBuild(dir);
   const file = path.join(dir, FILE);
@@ -39,5 +50,5 @@ function writeBuildInfo(dir = root) {
   return info;
 }
 
-module.exports = { describeBuild, writeBuildInfo, BUILD_INFO_FILE: FILE };
+module.exports = { describeBuild, newestRelease, writeBuildInfo, BUILD_INFO_FILE: FILE };
 if (require.main === module) process.stdout.write(`${writeBuildInfo().version}\n`);

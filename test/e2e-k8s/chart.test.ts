@@ -72,7 +72,7 @@ it('every ci/ values file says what kustomize renders the same, or why nothing d
   expect(components.filter((component) => !covered.has(component))).toEqual([]);
 });
 
-it('the chart names by default the release of package.json (appVersion) and the sidecars the e2e builds', () => {
+it('the chart names by default the newest release (appVersion) and the sidecars the e2e builds', () => {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const spec = require(path.join(ROOT, 'scripts/image/spec.js')) as {
     driverSpec(): { ref: string };
@@ -82,11 +82,11 @@ it('the chart names by default the release of package.json (appVersion) and the 
     const pod = (o as { spec?: { template?: { spec?: V1PodSpec } } }).spec?.template?.spec;
     return (pod?.containers ?? []).map((container) => container.image);
   });
-  // A release build's image is tagged with the bare version; a dev build's with -dev.<commit>, which the release's
-  // chart does not name (scripts/build-info.js).
-  const release = (
-    JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }
-  ).version.split('-')[0];
+  // A release build's image is tagged with the bare version; a dev build's with -dev.<commit>, which no chart names:
+  // between releases the chart names the newest release (scripts/build-info.js, CHANGELOG.md).
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const buildInfo = require(path.join(ROOT, 'scripts/build-info.js')) as { newestRelease(dir: string): string };
+  const release = buildInfo.newestRelease(ROOT);
   const driver = spec.driverSpec().ref.replace(/:[^:]+$/, `:${release}`);
   expect([...new Set(images)].sort()).toEqual([driver, ...spec.SIDECARS.map((s) => s.ref)].sort());
 });
@@ -116,7 +116,7 @@ describe("deploy/README.md's snippets", () => {
     );
     const objects = renderChart(helm, ['-f', values]);
     const text = JSON.stringify(objects);
-    expect(text).toContain('"image":"registry.example.com/durable-csi:0.1.0"');
+    expect(text).toContain('"image":"registry.example.com/durable-csi:0.2.0"');
     expect(text).toContain('--capacity=500Gi');
   });
 
@@ -129,7 +129,7 @@ describe("deploy/README.md's snippets", () => {
       snippetContaining('# my-cluster/kustomization.yaml').replaceAll('../deploy/', `${deploy}/`),
     );
     const text = JSON.stringify(parseAll(kubectl(['kustomize', overlay])));
-    expect(text).toContain('"image":"registry.example.com/durable-csi:0.1.0"');
+    expect(text).toContain('"image":"registry.example.com/durable-csi:0.2.0"');
     expect(text).not.toContain('ghcr.io/durable-csi/durable-csi');
     expect(text).toContain('"TEMPORAL_ADDRESS":"ADDRESS"');
     expect(text).toContain('--capacity=500Gi');

@@ -5,8 +5,10 @@ import path from 'node:path';
 
 interface BuildInfo {
   describeBuild(dir: string): { version: string; commit?: string; release: boolean };
+  newestRelease(dir?: string): string;
 }
-const { describeBuild } = jest.requireActual<BuildInfo>('../../../scripts/build-info');
+const { describeBuild, newestRelease } = jest.requireActual<BuildInfo>('../../../scripts/build-info');
+const ROOT = path.resolve(__dirname, '../../..');
 
 /** Only a clean checkout of a commit whose package.json has no pre-release part is named by the bare version. */
 describe('scripts/build-info.js', () => {
@@ -37,5 +39,41 @@ describe('scripts/build-info.js', () => {
   it('carries the commit on every build of a -dev version', () => {
     const sha = commit('0.3.0-dev');
     expect(describeBuild(dir)).toEqual({ version: `0.3.0-dev.${sha.slice(0, 12)}`, commit: sha, release: false });
+  });
+});
+
+/**
+ * This repository's version and CHANGELOG.md agree: a release commit (package.json X.Y.Z) has its entry, the newest;
+ * between releases (X.Y.Z-dev) the version is past the newest entry. So no release goes out without its entry, and
+ * no -dev version names one already released.
+ */
+describe("package.json's version and CHANGELOG.md", () => {
+  const parts = (version: string) => version.split('.').map(Number);
+  const after = (a: string, b: string) => {
+    const [x, y] = [parts(a), parts(b)];
+    for (let i = 0; i < 3; i++) if (x[i] !== y[i]) return (x[i] as number) > (y[i] as number);
+    return false;
+  };
+  const { version } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+
+  it('a release is the newest entry; a -dev version comes after it', () => {
+    const [base, pre] = version.split('-');
+    if (pre === undefined) expect(newestRelease(ROOT)).toBe(version);
+    else {
+      expect(pre).toBe('dev');
+      expect(after(base as string, newestRelease(ROOT))).toBe(true);
+    }
+  });
+
+  it('fails loudly on a CHANGELOG.md without a release heading', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-changelog-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'CHANGELOG.md'), '# Changelog\n\n## Unreleased\n');
+      expect(() => newestRelease(dir)).toThrow(/no release heading/);
+      fs.writeFileSync(path.join(dir, 'CHANGELOG.md'), '## 0.3.0 (2027-01-02)\n\n## 0.2.0 (2026-12-05)\n');
+      expect(newestRelease(dir)).toBe('0.3.0');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

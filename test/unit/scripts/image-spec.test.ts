@@ -21,9 +21,10 @@ const spec = jest.requireActual<{
 }>('../../../scripts/image/spec');
 const { KUBERNETES_VERSION } = jest.requireActual<{ KUBERNETES_VERSION: string }>('../../../scripts/install-k8s-tools');
 
-const buildInfo = jest.requireActual<{ describeBuild(dir: string): { version: string } }>(
-  '../../../scripts/build-info',
-);
+const buildInfo = jest.requireActual<{
+  describeBuild(dir: string): { version: string };
+  newestRelease(dir: string): string;
+}>('../../../scripts/build-info');
 const root = path.resolve(__dirname, '../../..');
 
 describe('the image names deploy/ uses are the ones npm run image builds', () => {
@@ -33,12 +34,11 @@ describe('the image names deploy/ uses are the ones npm run image builds', () =>
   );
   const images = manifests.flatMap((text) => [...text.matchAll(/^\s+image: (\S+)$/gm)].map((m) => m[1]));
 
-  it("tags the driver image with the build's version and deploy/ names the release of package.json's version", () => {
+  it("tags the driver image with the build's version and deploy/ names the newest release", () => {
     const { version } = buildInfo.describeBuild(root);
     expect(spec.driverSpec().ref).toBe(`ghcr.io/durable-csi/durable-csi:${version}`);
-    const release = (
-      JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string }
-    ).version.split('-')[0];
+    // Between releases a -dev build's image has no published twin: the manifests name the newest release.
+    const release = buildInfo.newestRelease(root);
     expect(images.filter((image) => image!.startsWith('ghcr.io/'))).toEqual([
       `ghcr.io/durable-csi/durable-csi:${release}`,
       `ghcr.io/durable-csi/durable-csi:${release}`,
