@@ -56,9 +56,33 @@ export function currentBuild(): Build {
   };
 }
 
-/** The default baseline: where this branch left main, or HEAD~5 when HEAD is main itself. */
+/**
+ * The commit of the newest release, from its CHANGELOG.md entry (`Release commit: \`<sha>\``, written by the commit
+ * after the release, which is the first to know it), or undefined before any release names one.
+ */
+export function newestReleaseCommit(
+  changelog = fs.readFileSync(path.join(ROOT, 'CHANGELOG.md'), 'utf8'),
+): string | undefined {
+  const entry = /^## \d+\.\d+\.\d+ \(.*$([\s\S]*?)(?=^## |(?![\s\S]))/m.exec(changelog);
+  return entry ? /^Release commit: `([0-9a-f]{40})`/m.exec(entry[1] as string)?.[1] : undefined;
+}
+
+/**
+ * The default baseline: the newest release's commit, so that every soak proves the upgrade from the release (the
+ * compatibility promise, docs/releases.md); on that commit itself, or in a clone without it, where this branch left
+ * main, or HEAD~5 when HEAD is main itself.
+ */
 export function defaultBaselineRev(): string {
   const head = run('git', ['rev-parse', 'HEAD'], ROOT);
+  const release = newestReleaseCommit();
+  if (release && release !== head) {
+    try {
+      run('git', ['merge-base', '--is-ancestor', release, 'HEAD'], ROOT);
+      return release;
+    } catch {
+      process.stderr.write(`soak: the release commit ${release} is not in this clone's history; falling back\n`);
+    }
+  }
   try {
     const base = run('git', ['merge-base', 'HEAD', 'main'], ROOT);
     if (base !== head) return base;

@@ -130,7 +130,10 @@ export function parseOptions(argv: string[]): SoakOptions {
       'times the fault schedule runs (version-skew only once); default ops/300, at least 1',
       integer(1),
     )
-    .option('--baseline <rev>', 'git revision of the old build (default: merge-base of HEAD and main, or HEAD~5)')
+    .option(
+      '--baseline <rev>',
+      'git revision of the old build (default: the newest release in CHANGELOG.md, else merge-base of HEAD and main, or HEAD~5)',
+    )
     .option('--recurring <n>', 'names created and deleted again and again', integer(0), 10)
     .option('--call-timeout <duration>', 'gRPC deadline of each CSI call', duration, 10_000)
     .option('--call-wait <duration>', "controllers' --call-wait", '3s')
