@@ -11,7 +11,7 @@ export const CSI_PROTO_PATH = path.join(__dirname, 'csi.proto');
 export const CSI_PACKAGE = 'csi.v1';
 
 /** Options shared with proto-loader-gen-types (package.json gen:proto) so the generated types match. */
-const LOADER_OPTIONS: protoLoader.Options = {
+export const LOADER_OPTIONS: protoLoader.Options = {
   keepCase: true,
   longs: String,
   enums: String,

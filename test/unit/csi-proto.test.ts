@@ -2,19 +2,12 @@ import * as path from 'path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import * as protobuf from 'protobufjs';
+import { LOADER_OPTIONS } from '../../csi/proto';
 
 // Guards csi/csi.proto against drifting from CSI spec v1.12.0 (wire numbers checked against
 // container-storage-interface/spec tag v1.12.0, commit e6fc13ea4d529db12e211ef79c924ee3186c39d5).
 
 const PROTO_PATH = path.join(__dirname, '..', '..', 'csi', 'csi.proto');
-
-const LOADER_OPTIONS: protoLoader.Options = {
-  keepCase: true,
-  longs: String,
-  enums: String,
-  defaults: true,
-  oneofs: true,
-};
 
 const EXPECTED_RPCS: Record<string, string[]> = {
   Identity: ['GetPluginInfo', 'GetPluginCapabilities', 'Probe'],
