@@ -74,6 +74,8 @@ export async function forgetNode(
 
 /** How long the record has to decide: it needs a controller's worker, and none may be running. */
 const DECISION_WAIT_MS = 20_000;
+/** Between two asks while the record catches up with a presence hold that has already ended. */
+const RECORD_CATCH_UP_MS = 500;
 
 /**
  * The record decides, on its own state (an Update with a validator): our read above may be stale (its node may
@@ -90,13 +92,26 @@ async function askRecord(client: Client, driverName: string, nodeId: string, not
   // Not the handle `start` returns: with USE_EXISTING it names the running run as the first of its chain, and a
   // record that has continued as new is then "not found". The latest run of the ID is the record.
   const handle = client.workflow.getHandle<typeof nodePresence>(workflowId);
+  const deadline = Date.now() + DECISION_WAIT_MS;
   try {
-    return await client.withDeadline(Date.now() + DECISION_WAIT_MS, () =>
-      handle.executeUpdate(forgetNodeRecordUpdate, { args: [notice] }),
-    );
+    for (;;) {
+      try {
+        return await client.withDeadline(deadline, () =>
+          handle.executeUpdate(forgetNodeRecordUpdate, { args: [notice] }),
+        );
+      } catch (error) {
+        if (!(error instanceof WorkflowUpdateFailedError)) throw error;
+        // The record refuses while it sees the node answering. When its presence hold has already stopped (our read
+        // says offline: the server timed the dead agent's heartbeat out), the record learns so one workflow task
+        // later: ask again until it has, or the node answers again (then the refusal stands), or the wait is over.
+        const read = await readNodeRecord(client, driverName, nodeId);
+        if (read?.node?.live !== false || Date.now() + RECORD_CATCH_UP_MS > deadline)
+          throw new DriverError(FailureType.FailedPrecondition, error.cause?.message ?? error.message);
+        await new Promise((resolve) => setTimeout(resolve, RECORD_CATCH_UP_MS));
+      }
+    }
   } catch (error) {
-    if (error instanceof WorkflowUpdateFailedError)
-      throw new DriverError(FailureType.FailedPrecondition, error.cause?.message ?? error.message);
+    if (error instanceof DriverError) throw error;
     if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError || isDeadline(error))
       throw new DriverError(
         FailureType.Unavailable,
