@@ -1,6 +1,6 @@
 import { ApplicationFailure, heartbeat, log } from '@temporalio/activity';
 import { continueInPool } from '../common/list-position';
-import { ownsVolume, poolIdPrefix } from '../common/ids';
+import { ownsVolume, poolIdPrefix } from '../common/names';
 import { DriverError, FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
 import type { ContentSource, ExpandResult, SnapshotRecord, StorageBackend } from '../storage/pool/backend';
 

@@ -1,5 +1,5 @@
 import { DriverError, FailureType } from '../common/failures';
-import { poolIdPrefix } from '../common/ids';
+import { poolIdPrefix } from '../common/names';
 import { DirBackend } from '../storage/dir/dir-backend';
 import type { StorageBackend } from '../storage/pool/backend';
 import type { NewIdentity, PoolIdentity } from '../storage/pool/pool-layout';

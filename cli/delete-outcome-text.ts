@@ -1,4 +1,4 @@
-import { parseSnapshotId, parseVolumeId } from '../common/ids';
+import { parseSnapshotId, parseVolumeId } from '../common/names';
 
 /**
  * What `volumes delete` prints after a successful DeleteVolume. CSI answers success for a volume that does not

@@ -6,7 +6,7 @@ import { assertLocalEndpoint } from '../csi/endpoint';
 import { BACKEND_KINDS } from '../common/backend-kinds';
 import { DEFAULT_COPY_BUDGET } from '../common/copy-budget';
 import { parseDuration } from '../common/duration';
-import { isValidNodeId, MAX_NODE_ID_LENGTH } from '../common/ids';
+import { isValidNodeId, MAX_NODE_ID_LENGTH } from '../common/names';
 import { parseQuantity } from '../common/quantity';
 import { DIR_QUOTA_MODES, type DirQuotaMode } from '../storage/dir/dir-backend';
 import { addMetricsOptions, addTemporalOptions, temporalConfig, type TemporalFlags } from './temporal-options';

@@ -1,6 +1,5 @@
 import { DriverError } from '../common/failures';
-import { parseSnapshotId, parseVolumeId } from '../common/ids';
-import type { SnapshotIdParts, VolumeIdParts } from '../common/ids';
+import { parseSnapshotId, parseVolumeId, type SnapshotIdParts, type VolumeIdParts } from '../common/names';
 import { checkName } from '../csi/validate-create';
 
 /**

@@ -8,7 +8,7 @@
  * their first letter, so nodes come in the same order in both lists, and a position says which list it is of.
  * No Node built-ins here: workflow code imports this file.
  */
-import { isValidNodeId, parseScopedId, volumeIdPrefix } from './ids';
+import { isValidNodeId, parseScopedId, volumeIdPrefix } from './names';
 
 /** Which list a position is of: the version its IDs start with. */
 export type ListedIds = 'v1' | 's1';

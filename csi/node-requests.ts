@@ -4,7 +4,7 @@
  */
 import path from 'node:path';
 import { DriverError, FailureType } from '../common/failures';
-import { ownsVolume, parseVolumeId } from '../common/ids';
+import { ownsVolume, parseVolumeId } from '../common/names';
 import type { StageOptions, StorageBackend } from '../storage/pool/backend';
 import type { VolumeCapability__Output } from './generated/csi/v1/VolumeCapability';
 import { assertInKubeletDir } from './kubelet-paths';

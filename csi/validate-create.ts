@@ -1,7 +1,6 @@
 import { isLoopFsType, LOOP_FS_TYPES, minimumLoopBytes, type AccessType } from '../common/backend-kinds';
 import { DriverError, FailureType } from '../common/failures';
-import { parseSnapshotId, parseVolumeId } from '../common/ids';
-import { TOPOLOGY_NODE_KEY } from '../common/names';
+import { TOPOLOGY_NODE_KEY, parseSnapshotId, parseVolumeId } from '../common/names';
 import { formatBytes } from '../common/quantity';
 import type { CreateVolumeRequest__Output } from './generated/csi/v1/CreateVolumeRequest';
 import type { Topology__Output } from './generated/csi/v1/Topology';

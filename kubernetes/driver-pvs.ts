@@ -1,5 +1,5 @@
 import type { CoreV1Api, V1PersistentVolume } from '@kubernetes/client-node';
-import { parseVolumeId } from '../common/ids';
+import { parseVolumeId } from '../common/names';
 
 /** A PersistentVolume of this driver, reduced to what durable-csi reasons about. */
 export interface DriverPv {

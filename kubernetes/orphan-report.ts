@@ -1,8 +1,7 @@
-import { parseVolumeId } from '../common/ids';
 import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { createSnapshotWorkflowId, deleteWorkflowId } from '../common/names';
+import { createSnapshotWorkflowId, deleteWorkflowId, parseVolumeId } from '../common/names';
 import { listPendingOperations } from '../operations/pending-operations';
 import type { OperationSummary } from '../operations/pending-operations';
 import { SnapshotOperations } from '../operations/snapshot-operations';

@@ -1,5 +1,5 @@
 import type { CustomObjectsApi } from '@kubernetes/client-node';
-import { parseSnapshotId } from '../common/ids';
+import { parseSnapshotId } from '../common/names';
 import { statusOf } from './api-status';
 
 /** A VolumeSnapshotContent of this driver, reduced to what the orphan report reasons about. */

@@ -7,8 +7,13 @@ import {
 import { status as grpcStatus } from '@grpc/grpc-js';
 import { readNodeRecord } from '../node-records/reads';
 import { DriverError, FailureType } from '../common/failures';
-import { forgetNodeRecordUpdate, nodeForgottenSignal, nodeRecordStart, nodeRecordWorkflowId } from '../common/names';
-import { isValidNodeId } from '../common/ids';
+import {
+  forgetNodeRecordUpdate,
+  nodeForgottenSignal,
+  nodeRecordStart,
+  nodeRecordWorkflowId,
+  isValidNodeId,
+} from '../common/names';
 import { formatDuration } from '../common/duration';
 import type { ForgetNotice } from '../common/names';
 import type { nodePresence } from '../workflows/node-presence';

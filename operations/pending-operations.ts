@@ -1,6 +1,5 @@
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { DriverError, FailureType } from '../common/failures';
-import { isValidNodeId, parseSnapshotId, parseVolumeId } from '../common/ids';
 import {
   operationTypesClause,
   NodeIdKey,
@@ -9,6 +8,9 @@ import {
   VolumeIdKey,
   VolumeNameKey,
   WaitingSinceKey,
+  isValidNodeId,
+  parseSnapshotId,
+  parseVolumeId,
 } from '../common/names';
 
 const OPERATION_OF_TYPE: Record<string, string> = {

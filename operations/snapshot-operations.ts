@@ -1,6 +1,5 @@
 import type { Client } from '@temporalio/client';
 import { DriverError, FailureType } from '../common/failures';
-import { parseSnapshotId, parseVolumeId } from '../common/ids';
 import { everyPage, MAX_PAGE_ENTRIES } from '../common/list-position';
 import {
   controlTaskQueue,
@@ -11,6 +10,8 @@ import {
   oneOffTag,
   OperationKey,
   VolumeIdKey,
+  parseSnapshotId,
+  parseVolumeId,
 } from '../common/names';
 import type { NodeSnapshotFilter } from '../activities/node-activities';
 import { readNodeRecord, type NodeRecordView } from '../node-records/reads';

@@ -1,6 +1,5 @@
 import type { Client } from '@temporalio/client';
 import { DriverError, FailureType } from '../common/failures';
-import { parseVolumeId } from '../common/ids';
 import {
   controlTaskQueue,
   createWorkflowId,
@@ -15,6 +14,7 @@ import {
   VolumeIdKey,
   VolumeNameKey,
   type NodeView,
+  parseVolumeId,
 } from '../common/names';
 import { everyPage, MAX_PAGE_ENTRIES } from '../common/list-position';
 import type { InspectedVolume } from '../activities/node-activities';

@@ -7,9 +7,8 @@ import {
 } from '@temporalio/workflow';
 import type { NodeActivities } from '../activities/node-activities';
 import { FailureType } from '../common/failures';
-import { formatSnapshotId, poolIdPrefix } from '../common/ids';
 import { snapshotOptions, listenForForget, followNodeLiveness, recordWriteOff } from './node-work';
-import { PhaseKey, VolumeIdKey } from '../common/names';
+import { PhaseKey, VolumeIdKey, formatSnapshotId, poolIdPrefix } from '../common/names';
 
 export interface CreateSnapshotInput {
   driverName: string;

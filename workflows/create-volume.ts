@@ -12,8 +12,16 @@ import { TimeoutType } from '@temporalio/common';
 import type { NodeActivities, NodeCreateInput, NodeCreateResult } from '../activities/node-activities';
 import type { CandidateAnswer, ForgottenOn, PlacementActivities } from '../activities/placement';
 import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
-import { formatVolumeId, parseSnapshotId, parseVolumeId, poolIdPrefix } from '../common/ids';
-import { NodeIdKey, PhaseKey, VolumeIdKey, type NodeView } from '../common/names';
+import {
+  NodeIdKey,
+  PhaseKey,
+  VolumeIdKey,
+  type NodeView,
+  formatVolumeId,
+  parseSnapshotId,
+  parseVolumeId,
+  poolIdPrefix,
+} from '../common/names';
 import {
   createCompletionOptions,
   createFirstTryOptions,

@@ -8,7 +8,7 @@ import type {
   NodeSnapshotPage,
 } from '../activities/node-activities';
 import { LIST_START, MAX_PAGE_ENTRIES, pastNode, type ListedIds, type Page } from '../common/list-position';
-import { formatSnapshotId, formatVolumeId, poolIdPrefix } from '../common/ids';
+import { formatSnapshotId, formatVolumeId, poolIdPrefix } from '../common/names';
 import { listOptions } from './node-work';
 
 /**

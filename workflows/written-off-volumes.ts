@@ -11,8 +11,7 @@ import { RetryState } from '@temporalio/common';
 import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities } from '../activities/node-activities';
 import { deleteOptions } from './node-work';
-import type { WrittenOffVolume } from '../common/names';
-import { ownsVolume, poolIdPrefix } from '../common/ids';
+import { type WrittenOffVolume, ownsVolume, poolIdPrefix } from '../common/names';
 
 /** A volume and a snapshot copy are different things on the pool. */
 const kindKey = (volume: WrittenOffVolume) => `${volume.kind ?? 'volume'}/${volume.key}`;

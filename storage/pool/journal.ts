@@ -3,6 +3,9 @@
  * freed and removed when the operation is complete. open() settles every entry a crash left behind; the live path
  * settles its own entry with the same code, so recovery is not a rarely run special case.
  *
+ * Snapshots are journaled the same way under snapshots/journal/ (snapshots.ts makes and deletes the copies), so that
+ * every call of the pool settles both journals here.
+ *
  * Freezes of a volume's filesystem for a copy are journaled too, under frozen/: written before the freeze, removed
  * after the thaw, so that a freeze a killed agent left is thawed when the pool opens again, or before the next call
  * changes the pool.
@@ -11,13 +14,20 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DriverError } from '../../common/failures';
 import type { OpenReport } from './backend';
-import { isTempFileName, jsonFields, pathExists, readJson, removeFile, writeJsonAtomic } from '../host/files';
+import {
+  isTempFileName,
+  jsonFields,
+  pathExists,
+  readJson,
+  removeFile,
+  removeTree,
+  writeJsonAtomic,
+} from '../host/files';
 import { readMounts, thawFilesystem } from '../host/mounts';
 import { isVolumeKey, keyOfJsonFileName, readKeyedFiles } from './pool-layout';
 import type { PoolBackend } from './pool-backend';
 import type { PoolLayout } from './pool-layout';
 import { isProjectId, isSize, isStringMap, listRecordKeys, recordExists, removeRecord } from './records';
-import { findSnapshotStrays, settleSnapshotJournal } from './snapshots';
 
 export interface Intent {
   op: 'create' | 'delete';
@@ -107,6 +117,85 @@ export async function settleJournal(
   const reconciled: Reconciled[] = [];
   for (const intent of intents.filter((entry) => !inFlight(entry.key))) {
     reconciled.push({ key: intent.key, op: intent.op, outcome: await settleIntent(pool, intent) });
+  }
+  return { reconciled, strays };
+}
+
+/* The snapshot journal: the same rules, under snapshots/journal/. */
+
+export interface SnapshotIntent {
+  op: 'create' | 'delete';
+  key: string;
+  name: string;
+  sourceKey: string;
+  sizeBytes: number;
+  /** ISO 8601. */
+  at: string;
+}
+
+function parseSnapshotIntent(value: unknown, key: string): SnapshotIntent | undefined {
+  const intent = jsonFields(value);
+  const { op, name, sourceKey, sizeBytes, at } = intent;
+  if (
+    (op !== 'create' && op !== 'delete') ||
+    intent.key !== key ||
+    typeof name !== 'string' ||
+    typeof sourceKey !== 'string' ||
+    !isSize(sizeBytes) ||
+    typeof at !== 'string'
+  ) {
+    return undefined;
+  }
+  return { op, key, name, sourceKey, sizeBytes, at };
+}
+
+export async function writeSnapshotIntent(layout: PoolLayout, intent: SnapshotIntent): Promise<void> {
+  const { op, key, name, sourceKey, sizeBytes, at } = intent;
+  await writeJsonAtomic(layout.snapshotIntentFile(key), { op, key, name, sourceKey, sizeBytes, at });
+}
+
+/** Unreadable entries are strays, left for a person (as in the volume journal). */
+export async function listSnapshotIntents(
+  layout: PoolLayout,
+): Promise<{ intents: SnapshotIntent[]; strays: string[] }> {
+  const read = async (key: string) => {
+    try {
+      return parseSnapshotIntent(await readJson(layout.snapshotIntentFile(key)), key);
+    } catch (error) {
+      if (error instanceof DriverError) return undefined;
+      throw error;
+    }
+  };
+  const { entries, strays } = await readKeyedFiles(layout.snapshotJournalDir, read);
+  return { intents: entries, strays };
+}
+
+/**
+ * The same rules as a volume's intent: a create whose record was written is kept; one without a record made at
+ * most a partial copy, which is removed; a delete is driven forward. Snapshots hold nothing outside their
+ * directory (no device is ever attached to a copy), so removing it is all a release takes.
+ */
+export async function settleSnapshotIntent(layout: PoolLayout, intent: SnapshotIntent): Promise<Reconciled['outcome']> {
+  if (intent.op === 'create' && (await pathExists(layout.snapshotRecordFile(intent.key)))) {
+    await removeFile(layout.snapshotIntentFile(intent.key));
+    return 'kept';
+  }
+  await removeTree(layout.snapshotDir(intent.key));
+  if (intent.op === 'delete') await removeFile(layout.snapshotRecordFile(intent.key));
+  await removeFile(layout.snapshotIntentFile(intent.key));
+  return intent.op === 'create' ? 'rolled-back' : 'completed';
+}
+
+/** Every readable intent but those of copies in flight (`inFlight`), which are theirs to settle. */
+export async function settleSnapshotJournal(
+  layout: PoolLayout,
+  inFlight: InFlight = NONE_IN_FLIGHT,
+): Promise<{ reconciled: Reconciled[]; strays: string[] }> {
+  const { intents, strays } = await listSnapshotIntents(layout);
+  const reconciled: Reconciled[] = [];
+  for (const intent of intents.filter((entry) => !inFlight(entry.key))) {
+    const outcome = await settleSnapshotIntent(layout, intent);
+    reconciled.push({ key: intent.key, op: `snapshot-${intent.op}`, outcome });
   }
   return { reconciled, strays };
 }
@@ -242,6 +331,24 @@ async function findStrays(layout: PoolLayout): Promise<string[]> {
     const key = keyOfJsonFileName(name);
     if (key === undefined || !(await pathExists(layout.volumeDir(key))))
       strays.push(path.join(layout.recordsDir, name));
+  }
+  return strays;
+}
+
+/** Snapshot copies without a record and records without a copy: reported, never deleted. */
+export async function findSnapshotStrays(layout: PoolLayout): Promise<string[]> {
+  const strays: string[] = [];
+  const recordKeys = new Set(
+    (await fs.readdir(layout.snapshotRecordsDir)).flatMap((name) => keyOfJsonFileName(name) ?? []),
+  );
+  for (const name of await fs.readdir(layout.snapshotDataDir)) {
+    if (!isVolumeKey(name) || !recordKeys.has(name)) strays.push(path.join(layout.snapshotDataDir, name));
+  }
+  for (const name of await fs.readdir(layout.snapshotRecordsDir)) {
+    const key = keyOfJsonFileName(name);
+    if (key === undefined || !(await pathExists(layout.snapshotDir(key)))) {
+      strays.push(path.join(layout.snapshotRecordsDir, name));
+    }
   }
   return strays;
 }

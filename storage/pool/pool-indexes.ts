@@ -6,13 +6,13 @@
  * and it updates the indexes after each write; the disk stays the truth.
  */
 import { DriverError, FailureType } from '../../common/failures';
-import { listIntents, settleJournal, thawFrozen } from './journal';
+import { listIntents, listSnapshotIntents, settleJournal, settleSnapshotJournal, thawFrozen } from './journal';
 import type { InFlight, Intent, Reconciled } from './journal';
 import type { PoolBackend } from './pool-backend';
 import type { PoolLayout } from './pool-layout';
 import { listRecords } from './records';
 import type { StoredRecord } from './records';
-import { listSnapshotIntents, listSnapshotRecords, settleSnapshotJournal } from './snapshots';
+import { listSnapshotRecords } from './snapshots';
 import type { StoredSnapshot } from './snapshots';
 
 /** What a volume or snapshot of a size (a capacity, a snapshot's size) takes from the pool. */

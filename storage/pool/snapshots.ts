@@ -1,5 +1,5 @@
 /**
- * Snapshots: their records, their journal, and creating and deleting one. A snapshot is journaled like a volume:
+ * Snapshots: their records, and creating and deleting one. A snapshot is journaled like a volume (journal.ts):
  * snapshots/journal/<key>.json is written before the copy is made and removed when the record
  * (snapshots/records/<key>.json) is written, so a crash part way leaves an intent that the next call or open()
  * settles: a create without a record is rolled back (its partial copy removed), one with a record is kept, a delete
@@ -8,32 +8,19 @@
  * (snapshots/data/<key>/) is made by the backend.
  */
 import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import { copyTimeMs } from '../../common/copy-budget';
 import { DriverError, FailureType } from '../../common/failures';
-import type { CreateSnapshotSpec, OpenReport, SnapshotRecord } from './backend';
-import { createDir, jsonFields, pathExists, readJson, removeFile, removeTree, writeJsonAtomic } from '../host/files';
-import type { InFlight } from './journal';
+import type { CreateSnapshotSpec, SnapshotRecord } from './backend';
+import { createDir, jsonFields, pathExists, readJson, writeJsonAtomic } from '../host/files';
+import { settleSnapshotIntent, writeSnapshotIntent, type SnapshotIntent } from './journal';
 import type { PoolBackend } from './pool-backend';
-import { assertSnapshotKey, assertVolumeKey, isVolumeKey, keyOfJsonFileName, readKeyedFiles } from './pool-layout';
+import { assertSnapshotKey, assertVolumeKey, isVolumeKey, keyOfJsonFileName } from './pool-layout';
 import type { PoolLayout } from './pool-layout';
 import { isShape, isSize, readRecord, storedShape } from './records';
 import type { StoredRecord } from './records';
 
 /** What is stored: the path is derived from the key on every read. */
 export type StoredSnapshot = Omit<SnapshotRecord, 'path'>;
-
-export interface SnapshotIntent {
-  op: 'create' | 'delete';
-  key: string;
-  name: string;
-  sourceKey: string;
-  sizeBytes: number;
-  /** ISO 8601. */
-  at: string;
-}
-
-type Reconciled = OpenReport['reconciled'][number];
 
 /** Throws InvalidArgument; runs before anything touches the filesystem. */
 export function assertCreateSnapshotSpec(spec: unknown): asserts spec is CreateSnapshotSpec {
@@ -65,22 +52,6 @@ function parseSnapshot(value: unknown, key: string, file: string): StoredSnapsho
   return { key, name, sourceKey, sizeBytes, createdAt, ...storedShape(shape) };
 }
 
-function parseSnapshotIntent(value: unknown, key: string): SnapshotIntent | undefined {
-  const intent = jsonFields(value);
-  const { op, name, sourceKey, sizeBytes, at } = intent;
-  if (
-    (op !== 'create' && op !== 'delete') ||
-    intent.key !== key ||
-    typeof name !== 'string' ||
-    typeof sourceKey !== 'string' ||
-    !isSize(sizeBytes) ||
-    typeof at !== 'string'
-  ) {
-    return undefined;
-  }
-  return { op, key, name, sourceKey, sizeBytes, at };
-}
-
 export async function readSnapshot(layout: PoolLayout, key: string): Promise<StoredSnapshot | undefined> {
   const file = layout.snapshotRecordFile(key);
   const value = await readJson(file);
@@ -108,75 +79,6 @@ export async function listSnapshotRecords(layout: PoolLayout): Promise<StoredSna
     if (record) records.push(record);
   }
   return records;
-}
-
-export async function writeSnapshotIntent(layout: PoolLayout, intent: SnapshotIntent): Promise<void> {
-  const { op, key, name, sourceKey, sizeBytes, at } = intent;
-  await writeJsonAtomic(layout.snapshotIntentFile(key), { op, key, name, sourceKey, sizeBytes, at });
-}
-
-/** Unreadable entries are strays, left for a person (as in the volume journal). */
-export async function listSnapshotIntents(
-  layout: PoolLayout,
-): Promise<{ intents: SnapshotIntent[]; strays: string[] }> {
-  const read = async (key: string) => {
-    try {
-      return parseSnapshotIntent(await readJson(layout.snapshotIntentFile(key)), key);
-    } catch (error) {
-      if (error instanceof DriverError) return undefined;
-      throw error;
-    }
-  };
-  const { entries, strays } = await readKeyedFiles(layout.snapshotJournalDir, read);
-  return { intents: entries, strays };
-}
-
-/**
- * The same rules as a volume's intent: a create whose record was written is kept; one without a record made at
- * most a partial copy, which is removed; a delete is driven forward. Snapshots hold nothing outside their
- * directory (no device is ever attached to a copy), so removing it is all a release takes.
- */
-export async function settleSnapshotIntent(layout: PoolLayout, intent: SnapshotIntent): Promise<Reconciled['outcome']> {
-  if (intent.op === 'create' && (await pathExists(layout.snapshotRecordFile(intent.key)))) {
-    await removeFile(layout.snapshotIntentFile(intent.key));
-    return 'kept';
-  }
-  await removeTree(layout.snapshotDir(intent.key));
-  if (intent.op === 'delete') await removeFile(layout.snapshotRecordFile(intent.key));
-  await removeFile(layout.snapshotIntentFile(intent.key));
-  return intent.op === 'create' ? 'rolled-back' : 'completed';
-}
-
-/** Every readable intent but those of copies in flight (`inFlight`), which are theirs to settle. */
-export async function settleSnapshotJournal(
-  layout: PoolLayout,
-  inFlight: InFlight = () => false,
-): Promise<{ reconciled: Reconciled[]; strays: string[] }> {
-  const { intents, strays } = await listSnapshotIntents(layout);
-  const reconciled: Reconciled[] = [];
-  for (const intent of intents.filter((entry) => !inFlight(entry.key))) {
-    const outcome = await settleSnapshotIntent(layout, intent);
-    reconciled.push({ key: intent.key, op: `snapshot-${intent.op}`, outcome });
-  }
-  return { reconciled, strays };
-}
-
-/** Copies without a record and records without a copy: reported, never deleted. */
-export async function findSnapshotStrays(layout: PoolLayout): Promise<string[]> {
-  const strays: string[] = [];
-  const recordKeys = new Set(
-    (await fs.readdir(layout.snapshotRecordsDir)).flatMap((name) => keyOfJsonFileName(name) ?? []),
-  );
-  for (const name of await fs.readdir(layout.snapshotDataDir)) {
-    if (!isVolumeKey(name) || !recordKeys.has(name)) strays.push(path.join(layout.snapshotDataDir, name));
-  }
-  for (const name of await fs.readdir(layout.snapshotRecordsDir)) {
-    const key = keyOfJsonFileName(name);
-    if (key === undefined || !(await pathExists(layout.snapshotDir(key)))) {
-      strays.push(path.join(layout.snapshotRecordsDir, name));
-    }
-  }
-  return strays;
 }
 
 /* Creating and deleting a snapshot. */

@@ -2,7 +2,7 @@ import { status, type ServiceError } from '@grpc/grpc-js';
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { parseQuantity } from '../../common/quantity';
-import { formatVolumeId, poolIdPrefix } from '../../common/ids';
+import { formatVolumeId, poolIdPrefix } from '../../common/names';
 import { DirBackend } from '../../storage/dir/dir-backend';
 import { waitUntilReady } from '../../agent/wait-ready';
 import { MiB, deleteVolume, retryLikeCo } from '../support/csi-requests';

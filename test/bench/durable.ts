@@ -1,6 +1,6 @@
 import { status, type ServiceError } from '@grpc/grpc-js';
 import type { CsiClients } from '../../csi/client';
-import { parseVolumeId } from '../../common/ids';
+import { parseVolumeId } from '../../common/names';
 import type { TestCluster } from '../support/cluster';
 import { MiB, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { leftoversIn, measure, type OnRetry } from './measure';

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { call, withDeadline, type CsiClients } from '../../csi/client';
 import type { NodeGetInfoResponse__Output } from '../../csi/generated/csi/v1/NodeGetInfoResponse';
-import { parseVolumeId } from '../../common/ids';
+import { parseVolumeId } from '../../common/names';
 import { findFreePort } from '../../temporal-dev/free-port';
 import { TestCluster, probe, temporalAddress, type ManagedProcess } from '../support/cluster';
 import { MiB, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';

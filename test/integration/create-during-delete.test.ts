@@ -1,7 +1,6 @@
 import type { ServiceError } from '@grpc/grpc-js';
 import { status } from '@grpc/grpc-js';
-import { deleteWorkflowId } from '../../common/names';
-import { parseVolumeId } from '../../common/ids';
+import { deleteWorkflowId, parseVolumeId } from '../../common/names';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 

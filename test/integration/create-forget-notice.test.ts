@@ -1,7 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { TOPOLOGY_NODE_KEY, createWorkflowId, nodeForgottenSignal } from '../../common/names';
-import { parseVolumeId } from '../../common/ids';
+import { TOPOLOGY_NODE_KEY, createWorkflowId, nodeForgottenSignal, parseVolumeId } from '../../common/names';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
 import { TestCluster } from '../support/cluster';

@@ -17,8 +17,8 @@ import {
   OperationKey,
   PhaseKey,
   VolumeIdKey,
+  parseVolumeId,
 } from '../../common/names';
-import { parseVolumeId } from '../../common/ids';
 import { forgetNode } from '../../operations/forget-node';
 import type * as workflows from '../../workflows';
 import { TestCluster, type ManagedProcess } from '../support/cluster';

@@ -6,7 +6,7 @@ import type { NodeExpandVolumeResponse__Output } from '../../csi/generated/csi/v
 import type { NodeGetCapabilitiesResponse__Output } from '../../csi/generated/csi/v1/NodeGetCapabilitiesResponse';
 import type { NodeGetVolumeStatsResponse__Output } from '../../csi/generated/csi/v1/NodeGetVolumeStatsResponse';
 import type { VolumeCapability } from '../../csi/generated/csi/v1/VolumeCapability';
-import { parseVolumeId } from '../../common/ids';
+import { parseVolumeId } from '../../common/names';
 import type { TestCluster } from '../support/cluster';
 
 export type Backend = 'dir' | 'loop';

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { status, type ServiceError } from '@grpc/grpc-js';
 import type { CsiClients } from '../../csi/client';
 import type { VolumeCapability } from '../../csi/generated/csi/v1/VolumeCapability';
-import { formatVolumeId, parseVolumeId } from '../../common/ids';
+import { formatVolumeId, parseVolumeId } from '../../common/names';
 import type { ManagedProcess } from '../support/cluster';
 import { TestCluster } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';

@@ -1,8 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { CsiClients } from '../../csi/client';
-import { nodeRecordWorkflowId, NodeIdKey } from '../../common/names';
-import { parseSnapshotId, parseVolumeId, poolIdPrefix } from '../../common/ids';
+import { nodeRecordWorkflowId, NodeIdKey, parseSnapshotId, parseVolumeId, poolIdPrefix } from '../../common/names';
 import { TestCluster, probe } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { createSnapshotUntilReady, deleteSnapshot } from '../support/snapshot-requests';

@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { parseSnapshotId } from '../../common/ids';
+import { parseSnapshotId } from '../../common/names';
 import { TestCluster } from '../support/cluster';
 import { CopyGate, isAlive } from '../support/copy-gate';
 import { isFrozen, releaseMountsUnder } from '../unit/storage/mount-helpers';

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { SLOW_COPY_MS } from '../../agent/failpoints';
-import { parseSnapshotId, parseVolumeId } from '../../common/ids';
+import { parseSnapshotId, parseVolumeId } from '../../common/names';
 import { TestCluster } from '../support/cluster';
 import type { ManagedProcess } from '../support/cluster';
 import { createSnapshot, createSnapshotUntilReady, notReadyYet } from '../support/snapshot-requests';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { call, withDeadline } from '../../csi/client';
 import type { ListSnapshotsResponse__Output } from '../../csi/generated/csi/v1/ListSnapshotsResponse';
-import { formatSnapshotId, formatVolumeId, parseVolumeId, poolIdPrefix } from '../../common/ids';
+import { formatSnapshotId, formatVolumeId, parseVolumeId, poolIdPrefix } from '../../common/names';
 import { SnapshotOperations } from '../../operations/snapshot-operations';
 import { PoolLayout } from '../../storage/pool/pool-layout';
 import { writeSnapshot } from '../../storage/pool/snapshots';

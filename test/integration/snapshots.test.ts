@@ -4,7 +4,7 @@ import { call, withDeadline, type CsiClients } from '../../csi/client';
 import type { CreateSnapshotResponse__Output } from '../../csi/generated/csi/v1/CreateSnapshotResponse';
 import type { ListSnapshotsResponse__Output } from '../../csi/generated/csi/v1/ListSnapshotsResponse';
 import type { ControllerGetCapabilitiesResponse__Output } from '../../csi/generated/csi/v1/ControllerGetCapabilitiesResponse';
-import { parseSnapshotId, parseVolumeId } from '../../common/ids';
+import { parseSnapshotId, parseVolumeId } from '../../common/names';
 import { TestCluster } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 

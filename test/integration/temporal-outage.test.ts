@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnCli, stopChild } from '../../agent/spawn-cli';
 import { parseDuration } from '../../common/duration';
-import { parseVolumeId } from '../../common/ids';
+import { parseVolumeId } from '../../common/names';
 import type { CsiClients } from '../../csi/client';
 import { startDevServer, type DevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';

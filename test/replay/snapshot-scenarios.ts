@@ -11,8 +11,8 @@ import {
   listWorkflowId,
   nodeRecordWorkflowId,
   renewRecordSignal,
+  parseVolumeId,
 } from '../../common/names';
-import { parseVolumeId } from '../../common/ids';
 import type { CsiClients } from '../../csi/client';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';

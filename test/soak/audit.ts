@@ -1,10 +1,9 @@
 import type { Client } from '@temporalio/client';
 import fs from 'node:fs';
 import path from 'node:path';
-import { parseSnapshotId, parseVolumeId, poolIdPrefix } from '../../common/ids';
 import { loopMountsUnder, type Cluster } from './cluster';
 import type { Model } from './model';
-import { NODE_RECORD_WORKFLOW_TYPES } from '../../common/names';
+import { NODE_RECORD_WORKFLOW_TYPES, parseSnapshotId, parseVolumeId, poolIdPrefix } from '../../common/names';
 import { isFrozen } from '../unit/storage/mount-helpers';
 
 /** One volume found on disk: a directory under volumes/, a record under records/, or both. */

@@ -1,4 +1,4 @@
-import { parseSnapshotId, parseVolumeId } from '../../common/ids';
+import { parseSnapshotId, parseVolumeId } from '../../common/names';
 
 /** One CSI operation as the orchestrator saw it, from its first attempt to its last answer. */
 export interface OpRecord {

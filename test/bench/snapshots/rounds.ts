@@ -10,7 +10,7 @@ import path from 'node:path';
 import { call, withDeadline, type CsiClients } from '../../../csi/client';
 import type { CreateSnapshotResponse__Output } from '../../../csi/generated/csi/v1/CreateSnapshotResponse';
 import type { CreateVolumeRequest } from '../../../csi/generated/csi/v1/CreateVolumeRequest';
-import { parseSnapshotId, parseVolumeId } from '../../../common/ids';
+import { parseSnapshotId, parseVolumeId } from '../../../common/names';
 import { createRequest, createVolume, deleteVolume, GiB, MiB, onNode, retryLikeCo } from '../../support/csi-requests';
 import { blockBytes, dropCache, run, sharedBytes, usedBytes, type PoolFs } from './host';
 

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { readNodeRecord } from '../../../node-records/reads';
 import { connectionOptions } from '../../../temporal/config';
-import { parseSnapshotId, parseVolumeId } from '../../../common/ids';
+import { parseSnapshotId, parseVolumeId } from '../../../common/names';
 import { forgetNode } from '../../../operations/forget-node';
 import type { Fault } from './types';
 import { awaitOps, sleep, step } from './types';

@@ -2,7 +2,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { parseSnapshotId, parseVolumeId } from '../../../common/ids';
+import { parseSnapshotId, parseVolumeId } from '../../../common/names';
 import { connectCsi } from '../../../csi/client';
 import { nodeRpcs } from '../../integration/node-helpers';
 import { CopyGate, isAlive } from '../../support/copy-gate';

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { waitUntilProbeAnswers, waitUntilReady } from '../../../agent/wait-ready';
-import { parseVolumeId } from '../../../common/ids';
+import { parseVolumeId } from '../../../common/names';
 import { connectCsi } from '../../../csi/client';
 import { nodeRpcs } from '../../integration/node-helpers';
 import type { DriverProcess } from '../cluster';

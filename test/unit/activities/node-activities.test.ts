@@ -7,7 +7,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { pastNode } from '../../../common/list-position';
 import { promises as fs } from 'node:fs';
-import { formatSnapshotId, formatVolumeId, poolIdPrefix } from '../../../common/ids';
+import { formatSnapshotId, formatVolumeId, poolIdPrefix } from '../../../common/names';
 import { PoolLayout } from '../../../storage/pool/pool-layout';
 import { writeSnapshot } from '../../../storage/pool/snapshots';
 import { DriverError, FailureType } from '../../../common/failures';

@@ -1,4 +1,4 @@
-import { formatSnapshotId, formatVolumeId } from '../../../common/ids';
+import { formatSnapshotId, formatVolumeId } from '../../../common/names';
 import { describeDeleteOutcome, describeSnapshotDeleteOutcome } from '../../../cli/delete-outcome-text';
 import { describeUnanswered } from '../../../cli/list-all-volumes';
 import { checkSnapshotId, checkSnapshotName, checkSourceVolumeId } from '../../../cli/snapshot-input';

@@ -1,5 +1,4 @@
-import { deleteSnapshotWorkflowId, deleteWorkflowId } from '../../../common/names';
-import { formatSnapshotId, formatVolumeId } from '../../../common/ids';
+import { deleteSnapshotWorkflowId, deleteWorkflowId, formatSnapshotId, formatVolumeId } from '../../../common/names';
 import { printOrphanReport } from '../../../cli/volumes-orphans-command';
 import type { OrphanReport } from '../../../kubernetes/orphan-report';
 

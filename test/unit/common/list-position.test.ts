@@ -6,7 +6,7 @@ import {
   nodeRemains,
   pastNode,
 } from '../../../common/list-position';
-import { formatSnapshotId, formatVolumeId } from '../../../common/ids';
+import { formatSnapshotId, formatVolumeId } from '../../../common/names';
 
 const pool = '0123456789abcdef';
 const key = 'ab'.repeat(16);

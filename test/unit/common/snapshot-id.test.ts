@@ -4,8 +4,8 @@ import {
   formatSnapshotId,
   parseSnapshotId,
   formatVolumeId,
-} from '../../../common/ids';
-import type { SnapshotIdParts } from '../../../common/ids';
+  type SnapshotIdParts,
+} from '../../../common/names';
 import { newSnapshotKey } from '../../../operations/snapshot-key';
 
 const PREFIX = '0123456789abcdef';

@@ -6,8 +6,8 @@ import {
   ownsVolume,
   parseVolumeId,
   poolIdPrefix,
-} from '../../../common/ids';
-import type { VolumeIdParts } from '../../../common/ids';
+  type VolumeIdParts,
+} from '../../../common/names';
 
 const PREFIX = '0123456789abcdef';
 const KEY = '0123456789abcdef0123456789abcdef';

@@ -1,6 +1,6 @@
 import type { ServerUnaryCall } from '@grpc/grpc-js';
 import { FailureType } from '../../../common/failures';
-import { formatSnapshotId, parseSnapshotId, formatVolumeId, parseVolumeId } from '../../../common/ids';
+import { formatSnapshotId, parseSnapshotId, formatVolumeId, parseVolumeId } from '../../../common/names';
 import { createSnapshotHandlers } from '../../../csi/controller-snapshots';
 import type { SnapshotLookup, SnapshotOperations } from '../../../operations/snapshot-operations';
 import type { ListedSnapshot } from '../../../workflows/listing';

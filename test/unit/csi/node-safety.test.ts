@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { ServiceError } from '@grpc/grpc-js';
 import { createLogger } from '../../../common/logger';
-import { formatVolumeId, poolIdPrefix } from '../../../common/ids';
+import { formatVolumeId, poolIdPrefix } from '../../../common/names';
 import { call, connectCsi, withDeadline, type CsiClients } from '../../../csi/client';
 import type { VolumeCapability } from '../../../csi/generated/csi/v1/VolumeCapability';
 import { createIdentityService } from '../../../csi/identity-service';

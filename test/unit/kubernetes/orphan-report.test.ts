@@ -1,9 +1,14 @@
 import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import { Registry } from 'prom-client';
-import { createSnapshotWorkflowId, deleteSnapshotWorkflowId, deleteWorkflowId } from '../../../common/names';
+import {
+  createSnapshotWorkflowId,
+  deleteSnapshotWorkflowId,
+  deleteWorkflowId,
+  formatSnapshotId,
+  formatVolumeId,
+} from '../../../common/names';
 import type { Logger } from '../../../common/logger';
-import { formatSnapshotId, formatVolumeId } from '../../../common/ids';
 import { registerOrphanMetrics } from '../../../kubernetes/orphan-metrics';
 import { buildOrphanReport } from '../../../kubernetes/orphan-report';
 import type { OperationSummary } from '../../../operations/pending-operations';

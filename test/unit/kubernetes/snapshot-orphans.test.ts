@@ -1,6 +1,5 @@
 import type { CustomObjectsApi } from '@kubernetes/client-node';
-import { deleteSnapshotWorkflowId } from '../../../common/names';
-import { formatSnapshotId, formatVolumeId } from '../../../common/ids';
+import { deleteSnapshotWorkflowId, formatSnapshotId, formatVolumeId } from '../../../common/names';
 import { SNAPSHOT_CONTENTS, listDriverSnapshotContents } from '../../../kubernetes/snapshot-contents';
 import type { DriverSnapshotContent } from '../../../kubernetes/snapshot-contents';
 import { judgeSnapshots } from '../../../kubernetes/snapshot-orphans';
