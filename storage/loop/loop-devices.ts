@@ -73,6 +73,8 @@ export async function refreshDevice(device: string): Promise<void> {
   await runTool('losetup', ['--set-capacity', device]);
 }
 
+const DETACHING = new Set(['ENODEV', 'ENXIO']);
+
 /** Every attached loop device and its backing file, from sysfs (one read, no tool run per device). */
 export async function loopAttachments(): Promise<{ device: string; file: string }[]> {
   const attachments: { device: string; file: string }[] = [];
@@ -81,7 +83,9 @@ export async function loopAttachments(): Promise<{ device: string; file: string 
       const file = (await fs.readFile(path.join(SYS_BLOCK, name, 'loop', 'backing_file'), 'utf8')).trim();
       attachments.push({ device: `/dev/${name}`, file });
     } catch (error) {
-      if (!isNotFound(error)) throw error; // not attached
+      // Not attached (no loop/ directory), or detached while we read (ENODEV, ENXIO: another holder's device
+      // going away on a shared node): either way it backs nothing now.
+      if (!isNotFound(error) && !DETACHING.has((error as NodeJS.ErrnoException).code ?? '')) throw error;
     }
   }
   return attachments;
