@@ -141,6 +141,11 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
     if (input.writtenOff) writtenOff.add(`${kind}/${input.key}`);
     const outcome = await work();
     writtenOff.delete(`${kind}/${input.key}`);
+    // As allocations are logged: what the pool did, so a node's log alone shows each volume's life.
+    log.info(`${kind} ${outcome === 'deleted' ? 'deleted' : 'already absent'}`, {
+      key: input.key,
+      ...(input.writtenOff ? { writtenOff: true } : {}),
+    });
     return outcome;
   };
   return {
@@ -162,7 +167,10 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
         whileHeartbeating(async () => {
           // A pool created after the ID was issued never held this volume (invariant: no false "deleted",
           // and no deleting a stranger's volume that happens to share the key).
-          if (!ownsVolume(poolId, input.poolIdPrefix)) return 'pool-replaced';
+          if (!ownsVolume(poolId, input.poolIdPrefix)) {
+            log.info('volume deletion: the pool was replaced', { key: input.key, issuedOn: input.poolIdPrefix });
+            return 'pool-replaced';
+          }
           return deleting('volume', input, async () => {
             const { existed } = await backend.deleteVolume(input.key);
             return existed ? 'deleted' : 'absent';
@@ -205,7 +213,10 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
     async deleteSnapshotOnNode(input: NodeDeleteInput): Promise<NodeDeleteOutcome> {
       return withFailureTypes(() =>
         whileHeartbeating(async () => {
-          if (!ownsVolume(poolId, input.poolIdPrefix)) return 'pool-replaced';
+          if (!ownsVolume(poolId, input.poolIdPrefix)) {
+            log.info('snapshot deletion: the pool was replaced', { key: input.key, issuedOn: input.poolIdPrefix });
+            return 'pool-replaced';
+          }
           return deleting('snapshot', input, () => backend.deleteSnapshot(input.key));
         }),
       );

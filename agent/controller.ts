@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import { createControlActivities, type ControlDeps } from '../activities/control-activities';
 import { createPlacementActivities } from '../activities/placement';
 import { createLogger, type Logger } from '../common/logger';
-import { controlTaskQueue } from '../common/names';
+import { controlTaskQueue, OPTIONAL_SEARCH_ATTRIBUTE_KEYS } from '../common/names';
 import type { TemporalConfig } from '../temporal/config';
 import { connectTemporal, TemporalConnectionError } from '../temporal/connection';
 import { driverVersion } from '../common/version';
@@ -101,6 +101,8 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
 interface Connected {
   client: Client;
   worker: Worker;
+  /** The namespace has the PVC search attributes (optional: OPTIONAL_SEARCH_ATTRIBUTE_KEYS): creates set them. */
+  pvcAttributes: boolean;
 }
 
 interface ControllerTemporal {
@@ -155,11 +157,19 @@ function startControllerTemporal(
     const client = new Client({ connection: reached, namespace: config.temporal.namespace });
     // Filled in once Kubernetes is watched (below): the worker starts first, and Events are only reports.
     const writtenOffEvents: ControlDeps['writtenOffEvents'] = {};
+    let pvcAttributes = true;
     const worker = await retrying(
       'workflow worker',
       async () => {
         const missing = await missingSearchAttributes(reached, config.temporal.namespace);
-        if (missing.length > 0) giveUp(missingAttributesError(config, missing));
+        const required = missing.filter((name) => !OPTIONAL_SEARCH_ATTRIBUTE_KEYS.includes(name));
+        if (required.length > 0) giveUp(missingAttributesError(config, required));
+        pvcAttributes = missing.length === 0;
+        if (!pvcAttributes)
+          logger.warn(
+            missingAttributesError(config, missing).message +
+              '\n(until then creates are not searchable by their PVC, and `volumes describe --pvc` finds nothing)',
+          );
         return createControlWorker(reached, client, config, writtenOffEvents);
       },
       { ...retryOptions, onFailure: (message: string) => (waitingFor = `starting the workflow worker: ${message}`) },
@@ -170,7 +180,7 @@ function startControllerTemporal(
       logger.fatal({ err: error }, 'workflow worker stopped');
       process.exit(1);
     });
-    connected = { client, worker };
+    connected = { client, worker, pvcAttributes };
     kubernetes = await startKubernetes(config, client, registry, logger);
     writtenOffEvents.report = kubernetes?.reportWrittenOff;
     logger.info({ driver: config.driverName, temporal: config.temporal.address }, 'controller ready');
@@ -261,7 +271,10 @@ function untilConnected(temporal: ControllerTemporal, config: ControllerConfig):
     const connected = temporal.connected();
     if (!connected || service) return service;
     // Eager start: the client shares the worker's connection and the worker polls the control queue.
-    const operations = new VolumeOperations(connected.client, config.driverName, { eagerStart: true });
+    const operations = new VolumeOperations(connected.client, config.driverName, {
+      eagerStart: true,
+      pvcAttributes: connected.pvcAttributes,
+    });
     const snapshots = config.snapshots
       ? new SnapshotOperations(connected.client, config.driverName, { eagerStart: true })
       : undefined;

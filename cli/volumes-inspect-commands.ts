@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { parseDuration, formatDuration } from '../common/duration';
-import type { OperationHistory, VolumeDescription } from '../operations/describe-volume';
+import type { ClaimDescription, OperationHistory, VolumeDescription } from '../operations/describe-volume';
 import type { OperationSummary } from '../operations/pending-operations';
 import { addOperatorOptions, ageOf, printJson, secondsSince, withTemporalClient } from './operator-options';
 import type { OperatorFlags } from './operator-options';
@@ -66,14 +66,47 @@ function pendingJson(operation: OperationSummary, now: number) {
 
 function describeCommand(): Command {
   const command = new Command('describe')
-    .description("a volume's operations (create, deletions, expansions) and their timelines; reads Temporal directly")
-    .argument('<volume-id>');
-  return addOperatorOptions(command).action(async (volumeId: string, flags: OperatorFlags) => {
-    const { describeVolume } = await import('../operations/describe-volume');
-    const description = await withTemporalClient(flags, (client) => describeVolume(client, flags.driverName, volumeId));
-    if (flags.output === 'json') printJson(description);
-    else printDescription(description, Date.now());
-  });
+    .description(
+      "a volume's operations (create, deletions, expansions) and their timelines, by volume ID or by the claim " +
+        '(--pvc NAMESPACE/NAME: every volume made for it); reads Temporal directly',
+    )
+    .argument('[volume-id]')
+    .option('--pvc <namespace/name>', "the PersistentVolumeClaim's operations instead of one volume's");
+  return addOperatorOptions(command).action(
+    async (volumeId: string | undefined, flags: OperatorFlags & { pvc?: string }) => {
+      const { describeClaim, describeVolume, parseClaim } = await import('../operations/describe-volume');
+      if ((volumeId === undefined) === (flags.pvc === undefined))
+        throw new Error('volumes describe takes a volume ID or --pvc NAMESPACE/NAME, one of them');
+      if (flags.pvc !== undefined) {
+        const claim = parseClaim(flags.pvc);
+        const description = await withTemporalClient(flags, (client) => describeClaim(client, flags.driverName, claim));
+        if (flags.output === 'json') printJson(description);
+        else printClaim(description, Date.now());
+        return;
+      }
+      const description = await withTemporalClient(flags, (client) =>
+        describeVolume(client, flags.driverName, volumeId!),
+      );
+      if (flags.output === 'json') printJson(description);
+      else printDescription(description, Date.now());
+    },
+  );
+}
+
+function printClaim(description: ClaimDescription, now: number): void {
+  const { namespace, name } = description.pvc;
+  process.stdout.write(`pvc     ${namespace}/${name}\n`);
+  if (description.volumes.length === 0 && description.unplaced.length === 0) {
+    process.stdout.write(
+      '\nno operations found: none was made for this claim since the PVC search attributes were registered, or ' +
+        'they are older than the namespace retention period\n',
+    );
+  }
+  for (const volume of description.volumes) {
+    process.stdout.write('\n');
+    printDescription(volume, now);
+  }
+  for (const operation of description.unplaced) printOperation(operation, now);
 }
 
 function printDescription(description: VolumeDescription, now: number): void {

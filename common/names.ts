@@ -197,8 +197,28 @@ export const NodeIdKey = defineSearchAttributeKey('DurableCsiNodeId', 'KEYWORD')
 export const OperationKey = defineSearchAttributeKey('DurableCsiOperation', 'KEYWORD');
 export const PhaseKey = defineSearchAttributeKey('DurableCsiPhase', 'KEYWORD');
 export const WaitingSinceKey = defineSearchAttributeKey('DurableCsiWaitingSince', 'DATETIME');
+/**
+ * The claim a create was made for (external-provisioner's --extra-create-metadata: csi.storage.k8s.io/pvc/*), set
+ * when the create starts, so operators find a claim's operations by the names they know (`volumes describe --pvc`).
+ */
+export const PvcNamespaceKey = defineSearchAttributeKey('DurableCsiPvcNamespace', 'KEYWORD');
+export const PvcNameKey = defineSearchAttributeKey('DurableCsiPvcName', 'KEYWORD');
 /** Every key above: what temporal/search-attributes.ts registers. */
-export const SEARCH_ATTRIBUTE_KEYS = [VolumeIdKey, VolumeNameKey, NodeIdKey, OperationKey, PhaseKey, WaitingSinceKey];
+export const SEARCH_ATTRIBUTE_KEYS = [
+  VolumeIdKey,
+  VolumeNameKey,
+  NodeIdKey,
+  OperationKey,
+  PhaseKey,
+  WaitingSinceKey,
+  PvcNamespaceKey,
+  PvcNameKey,
+];
+/**
+ * Keys added after 0.2.0 that a controller starts without (warning, with the commands that register them), so that
+ * an upgrade from the release before needs no step ahead of its rollout; only what they add is missing meanwhile.
+ */
+export const OPTIONAL_SEARCH_ATTRIBUTE_KEYS: readonly string[] = [PvcNamespaceKey.name, PvcNameKey.name];
 
 export type Phase = 'placing' | 'waiting-for-node' | 'running' | 'done' | 'failed';
 /** The phase of a node record (workflows/node-presence.ts), whose DurableCsiOperation is "node". */

@@ -81,7 +81,7 @@ function wrapService(
     const redacted = (request: unknown): unknown => redactSecrets(request, `${CSI_PACKAGE}.${requestName}`);
     wrapped[method] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
       const started = process.hrtime.bigint();
-      const log = logger.child({ method });
+      const log = logger.child({ method, ...callSubject(call.request) });
       // The redacted copy is made only for a line that is written: at the deployed level (info) it is not.
       if (log.isLevelEnabled('debug')) log.debug({ request: redacted(call.request) }, 'call');
       handler(call.request as never, call).then(
@@ -102,6 +102,44 @@ function wrapService(
     };
   }
   return wrapped;
+}
+
+/** Request fields that say what a call is about, and nothing else (never secrets, never a whole parameter map). */
+const SUBJECT_FIELDS = ['volume_id', 'snapshot_id', 'source_volume_id', 'name'] as const;
+const CLAIM_PARAMETERS = {
+  pv: 'csi.storage.k8s.io/pv/name',
+  pvcNamespace: 'csi.storage.k8s.io/pvc/namespace',
+  pvc: 'csi.storage.k8s.io/pvc/name',
+  snapshotNamespace: 'csi.storage.k8s.io/volumesnapshot/namespace',
+  snapshot: 'csi.storage.k8s.io/volumesnapshot/name',
+} as const;
+
+/**
+ * The volume or snapshot a call is about and, when the CO said (external-provisioner's and external-snapshotter's
+ * --extra-create-metadata), its PV and PVC or VolumeSnapshot: on every call's line, so that one grep for a claim or
+ * an ID finds its calls and their outcomes at the deployed level (info).
+ */
+export function callSubject(request: unknown): Record<string, string> {
+  if (typeof request !== 'object' || request === null) return {};
+  const fields = request as Record<string, unknown>;
+  const subject: Record<string, string> = {};
+  for (const field of SUBJECT_FIELDS) {
+    const value = fields[field];
+    if (typeof value === 'string' && value !== '') subject[field] = value;
+  }
+  const parameters = fields.parameters;
+  if (typeof parameters === 'object' && parameters !== null) {
+    const given = parameters as Record<string, unknown>;
+    const text = (key: string) =>
+      typeof given[key] === 'string' && given[key] !== '' ? (given[key] as string) : undefined;
+    const pv = text(CLAIM_PARAMETERS.pv);
+    if (pv) subject.pv = pv;
+    const pvc = text(CLAIM_PARAMETERS.pvc);
+    if (pvc) subject.pvc = `${text(CLAIM_PARAMETERS.pvcNamespace) ?? '?'}/${pvc}`;
+    const snapshot = text(CLAIM_PARAMETERS.snapshot);
+    if (snapshot) subject.volumesnapshot = `${text(CLAIM_PARAMETERS.snapshotNamespace) ?? '?'}/${snapshot}`;
+  }
+  return subject;
 }
 
 function observe(metrics: ProcessMetrics | undefined, method: string, code: string, started: bigint): void {

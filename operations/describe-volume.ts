@@ -2,7 +2,7 @@ import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
 import { optionalTsToMs } from '@temporalio/common/lib/time';
 import { readNodeRecord } from '../node-records/reads';
 import { DriverError, FailureType } from '../common/failures';
-import { VolumeIdKey, parseVolumeId } from '../common/names';
+import { PvcNameKey, PvcNamespaceKey, VolumeIdKey, parseVolumeId } from '../common/names';
 import type { TimelineEvent } from './operation-timeline';
 import { buildTimeline, failureText } from './operation-timeline';
 import type { OperationSummary } from './pending-operations';
@@ -33,6 +33,14 @@ export interface VolumeDescription {
   /** The home node as its record knows it now. */
   node: { state: 'live' | 'offline' | 'forgotten' | 'unknown'; lastHeartbeat: Date | null; reason: string | null };
   operations: OperationHistory[];
+}
+
+export interface ClaimDescription {
+  pvc: { namespace: string; name: string };
+  /** Every volume made for the claim (a claim deleted and made again under the same name has several). */
+  volumes: VolumeDescription[];
+  /** Creates for the claim that have no volume (yet): still placing, or failed. */
+  unplaced: OperationHistory[];
 }
 
 const PENDING_STATES = ['unspecified', 'scheduled', 'started', 'cancel-requested', 'paused', 'pause-requested'];
@@ -89,4 +97,59 @@ function pendingActivity(raw: RawPendingActivity): PendingActivity {
     lastFailure: raw.lastFailure ? failureText(raw.lastFailure) : null,
     lastStartedTime: started ? new Date(started) : null,
   };
+}
+
+// A namespace is a DNS label, a claim name a DNS subdomain (Kubernetes' own rules): checking them keeps either from
+// breaking out of the quoted query string.
+const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const CLAIM_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+
+/** `NAMESPACE/NAME` as an operator types it; InvalidArgument, saying what is wrong, for anything else. */
+export function parseClaim(text: string): { namespace: string; name: string } {
+  const [namespace, name, ...rest] = text.split('/');
+  if (namespace === undefined || name === undefined || rest.length > 0)
+    throw new DriverError(FailureType.InvalidArgument, `--pvc takes NAMESPACE/NAME, not "${text}"`);
+  if (!NAMESPACE.test(namespace))
+    throw new DriverError(FailureType.InvalidArgument, `"${namespace}" is not a Kubernetes namespace name`);
+  if (!CLAIM_NAME.test(name))
+    throw new DriverError(FailureType.InvalidArgument, `"${name}" is not a PersistentVolumeClaim name`);
+  return { namespace, name };
+}
+
+/**
+ * A claim's operations, found by the DurableCsiPvcNamespace and DurableCsiPvcName search attributes its creates
+ * carry (set from external-provisioner's --extra-create-metadata), then every operation of each volume those
+ * creates made (deletions name only the volume, as DeleteVolume does, and are found through its ID).
+ */
+export async function describeClaim(
+  client: Client,
+  driverName: string,
+  claim: { namespace: string; name: string },
+): Promise<ClaimDescription> {
+  const { namespace, name } = parseClaim(`${claim.namespace}/${claim.name}`);
+  const query =
+    `${driverOperationsClause(driverName)} AND ${PvcNamespaceKey.name} = "${namespace}"` +
+    ` AND ${PvcNameKey.name} = "${name}"`;
+  let creates: OperationSummary[];
+  try {
+    creates = await listOperations(client, query);
+  } catch (error) {
+    // The server names the attribute it does not know in the cause (the client's own message is generic).
+    const said = `${String(error)} ${String((error as { cause?: unknown }).cause)}`;
+    if (said.includes(PvcNamespaceKey.name) || said.includes(PvcNameKey.name))
+      throw new DriverError(
+        FailureType.FailedPrecondition,
+        `the namespace lacks the search attributes ${PvcNamespaceKey.name} and ${PvcNameKey.name}: register them ` +
+          "(the controller's start log prints the commands); creates made before that cannot be found by claim",
+      );
+    throw error;
+  }
+  const volumeIds = [...new Set(creates.flatMap((create) => create.volumeId ?? []))];
+  const [volumes, unplaced] = await Promise.all([
+    Promise.all(volumeIds.map((volumeId) => describeVolume(client, driverName, volumeId))),
+    Promise.all(
+      creates.filter((create) => !create.volumeId).map((create) => operationHistory(client, driverName, create)),
+    ),
+  ]);
+  return { pvc: { namespace, name }, volumes, unplaced };
 }

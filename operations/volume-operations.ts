@@ -11,6 +11,8 @@ import {
   oneOffTag,
   OperationKey,
   PhaseKey,
+  PvcNameKey,
+  PvcNamespaceKey,
   VolumeIdKey,
   VolumeNameKey,
   type NodeView,
@@ -61,7 +63,7 @@ export class VolumeOperations {
     private readonly client: Client,
     private readonly driverName: string,
     /** The client shares the NativeConnection of a worker polling the control queue in this process. */
-    private readonly options: { eagerStart?: boolean } = {},
+    private readonly options: { eagerStart?: boolean; pvcAttributes?: boolean } = {},
   ) {}
 
   /**
@@ -226,8 +228,9 @@ export class VolumeOperations {
         { key: OperationKey, value: 'create' },
         { key: VolumeNameKey, value: input.name },
         { key: PhaseKey, value: 'placing' },
+        ...(this.options.pvcAttributes ? pvcAttributes(input.parameters) : []),
       ],
-      staticSummary: `create ${input.name} (${input.capacityBytes} bytes)`,
+      staticSummary: `create ${input.name} (${input.capacityBytes} bytes)${claimSuffix(input.parameters)}`,
       staticDetails: `**Request**: ${JSON.stringify({ ...input, driverName: undefined })}`,
       replaceCompleted,
     });
@@ -239,6 +242,27 @@ export class VolumeOperations {
     const request = description.memo?.request as CreateRequestShape | undefined;
     if (request) assertCompatible(request, input, range);
   }
+}
+
+/** external-provisioner's --extra-create-metadata: the claim the volume is made for. */
+const PVC_NAMESPACE = 'csi.storage.k8s.io/pvc/namespace';
+const PVC_NAME = 'csi.storage.k8s.io/pvc/name';
+
+function pvcAttributes(parameters: Record<string, string>) {
+  const namespace = parameters[PVC_NAMESPACE];
+  const name = parameters[PVC_NAME];
+  if (!namespace || !name) return [];
+  return [
+    { key: PvcNamespaceKey, value: namespace },
+    { key: PvcNameKey, value: name },
+  ];
+}
+
+/** " for PVC ns/name" in the workflow's summary (the Temporal UI's list), when the CO said which claim. */
+function claimSuffix(parameters: Record<string, string>): string {
+  const namespace = parameters[PVC_NAMESPACE];
+  const name = parameters[PVC_NAME];
+  return namespace && name ? ` for PVC ${namespace}/${name}` : '';
 }
 
 /** ALREADY_EXISTS when `earlier` does not satisfy the new request (CSI: same name, other size or parameters). */

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import fs from 'node:fs';
 import { listNodeViews } from '../../node-records/reads';
 import { CLI_MAIN } from '../../agent/spawn-cli';
 import { TestCluster } from '../support/cluster';
@@ -29,6 +30,12 @@ interface NodesJson {
   forgotten: { nodeId: string; reason: string }[];
 }
 
+interface ClaimJson {
+  pvc: { namespace: string; name: string };
+  volumes: { volumeId: string; operations: { type: string }[] }[];
+  unplaced: unknown[];
+}
+
 interface DescribeJson {
   operations: {
     workflowId: string;
@@ -57,7 +64,16 @@ describe('operator CLI: stuck operations, nodes, forget, describe', () => {
   it('lists deletions waiting for a dead node, refuses careless forgets, and releases them on a forget', async () => {
     const [, doomed, idle] = await Promise.all(['node-1', 'node-2', 'node-3'].map((id) => cluster.startNode(id)));
     const csi = cluster.csi((await cluster.startController()).endpoint);
-    await retryLikeCo(() => createVolume(csi, createRequest('pvc-kept', undefined, onNode('node-1'))));
+    // As external-provisioner's --extra-create-metadata passes them.
+    const claim = {
+      'csi.storage.k8s.io/pvc/namespace': 'team-a',
+      'csi.storage.k8s.io/pvc/name': 'data-db-0',
+      'csi.storage.k8s.io/pv/name': 'pvc-kept',
+    };
+    const kept = await retryLikeCo(() =>
+      createVolume(csi, createRequest('pvc-kept', undefined, { ...onNode('node-1'), parameters: claim })),
+    );
+    const keptId = kept.volume!.volume_id;
     const lost: string[] = [];
     for (const name of ['pvc-lost-1', 'pvc-lost-2']) {
       const answer = await retryLikeCo(() => createVolume(csi, createRequest(name, undefined, onNode('node-2'))));
@@ -184,6 +200,42 @@ describe('operator CLI: stuck operations, nodes, forget, describe', () => {
     const human = await cli('volumes', 'describe', lost[0]!);
     expect(human.stdout).toContain('node-2: forgotten (disk died)');
     expect(human.stdout).toContain('nodeForgotten: node node-2 declared gone (disk died)');
+
+    // A claim's operations by the names an operator knows: its create, and the deletion found through the volume.
+    expect(await codeOf(retryLikeCo(() => deleteVolume(csi, keptId)))).toBe('OK');
+    const byClaim = await eventually('the claim found with its create and deletion', async () => {
+      const found = await json<ClaimJson>('volumes', 'describe', '--pvc', 'team-a/data-db-0');
+      return found.volumes[0]?.operations.length === 2 ? found : undefined;
+    });
+    expect(byClaim.pvc).toEqual({ namespace: 'team-a', name: 'data-db-0' });
+    expect(byClaim.volumes.map((volume) => volume.volumeId)).toEqual([keptId]);
+    expect(byClaim.volumes[0]!.operations.map((op) => op.type)).toEqual(['createVolume', 'deleteVolume']);
+    expect(byClaim.unplaced).toEqual([]);
+    const claimText = await cli('volumes', 'describe', '--pvc', 'team-a/data-db-0');
+    expect(claimText.stdout).toMatch(/^pvc {5}team-a\/data-db-0\n\nvolume {2}v1_node-1_/);
+    expect(claimText.stdout).toContain('create pvc-kept (67108864 bytes) for PVC team-a/data-db-0');
+    expect((await json<ClaimJson>('volumes', 'describe', '--pvc', 'team-a/other')).volumes).toEqual([]);
+    for (const [bad, said] of [
+      ['data-db-0', /--pvc takes NAMESPACE\/NAME, not "data-db-0"/],
+      ['Team_A/x', /"Team_A" is not a Kubernetes namespace name/],
+      ['team-a/x" OR "y', /is not a PersistentVolumeClaim name/],
+    ] as const) {
+      const refused = await cli('volumes', 'describe', '--pvc', bad);
+      expect(refused).toMatchObject({ code: 1, stdout: '' });
+      expect(refused.stderr).toMatch(said);
+    }
+    const both = await cli('volumes', 'describe', keptId, '--pvc', 'team-a/data-db-0');
+    expect(both.code).toBe(1);
+    expect(both.stderr).toMatch(/a volume ID or --pvc NAMESPACE\/NAME, one of them/);
+
+    // The logs an operator greps: the controller's call lines name the claim and the volume; the node logs the
+    // deletion as it logs the allocation.
+    const controllerLog = fs.readFileSync(cluster.log('controller'), 'utf8');
+    expect(controllerLog).toMatch(/"method":"CreateVolume".*"pv":"pvc-kept","pvc":"team-a\/data-db-0".*"ok"/);
+    expect(controllerLog).toMatch(new RegExp(`"method":"DeleteVolume","volume_id":"${keptId}".*"ok"`));
+    const nodeLog = fs.readFileSync(cluster.log('node-1'), 'utf8');
+    expect(nodeLog).toContain('volume allocated');
+    expect(nodeLog).toMatch(/volume deleted/);
   }, 300_000);
 });
 

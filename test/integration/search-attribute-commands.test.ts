@@ -53,7 +53,9 @@ describe('the search-attribute commands a controller prints', () => {
       .split('\n')
       .map((line) => line.trim())
       .filter((line) => line.startsWith('temporal operator search-attribute create'));
+    // The claim's attributes (new in 0.3.0) are not required: an upgrade from 0.2.0 needs no step before it.
     expect(commands).toHaveLength(6);
+    expect(refused.stderr).not.toContain('DurableCsiPvc');
 
     // `temporal` as the printed commands spell it, and nothing from the environment pointing at a server.
     fs.symlinkSync(await locateTemporalCli(), path.join(bin, 'temporal'));
@@ -65,7 +67,8 @@ describe('the search-attribute commands a controller prints', () => {
         ),
       );
     }
-    // Registered attributes reach the namespace asynchronously; the controller starts once they have.
+    // Registered attributes reach the namespace asynchronously; the controller starts once they have, warning that
+    // the claim's two are missing and printing their commands.
     await eventually(
       'controller start after registering the attributes',
       async () => {
@@ -76,6 +79,25 @@ describe('the search-attribute commands a controller prints', () => {
         }
       },
       60_000,
+    );
+    const log = fs.readFileSync(cluster.log('controller'), 'utf8');
+    expect(log).toContain('--name DurableCsiPvcNamespace --type Keyword');
+    expect(log).toContain('--name DurableCsiPvcName --type Keyword');
+    const byClaim = await runCli([
+      'volumes',
+      'describe',
+      '--pvc',
+      'team-a/data-db-0',
+      '--driver-name',
+      cluster.driverName,
+      '--temporal-address',
+      temporalAddress(),
+      '--temporal-namespace',
+      namespace,
+    ]);
+    expect(byClaim.code).toBe(1);
+    expect(byClaim.stderr).toMatch(
+      /the namespace lacks the search attributes DurableCsiPvcNamespace and DurableCsiPvcName/,
     );
   });
 });

@@ -5,7 +5,7 @@ import pino from 'pino';
 import { call, connectCsi, withDeadline, type CsiClients } from '../../../csi/client';
 import { createIdentityService } from '../../../csi/identity-service';
 import * as redact from '../../../csi/redact';
-import { serveCsi, type CsiServices } from '../../../csi/server';
+import { callSubject, serveCsi, type CsiServices } from '../../../csi/server';
 
 type Line = { msg: string; method?: string; request?: unknown };
 
@@ -97,5 +97,35 @@ describe('the CSI call log of a request with secrets', () => {
       });
     }
     expect(JSON.stringify(lines)).not.toContain('hunter2');
+  });
+});
+
+describe('what a call line says it is about', () => {
+  it('names the IDs and the claim, and copies no secret and no other parameter', () => {
+    const subject = callSubject({
+      name: 'pvc-1',
+      volume_id: '',
+      parameters: {
+        'csi.storage.k8s.io/pv/name': 'pvc-1',
+        'csi.storage.k8s.io/pvc/namespace': 'team-a',
+        'csi.storage.k8s.io/pvc/name': 'data-db-0',
+        fsType: 'xfs',
+      },
+      secrets: { token: 'hunter2' },
+    });
+    expect(subject).toEqual({ name: 'pvc-1', pv: 'pvc-1', pvc: 'team-a/data-db-0' });
+    expect(callSubject({ snapshot_id: 's1_x', source_volume_id: 'v1_x' })).toEqual({
+      snapshot_id: 's1_x',
+      source_volume_id: 'v1_x',
+    });
+    expect(
+      callSubject({
+        parameters: {
+          'csi.storage.k8s.io/volumesnapshot/namespace': 'team-a',
+          'csi.storage.k8s.io/volumesnapshot/name': 'nightly',
+        },
+      }),
+    ).toEqual({ volumesnapshot: 'team-a/nightly' });
+    expect(callSubject(undefined)).toEqual({});
   });
 });

@@ -3,7 +3,7 @@ import { searchAttributeCreateCommands } from '../../../temporal/register-comman
 describe('searchAttributeCreateCommands', () => {
   it('names the server and namespace the controller was given, one command per attribute', () => {
     const commands = searchAttributeCreateCommands({ address: 'temporal.prod:7233', namespace: 'prod' });
-    expect(commands).toHaveLength(6);
+    expect(commands).toHaveLength(8);
     expect(commands).toContain(
       'temporal operator search-attribute create --address temporal.prod:7233 --namespace prod --name DurableCsiWaitingSince --type Datetime',
     );
