@@ -1,11 +1,13 @@
+import { createHash } from 'crypto';
+import { readFileSync } from 'fs';
 import * as path from 'path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import * as protobuf from 'protobufjs';
 import { LOADER_OPTIONS } from '../../csi/proto';
 
-// Guards csi/csi.proto against drifting from CSI spec v1.12.0 (wire numbers checked against
-// container-storage-interface/spec tag v1.12.0, commit e6fc13ea4d529db12e211ef79c924ee3186c39d5).
+// Guards csi/csi.proto against drifting from CSI spec v1.13.0 (wire numbers checked against
+// github.com/container-storage-interface/spec v1.13.0's csi.proto, as the Go module proxy serves it).
 
 const PROTO_PATH = path.join(__dirname, '..', '..', 'csi', 'csi.proto');
 
@@ -18,6 +20,8 @@ const EXPECTED_RPCS: Record<string, string[]> = {
     'ControllerUnpublishVolume',
     'ValidateVolumeCapabilities',
     'ListVolumes',
+    'ControllerListVolumeHealth',
+    'ControllerGetVolumeHealth',
     'GetCapacity',
     'ControllerGetCapabilities',
     'CreateSnapshot',
@@ -34,11 +38,22 @@ const EXPECTED_RPCS: Record<string, string[]> = {
     'NodePublishVolume',
     'NodeUnpublishVolume',
     'NodeGetVolumeStats',
+    'NodeGetVolumeHealth',
+    'NodeGetStorageHealth',
     'NodeExpandVolume',
     'NodeGetCapabilities',
     'NodeGetInfo',
   ],
+  GroupController: [
+    'GroupControllerGetCapabilities',
+    'CreateVolumeGroupSnapshot',
+    'DeleteVolumeGroupSnapshot',
+    'GetVolumeGroupSnapshot',
+  ],
 };
+
+/** The one service whose RPCs stream their answers. */
+const SNAPSHOT_METADATA_RPCS = ['GetMetadataAllocated', 'GetMetadataDelta'];
 
 // [message, field, number] — taken from the upstream spec, not from our file.
 const FIELD_NUMBERS: Array<[string, string, number]> = [
@@ -58,6 +73,132 @@ const FIELD_NUMBERS: Array<[string, string, number]> = [
   ['ListVolumesRequest', 'max_entries', 1],
   ['ListVolumesRequest', 'starting_token', 2],
   ['GetCapacityRequest', 'accessible_topology', 3],
+  ['GetSnapshotRequest', 'snapshot_id', 1],
+  ['GetSnapshotRequest', 'secrets', 2],
+  ['GetSnapshotResponse', 'snapshot', 1],
+  // New in v1.13.0.
+  ['CreateSnapshotRequest', 'accessibility_requirements', 5],
+  ['Snapshot', 'accessible_topology', 7],
+  ['ControllerListVolumeHealthRequest', 'max_entries', 1],
+  ['ControllerListVolumeHealthRequest', 'starting_token', 2],
+  ['ControllerListVolumeHealthRequest', 'secrets', 3],
+  ['ControllerListVolumeHealthResponse', 'entries', 1],
+  ['ControllerListVolumeHealthResponse', 'next_token', 2],
+  ['VolumeHealth', 'volume_id', 1],
+  ['VolumeHealth', 'health_statuses', 2],
+  ['VolumeHealth.VolumeHealthEntry', 'status', 1],
+  ['VolumeHealth.VolumeHealthEntry', 'reason', 2],
+  ['VolumeHealth.VolumeHealthEntry', 'message', 3],
+  ['ControllerGetVolumeHealthRequest', 'volume_id', 1],
+  ['ControllerGetVolumeHealthRequest', 'secrets', 2],
+  ['ControllerGetVolumeHealthResponse', 'volume_health', 1],
+  ['NodeGetVolumeHealthRequest', 'volume_id', 1],
+  ['NodeGetVolumeHealthRequest', 'volume_publish_path', 2],
+  ['NodeGetVolumeHealthRequest', 'staging_target_path', 3],
+  ['NodeGetVolumeHealthResponse', 'volume_health', 1],
+  ['NodeGetStorageHealthRequest', 'secrets', 1],
+  ['NodeGetStorageHealthResponse', 'backend_health', 1],
+  ['NodeGetStorageHealthResponse.StorageBackendHealth', 'status', 1],
+  ['NodeGetStorageHealthResponse.StorageBackendHealth', 'reason', 2],
+  ['NodeGetStorageHealthResponse.StorageBackendHealth', 'message', 3],
+  ['NodeGetStorageHealthResponse.StorageBackendHealth', 'volume_capability', 4],
+  // Removed in v1.13.0 (reserved there), kept here for the COs that still read them (see the file's header).
+  ['NodeGetVolumeStatsResponse', 'volume_condition', 2],
+  ['VolumeCondition', 'abnormal', 1],
+  ['VolumeCondition', 'message', 2],
+];
+
+// [enum, values]: every value of the enums v1.13.0 added or changed, numbers as published.
+const ENUMS: Array<[string, Record<string, number>]> = [
+  ['VolumeHealthErrorType', { UNKNOWN_VOLUME_HEALTH_TYPE: 0, DEGRADED: 1, INACCESSIBLE: 2, DATA_LOSS: 3 }],
+  ['StorageHealthErrorType', { UNKNOWN_STORAGE_HEALTH_ERROR_TYPE: 0, STORAGE_DEGRADED: 1, STORAGE_UNREACHABLE: 2 }],
+  [
+    'PluginCapability.Service.Type',
+    {
+      UNKNOWN: 0,
+      CONTROLLER_SERVICE: 1,
+      VOLUME_ACCESSIBILITY_CONSTRAINTS: 2,
+      GROUP_CONTROLLER_SERVICE: 3,
+      SNAPSHOT_METADATA_SERVICE: 4,
+      SNAPSHOT_ACCESSIBILITY_CONSTRAINTS: 5,
+    },
+  ],
+  [
+    'ControllerServiceCapability.RPC.Type',
+    {
+      UNKNOWN: 0,
+      CREATE_DELETE_VOLUME: 1,
+      PUBLISH_UNPUBLISH_VOLUME: 2,
+      LIST_VOLUMES: 3,
+      GET_CAPACITY: 4,
+      CREATE_DELETE_SNAPSHOT: 5,
+      LIST_SNAPSHOTS: 6,
+      CLONE_VOLUME: 7,
+      PUBLISH_READONLY: 8,
+      EXPAND_VOLUME: 9,
+      LIST_VOLUMES_PUBLISHED_NODES: 10,
+      // 11 (VOLUME_CONDITION) is reserved in v1.13.0.
+      GET_VOLUME: 12,
+      SINGLE_NODE_MULTI_WRITER: 13,
+      MODIFY_VOLUME: 14,
+      GET_SNAPSHOT: 15,
+      GET_VOLUME_HEALTH: 16,
+      LIST_VOLUME_HEALTH: 17,
+    },
+  ],
+  [
+    'NodeServiceCapability.RPC.Type',
+    {
+      UNKNOWN: 0,
+      STAGE_UNSTAGE_VOLUME: 1,
+      GET_VOLUME_STATS: 2,
+      EXPAND_VOLUME: 3,
+      // Reserved in v1.13.0; kept (see the file's header).
+      VOLUME_CONDITION: 4,
+      SINGLE_NODE_MULTI_WRITER: 5,
+      VOLUME_MOUNT_GROUP: 6,
+      GET_VOLUME_HEALTH: 7,
+      GET_STORAGE_HEALTH: 8,
+    },
+  ],
+];
+
+/** sha256 of csi.proto in github.com/container-storage-interface/spec@v1.13.0. */
+const SPEC_V1_13_0_SHA256 = '8c5604cb76fefff19c01cf88ebd229e4f8c88c419898b07e4914318d25d84af3';
+
+/** The file's one change to the spec's text ([ours, the spec's]), undone to compare it with the published file. */
+const KEPT_FROM_V1_12: Array<[string, string]> = [
+  [
+    `  // durable-csi: v1.13.0 reserves 2 (VolumeCondition, an alpha API it
+  // removed); kept as v1.12.0 declared it for the COs that still read it.
+  VolumeCondition volume_condition = 2 [(alpha_field) = true];
+}
+
+// durable-csi: removed in v1.13.0; as v1.12.0 declared it.
+message VolumeCondition {
+  option (alpha_message) = true;
+
+  bool abnormal = 1;
+
+  string message = 2;
+}
+`,
+    `  // Field 2 was VolumeCondition, an alpha API that has been removed.
+  reserved 2;
+}
+`,
+  ],
+  [
+    `      // durable-csi: v1.13.0 reserves 4 (VOLUME_CONDITION, an alpha API
+      // it removed); kept as v1.12.0 declared it for the COs that still
+      // read it.
+      VOLUME_CONDITION = 4 [(alpha_enum_value) = true];
+`,
+    `      // Value 4 was VOLUME_CONDITION, an alpha API that has been
+      // removed.
+      reserved 4;
+`,
+  ],
 ];
 
 describe('csi/csi.proto', () => {
@@ -86,6 +227,15 @@ describe('csi/csi.proto', () => {
       }
     });
 
+    it('SnapshotMetadata streams its answers', () => {
+      const ctor = csiV1.SnapshotMetadata as grpc.ServiceClientConstructor;
+      expect(Object.keys(ctor.service).sort()).toEqual(SNAPSHOT_METADATA_RPCS);
+      for (const rpc of SNAPSHOT_METADATA_RPCS) {
+        expect(ctor.service[rpc]?.path).toBe(`/csi.v1.SnapshotMetadata/${rpc}`);
+        expect(ctor.service[rpc]?.responseStream).toBe(true);
+      }
+    });
+
     it('uses the google.protobuf well-known wrapper/timestamp types', () => {
       const typeOf = (message: string, field: string) =>
         root.lookupType(`csi.v1.${message}`).fields[field]?.resolvedType?.fullName;
@@ -98,6 +248,41 @@ describe('csi/csi.proto', () => {
 
   it.each(FIELD_NUMBERS)('%s.%s has field number %i', (message, field, id) => {
     expect(root.lookupType(`csi.v1.${message}`).fields[field]?.id).toBe(id);
+  });
+
+  it.each(ENUMS)('%s has the values of the spec', (name, values) => {
+    expect(root.lookupEnum(`csi.v1.${name}`).values).toEqual(values);
+  });
+
+  it('is the spec file itself but for the header and the VolumeCondition it keeps', () => {
+    let text = readFileSync(PROTO_PATH, 'utf8');
+    const specStart = text.indexOf('// Code generated by make; DO NOT EDIT.');
+    expect(specStart).toBeGreaterThan(0);
+    text = text.slice(specStart);
+    for (const [ours, spec] of KEPT_FROM_V1_12) {
+      expect(text.split(ours)).toHaveLength(2);
+      text = text.replace(ours, spec);
+    }
+    expect(text).not.toContain('durable-csi');
+    expect(createHash('sha256').update(text).digest('hex')).toBe(SPEC_V1_13_0_SHA256);
+  });
+
+  it('marks csi_secret on the 22 fields the spec marks', () => {
+    const secret = (field: protobuf.Field) => field.options?.['(csi_secret)'] === true;
+    const marked: string[] = [];
+    const visit = (namespace: protobuf.NamespaceBase) => {
+      for (const nested of namespace.nestedArray) {
+        if (nested instanceof protobuf.Type) {
+          for (const field of nested.fieldsArray) if (secret(field)) marked.push(`${nested.name}.${field.name}`);
+        }
+        if (nested instanceof protobuf.Namespace) visit(nested);
+      }
+    };
+    visit(root.lookup('csi.v1') as protobuf.Namespace);
+    expect(marked).toHaveLength(22);
+    expect(marked).toEqual(
+      expect.arrayContaining(['GetSnapshotRequest.secrets', 'NodeGetStorageHealthRequest.secrets']),
+    );
   });
 
   it('keeps the access mode enum values of the spec', () => {

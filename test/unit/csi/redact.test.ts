@@ -7,22 +7,29 @@ import { redactSecrets } from '../../../csi/redact';
 const PROTO_PATH = path.join(__dirname, '..', '..', '..', 'csi', 'csi.proto');
 
 /**
- * CSI spec v1.12.0 (tag v1.12.0, commit e6fc13ea4d529db12e211ef79c924ee3186c39d5) sets `[(csi_secret) = true]` on
- * 19 fields, all named `secrets`; five are in the group snapshot and snapshot metadata messages csi.proto leaves
- * out, which leaves these 14.
+ * CSI spec v1.13.0 (github.com/container-storage-interface/spec@v1.13.0's csi.proto, which csi/csi.proto is) sets
+ * `[(csi_secret) = true]` on these 22 fields, all named `secrets`.
  */
 const SPEC_SECRET_FIELDS = [
   'ControllerExpandVolumeRequest.secrets',
+  'ControllerGetVolumeHealthRequest.secrets',
+  'ControllerListVolumeHealthRequest.secrets',
   'ControllerModifyVolumeRequest.secrets',
   'ControllerPublishVolumeRequest.secrets',
   'ControllerUnpublishVolumeRequest.secrets',
   'CreateSnapshotRequest.secrets',
+  'CreateVolumeGroupSnapshotRequest.secrets',
   'CreateVolumeRequest.secrets',
   'DeleteSnapshotRequest.secrets',
+  'DeleteVolumeGroupSnapshotRequest.secrets',
   'DeleteVolumeRequest.secrets',
+  'GetMetadataAllocatedRequest.secrets',
+  'GetMetadataDeltaRequest.secrets',
   'GetSnapshotRequest.secrets',
+  'GetVolumeGroupSnapshotRequest.secrets',
   'ListSnapshotsRequest.secrets',
   'NodeExpandVolumeRequest.secrets',
+  'NodeGetStorageHealthRequest.secrets',
   'NodePublishVolumeRequest.secrets',
   'NodeStageVolumeRequest.secrets',
   'ValidateVolumeCapabilitiesRequest.secrets',
@@ -58,10 +65,10 @@ function holding(field: protobuf.Field, value: string): unknown {
 describe('redactSecrets over csi.proto', () => {
   const secretFields = secretFieldsOfCsiProto();
 
-  it("finds the spec's csi_secret fields in csi.proto: 14, on the spec's messages", () => {
+  it("finds the spec's csi_secret fields in csi.proto: 22, on the spec's messages", () => {
     const names = secretFields.map((field) => `${field.parent?.name}.${field.name}`).sort();
     expect(names).toEqual(SPEC_SECRET_FIELDS);
-    expect(secretFields).toHaveLength(14);
+    expect(secretFields).toHaveLength(22);
   });
 
   it.each(secretFields.map((field) => [`${field.parent?.name}.${field.name}`, field] as const))(
