@@ -35,7 +35,7 @@ export interface ControllerOptions extends CreateLimits {
 }
 
 const CAPABILITIES = ['CREATE_DELETE_VOLUME', 'LIST_VOLUMES', 'GET_CAPACITY', 'EXPAND_VOLUME'];
-const SNAPSHOT_CAPABILITIES = ['CREATE_DELETE_SNAPSHOT', 'LIST_SNAPSHOTS', 'CLONE_VOLUME'];
+const SNAPSHOT_CAPABILITIES = ['CREATE_DELETE_SNAPSHOT', 'LIST_SNAPSHOTS', 'GET_SNAPSHOT', 'CLONE_VOLUME'];
 
 /**
  * The CSI controller: validates each call, runs it as its operation (operations/volume-operations.ts) within the

@@ -1,5 +1,6 @@
 /**
- * CreateSnapshot, DeleteSnapshot and ListSnapshots (docs/snapshots.md), and the content source of CreateVolume.
+ * CreateSnapshot, DeleteSnapshot, ListSnapshots and GetSnapshot (docs/snapshots.md), and the content source of
+ * CreateVolume.
  * Served only when the controller runs with --snapshots: until then the capabilities are not advertised and the
  * calls are UNIMPLEMENTED, as before.
  */
@@ -13,6 +14,8 @@ import { answerDeletion, callAbandoned, callWaitMs } from './controller-service'
 import type { CreateSnapshotRequest__Output } from './generated/csi/v1/CreateSnapshotRequest';
 import type { CreateSnapshotResponse } from './generated/csi/v1/CreateSnapshotResponse';
 import type { DeleteSnapshotRequest__Output } from './generated/csi/v1/DeleteSnapshotRequest';
+import type { GetSnapshotRequest__Output } from './generated/csi/v1/GetSnapshotRequest';
+import type { GetSnapshotResponse } from './generated/csi/v1/GetSnapshotResponse';
 import type { ListSnapshotsRequest__Output } from './generated/csi/v1/ListSnapshotsRequest';
 import type { ListSnapshotsResponse } from './generated/csi/v1/ListSnapshotsResponse';
 import type { Snapshot } from './generated/csi/v1/Snapshot';
@@ -65,6 +68,35 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
         entries: page.snapshots.map((snapshot) => ({ snapshot: toCsiSnapshot(snapshot) })),
         next_token: page.nextToken,
       };
+    },
+
+    /**
+     * ListSnapshots by snapshot_id, one snapshot or NOT_FOUND: the same lookup, asking only the snapshot's node, with
+     * the same truth rules. The node's silence is UNAVAILABLE, never NOT_FOUND; an ID this driver could not have
+     * issued is NOT_FOUND (the spec's one error for GetSnapshot), and no node is asked.
+     */
+    async GetSnapshot(request: GetSnapshotRequest__Output): Promise<GetSnapshotResponse> {
+      const snapshotId = request.snapshot_id;
+      if (!snapshotId) throw invalid('snapshot_id is required');
+      const lookup = snapshotLookup({ snapshotId });
+      if (!lookup || lookup === 'nothing') {
+        throw new DriverError(
+          FailureType.NotFound,
+          `snapshot ${snapshotId.slice(0, 140)} was not issued by this driver (its snapshot IDs read s1_<node>_...); ` +
+            "check the VolumeSnapshotContent's snapshotHandle",
+        );
+      }
+      // A lookup by key matches at most one snapshot: one entry is the whole answer.
+      const page = await snapshots.listPage('', 1, lookup);
+      if (page.unreachableNodes.includes(lookup.nodeId)) throw silentNode(lookup.nodeId);
+      const found = page.snapshots.find((snapshot) => snapshot.snapshotId === snapshotId);
+      if (!found) {
+        throw new DriverError(
+          FailureType.NotFound,
+          `snapshot ${snapshotId} is not in node ${lookup.nodeId}'s pool: it was deleted (or its pool replaced)`,
+        );
+      }
+      return { snapshot: toCsiSnapshot(found) };
     },
   };
 }

@@ -213,6 +213,6 @@ export function snapshotLookup(ids: {
 export function silentNode(nodeId: string): DriverError {
   return new DriverError(
     FailureType.Unavailable,
-    `node ${nodeId} holds the snapshots asked for and did not answer; list again once it is back`,
+    `node ${nodeId} holds the snapshots asked for and did not answer; ask again once it is back`,
   );
 }

@@ -13,7 +13,6 @@ export interface AllowedSkip {
   reason: string;
 }
 
-const NO_GET_SNAPSHOT = 'GetSnapshot is not served: GET_SNAPSHOT is not advertised (ListSnapshots by ID answers it).';
 const NO_ATTACH =
   'No attach step: a node-local volume is usable only on the node that holds it, so PUBLISH_UNPUBLISH_VOLUME is ' +
   'not advertised (CSIDriver attachRequired: false) and kubelet goes straight to the node RPCs.';
@@ -24,7 +23,6 @@ const NO_HEALTH =
   'No volume health monitoring: VOLUME_CONDITION / GET_VOLUME_HEALTH / GET_STORAGE_HEALTH are not advertised.';
 
 export const ALLOWED_SKIPS: readonly AllowedSkip[] = [
-  { message: 'GetSnapshot not supported', configs: 'all', reason: NO_GET_SNAPSHOT },
   {
     message: 'SNAPSHOT_ACCESSIBILITY_CONSTRAINTS not supported',
     configs: 'all',

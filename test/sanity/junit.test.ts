@@ -71,6 +71,7 @@ describe('the csi-sanity configurations', () => {
       'CreateSnapshot not supported',
       'DeleteSnapshot not supported',
       'ListSnapshots not supported',
+      'GetSnapshot not supported',
       'Volume Cloning not supported',
     ];
     for (const config of SANITY_CONFIGS) {

@@ -152,3 +152,51 @@ describe('CreateSnapshot and DeleteSnapshot', () => {
     });
   });
 });
+
+describe('GetSnapshot', () => {
+  const get = (handlers: ReturnType<typeof fakeOperations>['handlers'], snapshotId: string) =>
+    handlers.GetSnapshot({ snapshot_id: snapshotId, secrets: {} } as never);
+
+  it('answers the snapshot as ListSnapshots by ID does, asking only its node', async () => {
+    const { asked, handlers } = fakeOperations();
+    const { snapshot } = await get(handlers, ALL[1]!.snapshotId);
+    const listed = await handlers.ListSnapshots(request({ snapshot_id: ALL[1]!.snapshotId }), call);
+    expect(snapshot).toEqual(listed.entries![0]!.snapshot);
+    expect(snapshot).toMatchObject({ snapshot_id: ALL[1]!.snapshotId, ready_to_use: true, size_bytes: '1024' });
+    expect(asked[0]).toEqual({ nodeId: 'node-a', only: { poolIdPrefix: PREFIX, key: key(2) } });
+  });
+
+  it('answers a snapshot its node does not hold NOT_FOUND, naming the node', async () => {
+    const { handlers } = fakeOperations();
+    const gone = formatSnapshotId({ nodeId: 'node-a', poolIdPrefix: PREFIX, key: key(9) });
+    await expect(get(handlers, gone)).rejects.toMatchObject({
+      type: FailureType.NotFound,
+      message: `snapshot ${gone} is not in node node-a's pool: it was deleted (or its pool replaced)`,
+    });
+  });
+
+  it('answers a silent node UNAVAILABLE, never NOT_FOUND', async () => {
+    const { handlers } = fakeOperations(['node-a']);
+    await expect(get(handlers, ALL[0]!.snapshotId)).rejects.toMatchObject({
+      type: FailureType.Unavailable,
+      message: expect.stringContaining('node node-a holds the snapshots asked for and did not answer'),
+    });
+    // Only the silent node's snapshots: another node's answers.
+    expect((await get(handlers, ALL[3]!.snapshotId)).snapshot!.snapshot_id).toBe(ALL[3]!.snapshotId);
+  });
+
+  it('answers an ID this driver could not have issued NOT_FOUND, asking no node; a missing ID INVALID_ARGUMENT', async () => {
+    const { asked, handlers } = fakeOperations();
+    for (const id of ['no-such', 's1_node-a_~x', ALL[0]!.sourceVolumeId, `${ALL[0]!.snapshotId}x`]) {
+      await expect(get(handlers, id)).rejects.toMatchObject({
+        type: FailureType.NotFound,
+        message: expect.stringContaining('was not issued by this driver'),
+      });
+    }
+    await expect(get(handlers, '')).rejects.toMatchObject({
+      type: FailureType.InvalidArgument,
+      message: 'snapshot_id is required',
+    });
+    expect(asked).toEqual([]);
+  });
+});
