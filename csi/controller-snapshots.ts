@@ -61,7 +61,8 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
       if (lookup === 'nothing') return { entries: [] };
       // One bounded page per call (at most 1,000 entries, also when max_entries is 0 or larger), read from the pools.
       const page = await snapshots.listPage(token, request.max_entries, lookup);
-      // A lookup names one node: its silence is no "no such snapshot", only its pool knows.
+      // A lookup names one node: its silence is no "no such snapshot", only its pool knows. A node forgotten for good
+      // is not asked, and its snapshots are listed as none (CSI's answer for a snapshot that does not exist).
       if (lookup && page.unreachableNodes.includes(lookup.nodeId)) throw silentNode(lookup.nodeId);
       call.sendMetadata(listCoverageHeaders(page.unreachableNodes));
       return {
@@ -73,7 +74,8 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
     /**
      * ListSnapshots by snapshot_id, one snapshot or NOT_FOUND: the same lookup, asking only the snapshot's node, with
      * the same truth rules. The node's silence is UNAVAILABLE, never NOT_FOUND; an ID this driver could not have
-     * issued is NOT_FOUND (the spec's one error for GetSnapshot), and no node is asked.
+     * issued is NOT_FOUND (the spec's one error for GetSnapshot), and no node is asked; so is a snapshot whose node
+     * was forgotten for good, naming the node and the reason.
      */
     async GetSnapshot(request: GetSnapshotRequest__Output): Promise<GetSnapshotResponse> {
       const snapshotId = request.snapshot_id;
@@ -88,6 +90,12 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
       }
       // A lookup by key matches at most one snapshot: one entry is the whole answer.
       const page = await snapshots.listPage('', 1, lookup);
+      if (page.forgotten) {
+        throw new DriverError(
+          FailureType.NotFound,
+          `snapshot ${snapshotId} was on node ${lookup.nodeId}, forgotten for good (${page.forgotten.reason})`,
+        );
+      }
       if (page.unreachableNodes.includes(lookup.nodeId)) throw silentNode(lookup.nodeId);
       const found = page.snapshots.find((snapshot) => snapshot.snapshotId === snapshotId);
       if (!found) {

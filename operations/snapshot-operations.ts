@@ -6,6 +6,7 @@ import {
   createSnapshotWorkflowId,
   deleteSnapshotWorkflowId,
   listSnapshotsWorkflowId,
+  type ForgottenNode,
   NodeIdKey,
   oneOffTag,
   OperationKey,
@@ -123,8 +124,19 @@ export class SnapshotOperations {
     return resultOrWait(this.client, this.driverName, handle, wait);
   }
 
-  /** One page of the snapshots after the list position `after`, sorted by snapshot ID; a lookup asks its node only. */
-  async listPage(after: string, maxEntries: number, lookup?: SnapshotLookup): Promise<ListSnapshotsPage> {
+  /**
+   * One page of the snapshots after the list position `after`, sorted by snapshot ID; a lookup asks its node only.
+   * A lookup whose node was forgotten for good asks no node and lists nothing, with the record's decision in
+   * `forgotten`: the driver treats that node's snapshots as gone (a restore from one is NOT_FOUND, its DeleteSnapshot
+   * OK), and its silence would be UNAVAILABLE for ever. The record is read first (one describe, answered by the
+   * server), not on silence: no agent polls a forgotten node's queue, so asking it would cost every call the 5 s a
+   * silent node is given. A node that returns clears the decision with its report (workflows/node-presence.ts).
+   */
+  async listPage(after: string, maxEntries: number, lookup?: SnapshotLookup): Promise<SnapshotsPage> {
+    if (lookup) {
+      const forgotten = (await readNodeRecord(this.client, this.driverName, lookup.nodeId))?.forgotten;
+      if (forgotten) return { snapshots: [], unreachableNodes: [], answeredNodes: [], nextToken: '', forgotten };
+    }
     return this.client.workflow.execute<typeof workflows.listSnapshotsPage>('listSnapshotsPage', {
       workflowId: listSnapshotsWorkflowId(this.driverName, oneOffTag()),
       taskQueue: controlTaskQueue(this.driverName),
@@ -176,6 +188,11 @@ export class SnapshotOperations {
       replaceCompleted,
     });
   }
+}
+
+/** A page of snapshots; `forgotten`: a lookup's node was forgotten for good (the decision), so nothing is listed. */
+export interface SnapshotsPage extends ListSnapshotsPage {
+  forgotten?: ForgottenNode;
 }
 
 /** A ListSnapshots by snapshot or source volume ID: the one node that can hold them, and what its pool filters. */

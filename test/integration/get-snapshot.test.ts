@@ -1,26 +1,9 @@
 import { call, withDeadline, type CsiClients } from '../../csi/client';
 import type { ControllerGetCapabilitiesResponse__Output } from '../../csi/generated/csi/v1/ControllerGetCapabilitiesResponse';
-import type { GetSnapshotResponse__Output } from '../../csi/generated/csi/v1/GetSnapshotResponse';
-import type { ListSnapshotsResponse__Output } from '../../csi/generated/csi/v1/ListSnapshotsResponse';
 import { formatSnapshotId, parseSnapshotId } from '../../common/names';
 import { TestCluster } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
-import { createSnapshot, deleteSnapshot } from '../support/snapshot-requests';
-
-/** Longer than the 5 s a silent node is given to pick its listing up (workflows/node-work.ts listOptions). */
-const GET_DEADLINE_MS = 15_000;
-
-function getSnapshot(clients: CsiClients, snapshotId: string) {
-  return call<GetSnapshotResponse__Output>((done) =>
-    clients.controller.GetSnapshot({ snapshot_id: snapshotId }, withDeadline(GET_DEADLINE_MS), done),
-  );
-}
-
-function listSnapshots(clients: CsiClients, request: Record<string, unknown>) {
-  return call<ListSnapshotsResponse__Output>((done) =>
-    clients.controller.ListSnapshots(request, withDeadline(GET_DEADLINE_MS), done),
-  );
-}
+import { createSnapshot, deleteSnapshot, getSnapshot, listSnapshots } from '../support/snapshot-requests';
 
 function capabilities(clients: CsiClients) {
   return call<ControllerGetCapabilitiesResponse__Output>((done) =>

@@ -11,7 +11,14 @@ import { GoneNodes } from '../../kubernetes/gone-nodes';
 import { readNodeRecord } from '../../node-records/reads';
 import { forgetNode } from '../../operations/forget-node';
 import { TestCluster } from '../support/cluster';
-import { createSnapshot, createSnapshotUntilReady, deleteSnapshot, notReadyYet } from '../support/snapshot-requests';
+import {
+  createSnapshot,
+  createSnapshotUntilReady,
+  deleteSnapshot,
+  getSnapshot,
+  listSnapshots,
+  notReadyYet,
+} from '../support/snapshot-requests';
 import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { eventually } from '../support/eventually';
 
@@ -75,7 +82,9 @@ describe('snapshots of a forgotten node that comes back', () => {
 /**
  * A restore or clone is made on its source's node and nowhere else. Once that node is forgotten its source is gone
  * with it: the create answers NOT_FOUND naming the node and the reason, not UNAVAILABLE for ever (a CO retrying for
- * a node that will never answer), nor RESOURCE_EXHAUSTED when the forget ended its completion there.
+ * a node that will never answer), nor RESOURCE_EXHAUSTED when the forget ended its completion there. So do the
+ * lookups of its snapshots: GetSnapshot is NOT_FOUND with the reason, ListSnapshots by ID lists nothing (CSI's
+ * answer for a snapshot that does not exist).
  */
 describe('a restore or clone whose source is on a forgotten node', () => {
   const cluster = new TestCluster('copyforget');
@@ -97,7 +106,7 @@ describe('a restore or clone whose source is on a forgotten node', () => {
     return { agent, clients, volumeId: volume.volume!.volume_id, snapshotId: made.snapshot!.snapshot_id };
   };
 
-  it('answers NOT_FOUND naming the node and the reason, for a restore and for a clone', async () => {
+  it('answers NOT_FOUND naming the node and the reason, for a restore, a clone and GetSnapshot', async () => {
     const { agent, clients, volumeId, snapshotId } = await sourceOn('node-1');
     await agent.stop();
     const client = await cluster.temporal();
@@ -106,6 +115,11 @@ describe('a restore or clone whose source is on a forgotten node', () => {
       async () => (await readNodeRecord(client, cluster.driverName, 'node-1'))?.node?.live === false,
     );
     await forgetNode(client, cluster.driverName, 'node-1', 'the disk died');
+    const lookedUp = await failureOf(getSnapshot(clients, snapshotId));
+    expect(lookedUp).toMatchObject({ code: 'NOT_FOUND' });
+    expect(lookedUp.message).toMatch(/snapshot \S+ was on node node-1, forgotten for good \(the disk died\)/);
+    expect(await listSnapshots(clients, { snapshot_id: snapshotId })).toMatchObject({ entries: [] });
+    expect(await listSnapshots(clients, { source_volume_id: volumeId })).toMatchObject({ entries: [] });
     // The controller's placement shares a record it read for up to this long (the source's create read node-1 live a
     // moment ago); a create placed on that read tries node-1 for 20 s first. Not what this test is about.
     await new Promise((resolve) => setTimeout(resolve, PLACEMENT_READ_MAX_AGE_MS));
@@ -226,6 +240,11 @@ describe('the Node-deleted policy and a node holding only snapshots', () => {
     const { snapshotId, clients, client } = await nodeWithOnlyASnapshot('node-1');
     await (await policy([])).deleted('node-1', 'uid-1', new Date());
     expect((await forgottenBy(client, 'node-1')).reason).toMatch(/^Kubernetes Node node-1 deleted at /);
+    // Its snapshot is gone with it, also to a lookup (not UNAVAILABLE for a node that will never answer).
+    const lookedUp = await failureOf(getSnapshot(clients, snapshotId));
+    expect(lookedUp).toMatchObject({ code: 'NOT_FOUND' });
+    expect(lookedUp.message).toMatch(/on node node-1, forgotten for good \(Kubernetes Node node-1 deleted at /);
+    expect(await listSnapshots(clients, { snapshot_id: snapshotId })).toMatchObject({ entries: [] });
     await expect(deleteSnapshot(clients, snapshotId)).resolves.toEqual({});
   });
 

@@ -1,5 +1,7 @@
 import { call, withDeadline, type CsiClients } from '../../csi/client';
 import type { CreateSnapshotResponse__Output } from '../../csi/generated/csi/v1/CreateSnapshotResponse';
+import type { GetSnapshotResponse__Output } from '../../csi/generated/csi/v1/GetSnapshotResponse';
+import type { ListSnapshotsResponse__Output } from '../../csi/generated/csi/v1/ListSnapshotsResponse';
 
 export function createSnapshot(clients: CsiClients, name: string, sourceVolumeId: string, timeoutMs = 15_000) {
   return call<CreateSnapshotResponse__Output>((done) =>
@@ -10,6 +12,22 @@ export function createSnapshot(clients: CsiClients, name: string, sourceVolumeId
 export function deleteSnapshot(clients: CsiClients, snapshotId: string, timeoutMs = 15_000) {
   return call<object>((done) =>
     clients.controller.DeleteSnapshot({ snapshot_id: snapshotId }, withDeadline(timeoutMs), done),
+  );
+}
+
+/** Longer than the 5 s a silent node is given to pick a lookup up (workflows/node-work.ts listOptions). */
+const LOOKUP_DEADLINE_MS = 15_000;
+
+export function getSnapshot(clients: CsiClients, snapshotId: string) {
+  return call<GetSnapshotResponse__Output>((done) =>
+    clients.controller.GetSnapshot({ snapshot_id: snapshotId }, withDeadline(LOOKUP_DEADLINE_MS), done),
+  );
+}
+
+/** One ListSnapshots call (a page, or a lookup by snapshot_id / source_volume_id). */
+export function listSnapshots(clients: CsiClients, request: Record<string, unknown>) {
+  return call<ListSnapshotsResponse__Output>((done) =>
+    clients.controller.ListSnapshots(request, withDeadline(LOOKUP_DEADLINE_MS), done),
   );
 }
 

@@ -1,6 +1,12 @@
 import type { ServerUnaryCall } from '@grpc/grpc-js';
 import { FailureType } from '../../../common/failures';
-import { formatSnapshotId, parseSnapshotId, formatVolumeId, parseVolumeId } from '../../../common/names';
+import {
+  formatSnapshotId,
+  parseSnapshotId,
+  formatVolumeId,
+  parseVolumeId,
+  type ForgottenNode,
+} from '../../../common/names';
 import { createSnapshotHandlers } from '../../../csi/controller-snapshots';
 import type { SnapshotLookup, SnapshotOperations } from '../../../operations/snapshot-operations';
 import type { ListedSnapshot } from '../../../workflows/listing';
@@ -19,10 +25,15 @@ function listed(nodeId: string, n: number, source = 1): ListedSnapshot {
   };
 }
 
+const FORGOTTEN_A: ForgottenNode = { nodeId: 'node-a', reason: 'the disk died', at: '2026-01-02T03:04:05.678Z' };
+
 const ALL = [listed('node-a', 1), listed('node-a', 2, 2), listed('node-a', 3), listed('node-b', 4)];
 
-/** A fake of what the handlers ask Temporal, a page as listSnapshotsPage cuts it: the lookups asked are recorded. */
-function fakeOperations(unreachable: string[] = []) {
+/**
+ * A fake of what the handlers ask Temporal, a page as listSnapshotsPage cuts it: the lookups asked are recorded. A
+ * lookup of a `forgotten` node lists nothing and carries the decision, as SnapshotOperations.listPage answers it.
+ */
+function fakeOperations(unreachable: string[] = [], forgotten: ForgottenNode[] = []) {
   const asked: (SnapshotLookup | undefined)[] = [];
   const matches = (snapshot: ListedSnapshot, lookup?: SnapshotLookup) =>
     !lookup ||
@@ -32,6 +43,9 @@ function fakeOperations(unreachable: string[] = []) {
   const operations = {
     async listPage(after: string, maxEntries: number, lookup?: SnapshotLookup) {
       asked.push(lookup);
+      const decision = forgotten.find((node) => node.nodeId === lookup?.nodeId);
+      if (decision)
+        return { snapshots: [], unreachableNodes: [], answeredNodes: [], nextToken: '', forgotten: decision };
       const limit = maxEntries > 0 ? maxEntries : 1000;
       const matching = ALL.filter((s) => !unreachable.includes(s.nodeId) && s.snapshotId > after && matches(s, lookup));
       const snapshots = matching.slice(0, limit);
@@ -183,6 +197,14 @@ describe('GetSnapshot', () => {
     });
     // Only the silent node's snapshots: another node's answers.
     expect((await get(handlers, ALL[3]!.snapshotId)).snapshot!.snapshot_id).toBe(ALL[3]!.snapshotId);
+  });
+
+  it('answers a snapshot whose node was forgotten for good NOT_FOUND, naming the node and the reason', async () => {
+    const { handlers } = fakeOperations(['node-a'], [FORGOTTEN_A]);
+    await expect(get(handlers, ALL[0]!.snapshotId)).rejects.toMatchObject({
+      type: FailureType.NotFound,
+      message: `snapshot ${ALL[0]!.snapshotId} was on node node-a, forgotten for good (the disk died)`,
+    });
   });
 
   it('answers an ID this driver could not have issued NOT_FOUND, asking no node; a missing ID INVALID_ARGUMENT', async () => {
