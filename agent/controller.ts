@@ -26,7 +26,7 @@ import { onShutdownSignal } from './shutdown';
 import { backoff, retrying, Stopped } from './retrying';
 import { serveHealth } from './health-endpoint';
 import { registerControllerMetrics } from '../metrics/controller-metrics';
-import { createProcessMetrics, serveMetrics } from '../metrics/registry';
+import { createProcessMetrics, registerClientCertificateExpiry, serveMetrics } from '../metrics/registry';
 import type { NodeDeletedPolicy } from '../kubernetes/node-deleted-policy';
 import { cachedCheck } from '../common/cached-check';
 
@@ -76,6 +76,9 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
   // From the start: durable_csi_temporal_up says 0 while Temporal is out of reach, the rest waits for the client.
   const client = () => temporal.connected()?.client;
   registerControllerMetrics(metrics.registry, client, config.driverName, logger, services.readiness);
+  registerClientCertificateExpiry(metrics.registry, config.temporal.tlsCert, () =>
+    temporal.clientCertificateNotAfter(),
+  );
   const stopMetrics = config.metricsAddress
     ? await serveMetrics(config.metricsAddress, metrics.registry, logger, services.readiness)
     : undefined;
@@ -109,6 +112,8 @@ interface ControllerTemporal {
   /** Set once the worker was created; until then, what the controller waits for. */
   connected(): Connected | undefined;
   waitingFor(): string;
+  /** The end of the client certificate the live connection presents; undefined before it or without one. */
+  clientCertificateNotAfter(): Date | undefined;
   stop(): Promise<void>;
 }
 
@@ -202,6 +207,7 @@ function startControllerTemporal(
   return {
     connected: () => connected,
     waitingFor: () => waitingFor,
+    clientCertificateNotAfter: () => connection?.clientCertificateNotAfter,
     async stop() {
       abort.abort();
       await kubernetes?.stop();

@@ -28,6 +28,8 @@ export interface NodeTemporalOptions {
 export interface NodeTemporal {
   /** Undefined once the worker runs and the node's record was started; else what the agent is waiting for. */
   notReady(): string | undefined;
+  /** The end of the client certificate the live connection presents; undefined before it or without one. */
+  clientCertificateNotAfter(): Date | undefined;
   /** Resolves when the agent starts stopping (presence activities return "leaving"). */
   stop(): Promise<void>;
 }
@@ -58,6 +60,7 @@ export function startNodeTemporal(options: NodeTemporalOptions, pool: AgentPool,
       if (run.worker?.getState() === 'RUNNING' && run.presence?.registered()) return undefined;
       return run.worker ? 'starting the node record' : run.waitingFor;
     },
+    clientCertificateNotAfter: () => run.connection?.clientCertificateNotAfter,
     stop: async () => {
       abort.abort();
       // First: the held presence activity returns "leaving", so the record turns offline now, not in 30 s.

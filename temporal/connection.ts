@@ -54,7 +54,10 @@ export class FollowingConnection implements ConnectionLike {
   private readonly retiring = new Set<NativeConnection>();
   private stopFollowing: () => void = () => undefined;
 
-  private constructor(private current: NativeConnection) {}
+  private constructor(
+    private current: NativeConnection,
+    private material: TlsMaterial,
+  ) {}
 
   /** Connects (as connectTemporal) and, with a client certificate or a CA file, follows the TLS files. */
   static async connect(
@@ -63,13 +66,14 @@ export class FollowingConnection implements ConnectionLike {
   ): Promise<FollowingConnection> {
     const material = readTlsMaterial(config);
     const onError = (message: string) => log.error(message);
-    const following = new FollowingConnection(await connectTemporal(config, onError, material));
+    const following = new FollowingConnection(await connectTemporal(config, onError, material), material);
     if (config.tlsCert || config.tlsCa)
       following.stopFollowing = followTlsFiles(
         config,
         material,
         async (next) => {
           following.replace(await connectTemporal(config, onError, next));
+          following.material = next;
           log.info(
             `the Temporal TLS files changed: connected anew with them` +
               (next.notAfter ? ` (client certificate valid until ${next.notAfter.toISOString()})` : ''),
@@ -83,6 +87,11 @@ export class FollowingConnection implements ConnectionLike {
   /** The current native connection, for Worker.create; then `serve` the worker so that it follows replacements. */
   get native(): NativeConnection {
     return this.current;
+  }
+
+  /** The end of validity of the client certificate this connection presents (undefined without one). */
+  get clientCertificateNotAfter(): Date | undefined {
+    return this.material.notAfter;
   }
 
   serve(worker: Worker): void {

@@ -13,8 +13,10 @@ import { testTemporalConfig } from '../support/test-temporal';
  * `..data` symbolic link renamed over), and once the old certificate has expired every connection to the frontend is
  * cut (a TCP forwarder stands between them). From then on the frontend (mTLS, requireClientAuth) refuses any
  * handshake made with the old certificate, so a CreateVolume and a DeleteVolume that complete, and a node that stays
- * ready, prove that both agents reconnected with the renewed one.
+ * ready, prove that both agents reconnected with the renewed one. Their /metrics say which certificate each presents.
  */
+const EXPIRY = 'durable_csi_temporal_client_certificate_expiry_timestamp_seconds';
+
 describe('a Temporal client certificate renewed under running agents', () => {
   const config = testTemporalConfig();
   const certs = certificatesIn(path.dirname(config.tlsCa ?? ''));
@@ -56,13 +58,25 @@ describe('a Temporal client certificate renewed under running agents', () => {
       '--temporal-tls-ca',
       path.join(secret, 'ca.crt'),
     ];
-    const node = await cluster.startNode('node-r', { extra: flags });
-    const controller = await cluster.startController('controller', flags);
+    const metrics = { 'node-r': `127.0.0.1:${await findFreePort()}`, controller: `127.0.0.1:${await findFreePort()}` };
+    const node = await cluster.startNode('node-r', { extra: [...flags, '--metrics-address', metrics['node-r']] });
+    const controller = await cluster.startController('controller', [...flags, '--metrics-address', metrics.controller]);
+    /** Both agents' durable_csi_temporal_client_certificate_expiry_timestamp_seconds, as Date. */
+    const presented = async () =>
+      Promise.all(
+        Object.values(metrics).map(async (address) => {
+          const page = await (await fetch(`http://${address}/metrics`)).text();
+          const sample = new RegExp(`^${EXPIRY}\\{[^}]*\\} (\\d+)$`, 'm').exec(page);
+          return sample ? new Date(Number(sample[1]) * 1000) : undefined;
+        }),
+      );
+    expect(await presented()).toEqual([expiring.notAfter, expiring.notAfter]);
 
     // The agents look at the files every 10 s: the renewal must land well before the old certificate ends.
     const margin = expiring.notAfter.getTime() - Date.now();
     if (margin < 22_000) throw new Error(`the agents took too long to start: ${margin} ms of validity left`);
-    mountSecret('v2', await issueClientCertificate(certs, `renewed-${suffix}`, 2 * 86_400));
+    const renewed = await issueClientCertificate(certs, `renewed-${suffix}`, 2 * 86_400);
+    mountSecret('v2', renewed);
     // Waiting for a moment of the wall clock, not for an event: the old certificate's end of validity.
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, expiring.notAfter.getTime() + 2000 - Date.now())));
     forwarder.cut();
@@ -73,6 +87,7 @@ describe('a Temporal client certificate renewed under running agents', () => {
     await retryLikeCo(() => deleteVolume(clients, created.volume?.volume_id ?? ''), 40_000);
     expect(cluster.volumesOnDisk('node-r')).toEqual([]);
     expect(await probe(cluster.csi(node.endpoint))).toBe(true);
+    expect(await presented()).toEqual([renewed.notAfter, renewed.notAfter]);
     for (const name of ['node-r', 'controller'])
       expect(fs.readFileSync(cluster.log(name), 'utf8')).toContain(
         'the Temporal TLS files changed: connected anew with them (client certificate valid until',
