@@ -72,7 +72,14 @@ export class FollowingConnection implements ConnectionLike {
         config,
         material,
         async (next) => {
-          following.replace(await connectTemporal(config, onError, next));
+          const connection = await connectTemporal(config, onError, next);
+          try {
+            following.replace(connection);
+          } catch (error) {
+            // Not taken (a worker refused the swap): closed, or every retry would leave one more open.
+            await connection.close().catch(() => undefined);
+            throw error;
+          }
           following.material = next;
           log.info(
             `the Temporal TLS files changed: connected anew with them` +
