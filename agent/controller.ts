@@ -1,5 +1,5 @@
 import { Client } from '@temporalio/client';
-import { Worker, type NativeConnection } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
 import type { ServerUnaryCall } from '@grpc/grpc-js';
 import fs from 'node:fs';
 import { createControlActivities, type ControlDeps } from '../activities/control-activities';
@@ -7,7 +7,7 @@ import { createPlacementActivities } from '../activities/placement';
 import { createLogger, type Logger } from '../common/logger';
 import { controlTaskQueue, OPTIONAL_SEARCH_ATTRIBUTE_KEYS } from '../common/names';
 import type { TemporalConfig } from '../temporal/config';
-import { connectTemporal, TemporalConnectionError } from '../temporal/connection';
+import { FollowingConnection, TemporalConnectionError } from '../temporal/connection';
 import { driverVersion } from '../common/version';
 import { createControllerService } from '../csi/controller-service';
 import { createSnapshotHandlers } from '../csi/controller-snapshots';
@@ -26,7 +26,7 @@ import { onShutdownSignal } from './shutdown';
 import { backoff, retrying, Stopped } from './retrying';
 import { serveHealth } from './health-endpoint';
 import { registerControllerMetrics } from '../metrics/controller-metrics';
-import { createProcessMetrics, serveMetrics } from '../metrics/registry';
+import { createProcessMetrics, registerClientCertificateExpiry, serveMetrics } from '../metrics/registry';
 import type { NodeDeletedPolicy } from '../kubernetes/node-deleted-policy';
 import { cachedCheck } from '../common/cached-check';
 
@@ -76,6 +76,9 @@ export async function runController(config: ControllerConfig): Promise<RunningCo
   // From the start: durable_csi_temporal_up says 0 while Temporal is out of reach, the rest waits for the client.
   const client = () => temporal.connected()?.client;
   registerControllerMetrics(metrics.registry, client, config.driverName, logger, services.readiness);
+  registerClientCertificateExpiry(metrics.registry, config.temporal.tlsCert, () =>
+    temporal.clientCertificateNotAfter(),
+  );
   const stopMetrics = config.metricsAddress
     ? await serveMetrics(config.metricsAddress, metrics.registry, logger, services.readiness)
     : undefined;
@@ -109,6 +112,8 @@ interface ControllerTemporal {
   /** Set once the worker was created; until then, what the controller waits for. */
   connected(): Connected | undefined;
   waitingFor(): string;
+  /** The end of the client certificate the live connection presents; undefined before it or without one. */
+  clientCertificateNotAfter(): Date | undefined;
   stop(): Promise<void>;
 }
 
@@ -123,7 +128,7 @@ function startControllerTemporal(
 ): ControllerTemporal {
   const abort = new AbortController();
   let waitingFor = `connecting to Temporal at ${config.temporal.address}`;
-  let connection: NativeConnection | undefined;
+  let connection: FollowingConnection | undefined;
   let connected: Connected | undefined;
   let workerDone: Promise<void> | undefined;
   let kubernetes: Awaited<ReturnType<typeof startKubernetes>>;
@@ -147,7 +152,11 @@ function startControllerTemporal(
     const reached = await retrying(
       'Temporal',
       () =>
-        connectTemporal(config.temporal, (message) => logger.error(message)).catch((error: unknown) =>
+        // It follows the TLS files: a renewed certificate is used without a restart (temporal/connection.ts).
+        FollowingConnection.connect(config.temporal, {
+          info: (message) => logger.info(message),
+          error: (message) => logger.error(message),
+        }).catch((error: unknown) =>
           error instanceof TemporalConnectionError && !error.unreachable ? giveUp(error) : Promise.reject(error),
         ),
       retryOptions,
@@ -175,6 +184,7 @@ function startControllerTemporal(
       { ...retryOptions, onFailure: (message: string) => (waitingFor = `starting the workflow worker: ${message}`) },
     );
     if (abort.signal.aborted) throw new Stopped();
+    reached.serve(worker);
     workerDone = worker.run();
     workerDone.catch((error: unknown) => {
       logger.fatal({ err: error }, 'workflow worker stopped');
@@ -197,6 +207,7 @@ function startControllerTemporal(
   return {
     connected: () => connected,
     waitingFor: () => waitingFor,
+    clientCertificateNotAfter: () => connection?.clientCertificateNotAfter,
     async stop() {
       abort.abort();
       await kubernetes?.stop();
@@ -217,13 +228,13 @@ function missingAttributesError(config: ControllerConfig, missing: string[]): Er
 
 /** The worker of the control queue: every workflow, and the controller's own activities. */
 function createControlWorker(
-  connection: NativeConnection,
+  connection: FollowingConnection,
   client: Client,
   config: ControllerConfig,
   writtenOffEvents: ControlDeps['writtenOffEvents'],
 ): Promise<Worker> {
   return Worker.create({
-    connection,
+    connection: connection.native,
     namespace: config.temporal.namespace,
     taskQueue: controlTaskQueue(config.driverName),
     ...(fs.existsSync(WORKFLOW_BUNDLE_PATH)

@@ -8,7 +8,7 @@ import { serveCsi } from '../csi/server';
 import { serveHealth } from './health-endpoint';
 import { startPluginRegistration, type PluginRegistrationOptions } from './plugin-registration';
 import { registerNodeMetrics } from '../metrics/node-metrics';
-import { createProcessMetrics, serveMetrics } from '../metrics/registry';
+import { createProcessMetrics, registerClientCertificateExpiry, serveMetrics } from '../metrics/registry';
 import { AgentPool } from './agent-pool';
 import { prepareBackend, type BackendConfig } from './create-backend';
 import { withFailpoints, type Failpoint } from './failpoints';
@@ -58,6 +58,9 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
   const readiness = async () => temporal.notReady();
   const metrics = createProcessMetrics('node');
   registerNodeMetrics(metrics.registry, pool.backend, config.nodeId);
+  registerClientCertificateExpiry(metrics.registry, config.temporal.tlsCert, () =>
+    temporal.clientCertificateNotAfter(),
+  );
   // 3. CSI for kubelet, at once, whatever Temporal's state.
   const server = await serveCsi(
     config.endpoint,

@@ -1,12 +1,12 @@
 import { Client } from '@temporalio/client';
-import { Worker, type NativeConnection } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
 import { readNodeRecord } from '../node-records/reads';
 import { createNodeActivities } from '../activities/node-activities';
 import { createPresenceActivities } from '../activities/presence-activities';
 import type { Logger } from '../common/logger';
 import { nodeTaskQueue } from '../common/names';
 import type { TemporalConfig } from '../temporal/config';
-import { connectTemporal } from '../temporal/connection';
+import { FollowingConnection } from '../temporal/connection';
 import { driverVersion } from '../common/version';
 import { poolNamedByOperations } from '../operations/pending-operations';
 import type { AgentPool } from './agent-pool';
@@ -28,6 +28,8 @@ export interface NodeTemporalOptions {
 export interface NodeTemporal {
   /** Undefined once the worker runs and the node's record was started; else what the agent is waiting for. */
   notReady(): string | undefined;
+  /** The end of the client certificate the live connection presents; undefined before it or without one. */
+  clientCertificateNotAfter(): Date | undefined;
   /** Resolves when the agent starts stopping (presence activities return "leaving"). */
   stop(): Promise<void>;
 }
@@ -58,6 +60,7 @@ export function startNodeTemporal(options: NodeTemporalOptions, pool: AgentPool,
       if (run.worker?.getState() === 'RUNNING' && run.presence?.registered()) return undefined;
       return run.worker ? 'starting the node record' : run.waitingFor;
     },
+    clientCertificateNotAfter: () => run.connection?.clientCertificateNotAfter,
     stop: async () => {
       abort.abort();
       // First: the held presence activity returns "leaving", so the record turns offline now, not in 30 s.
@@ -76,7 +79,7 @@ interface NodeTemporalRun {
   readonly logger: Logger;
   readonly signal: AbortSignal;
   waitingFor: string;
-  connection?: NativeConnection;
+  connection?: FollowingConnection;
   presence?: Presence;
   worker?: Worker;
   workerDone?: Promise<void>;
@@ -97,6 +100,7 @@ async function startInBackground(run: NodeTemporalRun): Promise<void> {
   run.waitingFor = 'starting the worker';
   run.presence = startPresence({ client, driverName: options.driverName, nodeId: options.nodeId, logger });
   run.worker = await startWorker(run, report.poolId, run.presence);
+  run.connection.serve(run.worker);
   run.workerDone = run.worker.run();
   run.workerDone.catch((error: unknown) => {
     logger.fatal({ err: error }, 'activity worker stopped');
@@ -114,11 +118,16 @@ function retryOptions(run: NodeTemporalRun, step: string) {
   };
 }
 
-function connect(run: NodeTemporalRun): Promise<NativeConnection> {
+/** A connection that follows the TLS files: a renewed certificate is used without a restart (temporal/connection.ts). */
+function connect(run: NodeTemporalRun): Promise<FollowingConnection> {
   const { temporal } = run.options;
   return retrying(
     'Temporal',
-    () => connectTemporal(temporal, (message) => run.logger.error(message)),
+    () =>
+      FollowingConnection.connect(temporal, {
+        info: (message) => run.logger.info(message),
+        error: (message) => run.logger.error(message),
+      }),
     retryOptions(run, `connecting to Temporal at ${temporal.address}`),
   );
 }
@@ -179,7 +188,7 @@ function startWorker(run: NodeTemporalRun, poolId: string, running: Presence): P
     'worker',
     () =>
       Worker.create({
-        connection: run.connection,
+        connection: run.connection?.native,
         namespace: options.temporal.namespace,
         taskQueue: nodeTaskQueue(options.driverName, options.nodeId),
         activities: {

@@ -1,5 +1,7 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
 import http from 'node:http';
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Logger } from '../common/logger';
 import { parseListenAddress } from '../common/listen-address';
 
@@ -41,6 +43,37 @@ export function createProcessMetrics(component: string): ProcessMetrics {
     registers: [registry],
   });
   return { registry, csiCalls, csiCallSeconds };
+}
+
+/**
+ * `durable_csi_temporal_client_certificate_expiry_timestamp_seconds{file}`: when the client certificate the agent
+ * presents to Temporal ends (`presented`: the live connection's, temporal/connection.ts), or, before a connection,
+ * the one in the file; no sample without a client certificate. The DurableCsiTemporalCertificateExpiring alert
+ * reads it: a renewal that never reached the agent (or that it refused, as its log says) shows here before it hurts.
+ */
+export function registerClientCertificateExpiry(
+  registry: Registry,
+  certFile: string | undefined,
+  presented: () => Date | undefined,
+): void {
+  new Gauge({
+    name: 'durable_csi_temporal_client_certificate_expiry_timestamp_seconds',
+    help: "End of validity of the Temporal client certificate presented (seconds since the epoch), by the file's path",
+    labelNames: ['file'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      if (!certFile) return;
+      let notAfter = presented();
+      if (!notAfter)
+        try {
+          notAfter = new Date(new crypto.X509Certificate(fs.readFileSync(certFile)).validTo);
+        } catch {
+          return; // unreadable for now (mid-rotation): the connection's log says why
+        }
+      this.set({ file: certFile }, Math.floor(notAfter.getTime() / 1000));
+    },
+  });
 }
 
 /** Readiness for GET /readyz: undefined when ready, else why not (the 503's body). */

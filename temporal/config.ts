@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import type { ConnectionOptions } from '@temporalio/client';
 import type { NativeConnectionOptions } from '@temporalio/worker';
+import type { TlsMaterial } from './tls-files';
 
 /** How to reach Temporal: the dev server by default, or a production cluster / Temporal Cloud with TLS. */
 export interface TemporalConfig {
@@ -30,16 +31,20 @@ export function usesTls(config: TemporalConfig): boolean {
   );
 }
 
-export function connectionOptions(config: TemporalConfig): ConnectionOptions & NativeConnectionOptions {
+/**
+ * The SDK's options for a config; the TLS files are read now, unless `material` gives their contents (a connection
+ * made from a set temporal/tls-files.ts checked). Without a CA the system roots verify the server (Temporal Cloud).
+ */
+export function connectionOptions(
+  config: TemporalConfig,
+  material?: TlsMaterial,
+): ConnectionOptions & NativeConnectionOptions {
+  const ca = material ? material.ca : config.tlsCa ? fs.readFileSync(config.tlsCa) : undefined;
+  const pair = material
+    ? material.cert && material.key && { crt: material.cert, key: material.key }
+    : config.tlsCert && config.tlsKey && { crt: fs.readFileSync(config.tlsCert), key: fs.readFileSync(config.tlsKey) };
   const tls = usesTls(config)
-    ? {
-        serverNameOverride: config.tlsServerName,
-        serverRootCACertificate: config.tlsCa ? fs.readFileSync(config.tlsCa) : undefined,
-        clientCertPair:
-          config.tlsCert && config.tlsKey
-            ? { crt: fs.readFileSync(config.tlsCert), key: fs.readFileSync(config.tlsKey) }
-            : undefined,
-      }
+    ? { serverNameOverride: config.tlsServerName, serverRootCACertificate: ca, clientCertPair: pair || undefined }
     : undefined;
   const apiKey = config.apiKeyFile ? readApiKey(config.apiKeyFile) : undefined;
   return { address: config.address, tls, apiKey };

@@ -1,6 +1,8 @@
-import { NativeConnection } from '@temporalio/worker';
+import { InternalConnectionLikeSymbol, type ConnectionLike, type Metadata } from '@temporalio/client';
+import { NativeConnection, type Worker } from '@temporalio/worker';
 import { connectionOptions, usesTls, type TemporalConfig } from './config';
 import { followApiKeyFile } from './api-key-file';
+import { followTlsFiles, readTlsMaterial, type TlsMaterial } from './tls-files';
 import { diagnoseTemporalTransport } from './tls-diagnosis';
 
 /**
@@ -14,8 +16,9 @@ import { diagnoseTemporalTransport } from './tls-diagnosis';
 export async function connectTemporal(
   config: TemporalConfig,
   onError: (message: string) => void = (message) => process.stderr.write(`${message}\n`),
+  material?: TlsMaterial,
 ): Promise<NativeConnection> {
-  const options = connectionOptions(config);
+  const options = connectionOptions(config, material);
   let connection: NativeConnection;
   try {
     connection = await NativeConnection.connect(options);
@@ -32,6 +35,127 @@ export async function connectTemporal(
     };
   }
   return connection;
+}
+
+/** How long a replaced connection stays open for the calls still on it (a workflow result's long poll: up to 60 s). */
+const REPLACED_CONNECTION_GRACE_MS = 70_000;
+
+/**
+ * The agents' connection when it must outlive its certificate: the TLS files (client certificate, key, CA) are
+ * followed (temporal/tls-files.ts), and a changed set that checks whole makes a new NativeConnection, which replaces
+ * the old one in every worker served (Worker's connection setter swaps the native client under a running worker) and
+ * behind every Client made on this object (a Client cannot change its connection, so it is given this one, which
+ * forwards each call to the current native connection). The old connection is closed once its calls had time to
+ * end. Eager workflow start still works: the client's calls and the workers share the current native connection.
+ */
+export class FollowingConnection implements ConnectionLike {
+  readonly [InternalConnectionLikeSymbol] = { supportsEagerStart: true };
+  private readonly workers = new Set<Worker>();
+  private readonly retiring = new Set<NativeConnection>();
+  private stopFollowing: () => void = () => undefined;
+
+  private constructor(
+    private current: NativeConnection,
+    private material: TlsMaterial,
+  ) {}
+
+  /** Connects (as connectTemporal) and, with a client certificate or a CA file, follows the TLS files. */
+  static async connect(
+    config: TemporalConfig,
+    log: { info(message: string): void; error(message: string): void },
+  ): Promise<FollowingConnection> {
+    const material = readTlsMaterial(config);
+    const onError = (message: string) => log.error(message);
+    const following = new FollowingConnection(await connectTemporal(config, onError, material), material);
+    if (config.tlsCert || config.tlsCa)
+      following.stopFollowing = followTlsFiles(
+        config,
+        material,
+        async (next) => {
+          const connection = await connectTemporal(config, onError, next);
+          try {
+            following.replace(connection);
+          } catch (error) {
+            // Not taken (a worker refused the swap): closed, or every retry would leave one more open.
+            await connection.close().catch(() => undefined);
+            throw error;
+          }
+          following.material = next;
+          log.info(
+            `the Temporal TLS files changed: connected anew with them` +
+              (next.notAfter ? ` (client certificate valid until ${next.notAfter.toISOString()})` : ''),
+          );
+        },
+        onError,
+      );
+    return following;
+  }
+
+  /** The current native connection, for Worker.create; then `serve` the worker so that it follows replacements. */
+  get native(): NativeConnection {
+    return this.current;
+  }
+
+  /** The end of validity of the client certificate this connection presents (undefined without one). */
+  get clientCertificateNotAfter(): Date | undefined {
+    return this.material.notAfter;
+  }
+
+  serve(worker: Worker): void {
+    this.workers.add(worker);
+  }
+
+  private replace(next: NativeConnection): void {
+    const previous = this.current;
+    for (const worker of this.workers) {
+      const state = worker.getState();
+      if (state === 'STOPPED' || state === 'FAILED') this.workers.delete(worker);
+      else worker.connection = next;
+    }
+    this.current = next;
+    this.retiring.add(previous);
+    setTimeout(() => void this.retire(previous), REPLACED_CONNECTION_GRACE_MS).unref();
+  }
+
+  private async retire(connection: NativeConnection): Promise<void> {
+    if (!this.retiring.delete(connection)) return;
+    await connection.close().catch(() => undefined);
+  }
+
+  get workflowService() {
+    return this.current.workflowService;
+  }
+
+  get operatorService() {
+    return this.current.operatorService;
+  }
+
+  get plugins() {
+    return this.current.plugins;
+  }
+
+  ensureConnected(): Promise<void> {
+    return this.current.ensureConnected();
+  }
+
+  withDeadline<R>(deadline: number | Date, fn: () => Promise<R>): Promise<R> {
+    return this.current.withDeadline(deadline, fn);
+  }
+
+  withMetadata<R>(metadata: Metadata, fn: () => Promise<R>): Promise<R> {
+    return this.current.withMetadata(metadata, fn);
+  }
+
+  withAbortSignal<R>(abortSignal: AbortSignal, fn: () => Promise<R>): Promise<R> {
+    return this.current.withAbortSignal(abortSignal, fn);
+  }
+
+  /** After the workers stopped: stops following and closes every connection. */
+  async close(): Promise<void> {
+    this.stopFollowing();
+    await Promise.all([...this.retiring].map((connection) => this.retire(connection)));
+    await this.current.close();
+  }
 }
 
 /**

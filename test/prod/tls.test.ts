@@ -8,6 +8,7 @@ import { API_KEY_SERVER_NAME, certificatesIn } from '../temporal-prod/certificat
 import { temporalConfigFlags } from '../temporal-prod/prod-temporal';
 import { TestCluster } from '../support/cluster';
 import { createRequest, createVolume, deleteVolume, retryLikeCo } from '../support/csi-requests';
+import { eventually } from '../support/eventually';
 import { testTemporalConfig } from '../support/test-temporal';
 import { DEV_NODE_FLAGS } from '../../agent/dev-node-flags';
 
@@ -144,6 +145,33 @@ describe('TLS to the Temporal frontend', () => {
     const { code, output } = await result('cliNoCert');
     expect(code).toBe(1);
     expect(output).toContain(`${prefix}the server requires a client certificate (mTLS)`);
+  });
+
+  it('mTLS with the system roots (no --temporal-tls-ca): the node agent and the CLI verify the server by them', async () => {
+    // The test CA stands in for the system roots, as below; components/temporal-mtls-system-roots runs this way.
+    const name = 'system-roots';
+    const flags = temporalConfigFlags({ address, namespace: config.namespace, tlsServerName, ...clientPair });
+    const roots = { ...process.env, SSL_CERT_FILE: certs.ca, GRPC_DEFAULT_SSL_ROOTS_FILE_PATH: certs.ca };
+    const node = spawnCli([...nodeArgs(name), ...flags], cluster.log(name), roots);
+    const clients = connectCsi(`unix://${path.join(cluster.root, `${name}.sock`)}`);
+    try {
+      await eventually(
+        'the node agent ready with the system roots',
+        async () =>
+          (await call<ProbeResponse__Output>((done) => clients.identity.Probe({}, withDeadline(3000), done))).ready
+            ?.value,
+        60_000,
+      );
+      const cli = spawnCli(
+        ['volumes', 'stuck', '--driver-name', cluster.driverName, ...flags],
+        cluster.log('cli'),
+        roots,
+      );
+      expect(await new Promise((resolve) => cli.once('exit', resolve))).toBe(0);
+    } finally {
+      clients.close();
+      await stopChild(node);
+    }
   });
 
   it('--temporal-tls with an API key and the system roots (no client certificate) provisions a volume', async () => {

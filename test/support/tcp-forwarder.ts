@@ -35,6 +35,11 @@ export class TcpForwarder {
     return forwarder;
   }
 
+  /** Drops every open connection (a frontend restart as its clients see it); new ones are forwarded as before. */
+  cut(): void {
+    for (const socket of this.sockets) socket.destroy();
+  }
+
   async close(): Promise<void> {
     for (const socket of this.sockets) socket.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));

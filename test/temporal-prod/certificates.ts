@@ -65,6 +65,70 @@ export function certificatesIn(dir: string): TestCertificates {
   };
 }
 
+/**
+ * Another client certificate from the test CA, valid from a minute ago for `validForSeconds` (a renewal's
+ * certificate, or one about to expire): `openssl ca`, as `openssl x509` (3.0) only counts in days.
+ */
+export async function issueClientCertificate(
+  certs: TestCertificates,
+  name: string,
+  validForSeconds: number,
+): Promise<{ cert: string; key: string; notAfter: Date }> {
+  const base = path.join(certs.dir, name);
+  const work = fs.mkdtempSync(path.join(certs.dir, `${name}-ca-`));
+  const file = (leaf: string) => path.join(work, leaf);
+  fs.writeFileSync(file('index.txt'), '');
+  fs.writeFileSync(file('serial'), `${Date.now().toString(16).padStart(16, '0')}\n`);
+  fs.writeFileSync(
+    file('ca.cnf'),
+    [
+      '[ca]',
+      'default_ca = test',
+      '[test]',
+      `database = ${file('index.txt')}`,
+      `new_certs_dir = ${work}`,
+      `serial = ${file('serial')}`,
+      'default_md = sha256',
+      'policy = any',
+      'unique_subject = no',
+      '[any]',
+      'commonName = supplied',
+      '',
+    ].join('\n'),
+  );
+  fs.writeFileSync(
+    file('ext'),
+    'subjectAltName=DNS:durable-csi.test\nextendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n' +
+      'basicConstraints=critical,CA:FALSE\n',
+  );
+  await openssl(['req', ...KEY_ARGS, '-keyout', `${base}-key.pem`, '-out', file('csr'), '-subj', '/CN=durable-csi']);
+  const notAfter = new Date(Math.floor(Date.now() / 1000 + validForSeconds) * 1000);
+  const stamp = (date: Date) => date.toISOString().replace(/[-:T]|\.\d+/g, '');
+  await openssl([
+    'ca',
+    '-batch',
+    '-notext',
+    '-config',
+    file('ca.cnf'),
+    '-cert',
+    certs.ca,
+    '-keyfile',
+    certs.ca.replace(/\.pem$/, '-key.pem'),
+    '-in',
+    file('csr'),
+    '-out',
+    `${base}.pem`,
+    '-startdate',
+    stamp(new Date(Date.now() - 60_000)),
+    '-enddate',
+    stamp(notAfter),
+    '-extfile',
+    file('ext'),
+  ]);
+  fs.rmSync(work, { recursive: true });
+  return { cert: `${base}.pem`, key: `${base}-key.pem`, notAfter };
+}
+
 const KEY_ARGS = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
 
 async function makeCa(base: string, commonName: string): Promise<void> {
