@@ -41,11 +41,26 @@ export function deployedNode(
 }
 
 /**
- * The same for a cluster of several real nodes (real-cluster.ts): deploy/ through the overlay on all of them, a node
- * Pod Ready on each. afterAll prints the cluster's figures, its memory included.
+ * The same for a cluster of several real nodes (real-cluster.ts): deploy/ through the overlay on all of them (or
+ * `install`), a node Pod Ready on each; `extraImages` (such as a release's driver) imported on every node too.
+ * afterAll prints the cluster's figures, its memory included.
  */
-export function deployedCluster(options: ClusterOptions, components: string[] = []): Deployed<RealCluster> {
-  return deployedOn(new RealCluster(options), `real cluster of ${options.nodes.length}`, components, 'node');
+export function deployedCluster(
+  options: ClusterOptions,
+  how: {
+    components?: string[];
+    extraImages?: () => ImageTars;
+    install?: (cluster: RealCluster, images: ImageTars) => Promise<void>;
+  } = {},
+): Deployed<RealCluster> {
+  return deployedOn(
+    new RealCluster(options),
+    `real cluster of ${options.nodes.length}`,
+    how.components ?? [],
+    'node',
+    how.install,
+    how.extraImages,
+  );
 }
 
 function deployedOn<T extends RealCluster>(
@@ -54,11 +69,12 @@ function deployedOn<T extends RealCluster>(
   components: string[],
   imageSet: 'node' | 'suite',
   install?: (node: T, images: ImageTars) => Promise<void>,
+  extraImages?: () => ImageTars,
 ): Deployed<T> {
   const deployed = { node: cluster } as Deployed<T>;
   beforeAll(async () => {
     const { node } = deployed;
-    const images = nodeImages(imageSet);
+    const images = { ...nodeImages(imageSet), ...extraImages?.() };
     try {
       const started = Date.now();
       await node.start(images);

@@ -133,7 +133,7 @@ export class RealCluster {
   async start(images: ImageTars): Promise<void> {
     lockRealNode();
     this.locked = true;
-    await this.timed('network and mount namespace', async () => {
+    await this.timed('control plane namespace', async () => {
       this.controlNs = await NodeNamespace.createControlPlane(this.run, this.logDir);
     });
     const restSocket = path.join(this.run, 'apiserver.sock');
@@ -266,7 +266,8 @@ export class RealCluster {
     for (const line of fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n'))
       if (line.includes(this.run) || line.includes('/var/lib/kubelet')) left.push(`mount: ${line}`);
     for (const node of this.nodes)
-      for (const device of node.loopDevices()) left.push(`loop device ${device.name} (${device['back-file']})`);
+      for (const device of node.ns?.alive() ? node.loopDevices() : node.devicesLeft)
+        left.push(`loop device ${device.name} (${device['back-file']})`);
     for (const cgroup of cgroupDirs(this.cgroupRoot)) left.push(`cgroup ${cgroup}`);
     if (fs.existsSync(this.run) && !process.env.DURABLE_CSI_KEEP_TEST_DATA) left.push(`directory ${this.run}`);
     for (const dir of HOST_DIRS)
@@ -337,6 +338,8 @@ export class ClusterNode {
   ns: NodeNamespace | undefined;
   /** kubelet runs (boot or resume); halt() and powerOff() end it. */
   up = false;
+  /** The pool's loop devices still attached after the last powerOff() (must be none). */
+  devicesLeft: LoopDevice[] = [];
   private poolDevice: string | undefined;
   private imagesImported = false;
 
@@ -461,6 +464,13 @@ export class ClusterNode {
     await this.ns.destroy();
     for (const device of devices) detachQuietly(device.name);
     if (this.poolDevice) detachQuietly(this.poolDevice);
+    // Read now: once the node's directory is gone, a device's backing file can no longer be matched to the pool.
+    const attached = new Set(poolLoopDevices(`${this.dir}/`, '/nonexistent').map((device) => device.name));
+    for (const device of devices.filter((d) => stillAttached(d))) attached.add(device.name);
+    this.devicesLeft = [
+      ...devices,
+      ...(this.poolDevice ? [{ name: this.poolDevice, 'back-file': 'pool.img', kubelet: false }] : []),
+    ].filter((d) => attached.has(d.name));
     this.poolDevice = undefined;
     for (let round = 0; round < 20 && cgroupDirs(this.cgroupRoot).length > 0; round++) {
       try {
@@ -619,6 +629,16 @@ function killQuietly(pid: number): void {
     process.kill(pid, 'SIGKILL');
   } catch {
     // gone meanwhile
+  }
+}
+
+/** Whether a loop device still has the backing file it had (a detached one has none, or another's). */
+function stillAttached(device: LoopDevice): boolean {
+  try {
+    const out = execFileSync('losetup', ['--noheadings', '--output', 'BACK-FILE', device.name], { encoding: 'utf8' });
+    return out.trim() !== '' && out.trim() === device['back-file'];
+  } catch {
+    return false;
   }
 }
 
