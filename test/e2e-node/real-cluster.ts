@@ -170,7 +170,10 @@ export class RealCluster {
       '--secure-port=0',
     ]);
     await this.bridgeTemporal();
-    await Promise.all(this.nodes.map((node) => node.boot(images)));
+    // Every boot settled before a failure is thrown: stop() must not power off a node that is still booting.
+    const booted = await Promise.allSettled(this.nodes.map((node) => node.boot(images)));
+    const failed = booted.find((result) => result.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 
   /**

@@ -53,14 +53,15 @@ export function releaseBuild(tag: string): Release {
     }
   };
   try {
+    // A clean checkout of the commit, as the release was built: only then does its build call itself the bare
+    // version (scripts/build-info.js), the image's tag and the agent's version included. --shared: the objects are
+    // read from this repository, which is left as it was.
     const src = path.join(scratch, 'src');
-    fs.mkdirSync(src);
-    const archive = path.join(scratch, 'src.tar');
-    step('git archive', 'git', ['-C', root, 'archive', '--output', archive, commit], root);
-    step('unpack', 'tar', ['-xf', archive, '-C', src], scratch);
+    step('git clone', 'git', ['clone', '--quiet', '--shared', '--no-checkout', root, src], scratch);
+    step('git checkout', 'git', ['-C', src, 'checkout', '--quiet', '--detach', commit], scratch);
     step('npm ci', 'npm', ['ci', '--no-audit', '--no-fund'], src);
     step('npm run image', 'npm', ['run', '--silent', 'image', '--', 'durable-csi'], src);
-    const printed = JSON.parse(
+    const printed: unknown = JSON.parse(
       step('npm run image -- --print', 'npm', ['run', '--silent', 'image', '--', '--print'], src),
     );
     const refs = Object.keys(printed as object).filter((ref) => /\/durable-csi:[^/]+$/.test(ref));
