@@ -25,7 +25,7 @@ const PROD_SUITES = [
  * build has made those, and sets DURABLE_CSI_SKIP_KUBERNETES_SUITES=1 for the run before (never set by hand: it
  * would leave them out).
  */
-const KUBERNETES_SUITES = ['<rootDir>/test/e2e-k8s/', '<rootDir>/test/e2e-node/'];
+const KUBERNETES_SUITES = ['<rootDir>/test/e2e-k8s/', '<rootDir>/test/e2e-node/', '<rootDir>/test/e2e-cluster/'];
 const withoutKubernetes = process.env.DURABLE_CSI_SKIP_KUBERNETES_SUITES === '1';
 
 /**

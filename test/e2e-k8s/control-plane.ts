@@ -31,6 +31,8 @@ export interface ControlPlaneNetwork {
   launch(command: string, args: string[]): [string, string[]];
   bindAddress: string;
   advertiseAddress: string;
+  /** The address kubeconfigs name (default 127.0.0.1): one that kubelets in other namespaces reach too. */
+  serverAddress?: string;
   apiPort: number;
   /** A unix socket forwarded to the API server, for the test process (outside the namespace). */
   restSocket: string;
@@ -100,7 +102,7 @@ export class ControlPlane {
     const saKey = path.join(dir, 'sa.key');
     fs.writeFileSync(saPub, publicKey.export({ type: 'spki', format: 'pem' }));
     fs.writeFileSync(saKey, privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
-    this.server = `https://127.0.0.1:${apiPort}`;
+    this.server = `https://${this.network?.serverAddress ?? '127.0.0.1'}:${apiPort}`;
     this.processes.push(
       this.start_('kube-apiserver', this.tools['kube-apiserver'], [
         `--bind-address=${this.network?.bindAddress ?? '127.0.0.1'}`,

@@ -20,10 +20,16 @@ const DEPLOY_IMAGES: Record<string, string> = {
  * the node's cluster has the snapshot CRDs and snapshot-controller (RealNode.startSnapshotController), so deploy/
  * runs as a cluster with VolumeSnapshots would run it, csi-snapshotter sidecar and VolumeSnapshotClass included.
  */
-export function writeOverlay(dir: string, images: ImageTars, temporal: string, components: string[] = []): string {
+export function writeOverlay(
+  dir: string,
+  images: ImageTars,
+  temporal: string,
+  components: string[] = [],
+  /** Whose deploy/: this checkout's, or a release's (release.ts). */
+  deploy = path.join(findProjectRoot(), 'deploy'),
+): string {
   const used = [...new Set(['temporal-insecure', 'dir-quota-none', 'snapshots', ...components])];
   fs.mkdirSync(dir, { recursive: true });
-  const deploy = path.join(findProjectRoot(), 'deploy');
   const rel = (sub: string) => path.relative(dir, path.join(deploy, sub));
   const lines = [
     'apiVersion: kustomize.config.k8s.io/v1beta1',

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { writeOverlay } from './deploy-overlay';
 import { imageRef, nodeImages, type ImageTars } from './images';
 import { NODE_TEMPORAL_ADDRESS, RealNode } from './real-node';
+import { RealCluster, type ClusterOptions } from './real-cluster';
 import { Workloads } from './workloads';
 import type { PoolFilesystem } from '../unit/storage/mount-helpers';
 import { eventually } from '../support/eventually';
@@ -12,10 +13,11 @@ export const DRIVER = 'durable-csi.io';
 const APPS = `/apis/apps/v1/namespaces/${NAMESPACE}`;
 
 /** What a test file works with once beforeAll has run. */
-export interface DeployedNode {
-  node: RealNode;
+export interface Deployed<T extends RealCluster> {
+  node: T;
   work: Workloads;
 }
+export type DeployedNode = Deployed<RealNode>;
 
 /** How the driver gets onto the node: deploy/ through the overlay (the default), or another way (the chart). */
 export type DriverInstall = (node: RealNode, images: ImageTars) => Promise<void>;
@@ -35,14 +37,50 @@ export function deployedNode(
   imageSet: 'node' | 'suite' = 'node',
   install?: DriverInstall,
 ): DeployedNode {
-  const deployed = { node: new RealNode(name, poolFilesystem) } as DeployedNode;
+  return deployedOn(new RealNode(name, poolFilesystem), `real node ${name}`, components, imageSet, install);
+}
+
+/**
+ * The same for a cluster of several real nodes (real-cluster.ts): deploy/ through the overlay on all of them (or
+ * `install`), a node Pod Ready on each; `extraImages` (such as a release's driver) imported on every node too.
+ * afterAll prints the cluster's figures, its memory included.
+ */
+export function deployedCluster(
+  options: ClusterOptions,
+  how: {
+    components?: string[];
+    extraImages?: () => ImageTars;
+    install?: (cluster: RealCluster, images: ImageTars) => Promise<void>;
+  } = {},
+): Deployed<RealCluster> {
+  return deployedOn(
+    new RealCluster(options),
+    `real cluster of ${options.nodes.length}`,
+    how.components ?? [],
+    'node',
+    how.install,
+    how.extraImages,
+  );
+}
+
+function deployedOn<T extends RealCluster>(
+  cluster: T,
+  label: string,
+  components: string[],
+  imageSet: 'node' | 'suite',
+  install?: (node: T, images: ImageTars) => Promise<void>,
+  extraImages?: () => ImageTars,
+): Deployed<T> {
+  const deployed = { node: cluster } as Deployed<T>;
   beforeAll(async () => {
     const { node } = deployed;
-    const images = nodeImages(imageSet);
+    const images = { ...nodeImages(imageSet), ...extraImages?.() };
     try {
-      await node.start(images);
-      deployed.work = new Workloads(node, imageRef(images, 'library/busybox'));
       const started = Date.now();
+      await node.start(images);
+      node.timings['cluster started (control plane, every node Ready)'] = (Date.now() - started) / 1000;
+      deployed.work = new Workloads(node, imageRef(images, 'library/busybox'));
+      const applied = Date.now();
       node.startSnapshotController();
       if (install) await install(node, images);
       else {
@@ -50,9 +88,10 @@ export function deployedNode(
         node.kubectl(['apply', '--server-side', '-k', overlay]);
       }
       await driverReady(node);
-      node.timings['deploy/ applied -> controller and node Pods Ready'] = (Date.now() - started) / 1000;
+      node.timings['deploy/ applied -> controller and node Pods Ready'] = (Date.now() - applied) / 1000;
+      node.timings['memory with the driver Ready (MiB)'] = Math.round(node.memoryBytes() / 2 ** 20);
     } catch (error) {
-      const tails = node.ns ? node.logTails() : '';
+      const tails = node.logTails();
       await node.stop();
       throw new Error(`${String(error)}\n${tails}`);
     }
@@ -62,13 +101,16 @@ export function deployedNode(
   }, 180_000);
   afterAll(async () => {
     await deployed.node.stop();
-    console.log(`real node ${name} figures (s):\n${JSON.stringify(deployed.node.timings, null, 2)}`);
+    console.log(`${label} figures (s):\n${JSON.stringify(deployed.node.timings, null, 2)}`);
   }, 120_000);
   return deployed;
 }
 
-/** Both controller replicas and the node Pod Ready and up to date; on timeout, the Pods described and logged. */
-export async function driverReady(node: RealNode, timeoutMs = 240_000): Promise<void> {
+/**
+ * Both controller replicas and a node Pod on every node Ready and up to date; on timeout, the Pods described and
+ * logged.
+ */
+export async function driverReady(node: RealCluster, timeoutMs = 240_000): Promise<void> {
   try {
     await eventually(
       'controller Deployment (2 replicas) and node DaemonSet Ready',
@@ -80,8 +122,8 @@ export async function driverReady(node: RealNode, timeoutMs = 240_000): Promise<
           deployment.status.updatedReplicas === 2 &&
           (deployment.status.replicas ?? 0) === 2 &&
           deployment.status.observedGeneration === deployment.metadata?.generation &&
-          daemonSet.status?.numberReady === 1 &&
-          daemonSet.status.updatedNumberScheduled === 1 &&
+          daemonSet.status?.numberReady === node.nodes.length &&
+          daemonSet.status.updatedNumberScheduled === node.nodes.length &&
           daemonSet.status.observedGeneration === daemonSet.metadata?.generation
         );
       },
@@ -93,16 +135,16 @@ export async function driverReady(node: RealNode, timeoutMs = 240_000): Promise<
   }
 }
 
-export function controllerDeployment(node: RealNode): Promise<V1Deployment> {
+export function controllerDeployment(node: RealCluster): Promise<V1Deployment> {
   return node.api.get<V1Deployment>(`${APPS}/deployments/durable-csi-controller`);
 }
 
-export function nodeDaemonSet(node: RealNode): Promise<V1DaemonSet> {
+export function nodeDaemonSet(node: RealCluster): Promise<V1DaemonSet> {
   return node.api.get<V1DaemonSet>(`${APPS}/daemonsets/durable-csi-node`);
 }
 
 /** The driver's Pods described and the node plugin's log: what a failed wait prints. */
-export function driverDiagnostics(node: RealNode): string {
+export function driverDiagnostics(node: RealCluster): string {
   const run = (args: string[]) => {
     try {
       return node.kubectl(args);

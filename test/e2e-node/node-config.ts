@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { NODE_IP, NodeNamespace, POD_NET } from './node-namespace';
+import { NodeNamespace } from './node-namespace';
 
 /**
  * containerd 1.6 (Debian) for the node: every directory under the run directory, and the two settings this VM
@@ -44,7 +44,7 @@ export function containerdSocket(dir: string): string {
  * A bridge with the gateway's address on the node but no default route: Pods reach the node's own addresses (the
  * API server on the `kubernetes` ClusterIP, the Temporal forwarder) and each other, nothing else. No masquerade.
  */
-export function cniConfig(ipamDir: string): string {
+export function cniConfig(ipamDir: string, podNet: string): string {
   return JSON.stringify(
     {
       cniVersion: '0.4.0',
@@ -59,7 +59,7 @@ export function cniConfig(ipamDir: string): string {
           hairpinMode: true,
           ipam: {
             type: 'host-local',
-            ranges: [[{ subnet: POD_NET }]],
+            ranges: [[{ subnet: podNet }]],
             routes: NodeNamespace.podRoutes(),
             dataDir: ipamDir,
           },
@@ -71,8 +71,18 @@ export function cniConfig(ipamDir: string): string {
   );
 }
 
-/** kubelet 1.37 on this VM: cgroup v1 allowed, cgroupfs, no swap check, eviction off, images never collected. */
-export function kubeletConfig(options: { containerdDir: string; podLogsDir: string; caFile: string }): string {
+/**
+ * kubelet 1.37 on this VM: cgroup v1 allowed, cgroupfs, no swap check, eviction off, images never collected. Its Pods'
+ * cgroups under `cgroupRoot` (node-cgroups.ts): the node's own, so that nodes on one machine never share them.
+ */
+export function kubeletConfig(options: {
+  containerdDir: string;
+  podLogsDir: string;
+  caFile: string;
+  nodeIp: string;
+  cgroupRoot: string;
+  nodeLeaseDurationSeconds?: number;
+}): string {
   return JSON.stringify(
     {
       apiVersion: 'kubelet.config.k8s.io/v1beta1',
@@ -82,7 +92,8 @@ export function kubeletConfig(options: { containerdDir: string; podLogsDir: stri
       failSwapOn: false,
       containerRuntimeEndpoint: `unix://${containerdSocket(options.containerdDir)}`,
       podLogsDir: options.podLogsDir,
-      address: NODE_IP,
+      address: options.nodeIp,
+      cgroupRoot: options.cgroupRoot,
       healthzBindAddress: '127.0.0.1',
       readOnlyPort: 0,
       // The API server dials kubelet for logs and exec; kubelet serves it without client certificates here.
@@ -98,6 +109,9 @@ export function kubeletConfig(options: { containerdDir: string; podLogsDir: stri
       syncFrequency: '5s',
       fileCheckFrequency: '5s',
       nodeStatusUpdateFrequency: '2s',
+      // Renewed every quarter of it: a node that stops is NotReady within the control plane's grace period
+      // (real-cluster.ts, --node-monitor-grace-period), not after the default 40 s lease.
+      ...(options.nodeLeaseDurationSeconds ? { nodeLeaseDurationSeconds: options.nodeLeaseDurationSeconds } : {}),
       serializeImagePulls: false,
       maxPods: 60,
     },

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { KubeError } from '../e2e-k8s/kube-rest';
 import { NAMESPACE } from './deployed-node';
-import type { RealNode } from './real-node';
+import type { RealCluster } from './real-cluster';
 
 /**
  * One PV whose claim was deleted during a rollout, and its volume's directory in the pool; or, with `path`, another
@@ -13,7 +13,12 @@ export interface Watched {
   pv: string;
   dir: string;
   path?: string;
+  /** The node whose plugin the deletion needs (on a cluster of several); unset: any node plugin counts. */
+  node?: string;
 }
+
+/** Whether the node plugin's container runs on `node` (any node when unset), as the node itself knows it. */
+export type PluginRunning = (node: string | undefined) => boolean;
 
 /**
  * Samples, while the driver rolls, what the deletions did: when each PV went, whether its volume was still on
@@ -23,14 +28,21 @@ export interface Watched {
 export class RolloutWatch {
   readonly violations: string[] = [];
   readonly goneAt = new Map<string, number>();
-  private pluginRunningSince: number | undefined;
+  /** Per node (or '' for any): since when a node plugin container has run, unset while none does. */
+  private readonly pluginRunningSince = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private sampling: Promise<void> = Promise.resolve();
 
   constructor(
-    private readonly node: RealNode,
+    private readonly node: RealCluster,
     private readonly watched: Watched[],
     private readonly deletedAt: () => number | undefined,
+    /**
+     * How to tell a node plugin runs. By default the Pods' container statuses, which are right on a node whose
+     * kubelet runs; a node that is down keeps the last status its kubelet reported, so a cluster whose nodes go down
+     * asks the nodes (ClusterNode.pluginRunning).
+     */
+    private readonly pluginRunning?: PluginRunning,
   ) {}
 
   start(periodMs = 200): void {
@@ -55,22 +67,35 @@ export class RolloutWatch {
   }
 
   private async sample(): Promise<void> {
-    const pods = await this.node.api.get<V1PodList>(
-      `/api/v1/namespaces/${NAMESPACE}/pods?labelSelector=app.kubernetes.io/component%3Dnode`,
-    );
-    const running = pods.items.some((pod) =>
-      (pod.status?.containerStatuses ?? []).some((s) => s.name === 'durable-csi' && s.state?.running),
-    );
+    const running = this.pluginRunning ?? (await this.pluginStatuses());
     const deleted = this.deletedAt();
     if (deleted === undefined) return;
-    if (!running) this.pluginRunningSince = undefined;
-    else this.pluginRunningSince ??= Date.now();
-    for (const { pv, dir, path: objectPath } of this.watched) {
+    for (const node of new Set(['', ...this.watched.flatMap((w) => w.node ?? [])])) {
+      if (!running(node || undefined)) this.pluginRunningSince.delete(node);
+      else if (!this.pluginRunningSince.has(node)) this.pluginRunningSince.set(node, Date.now());
+    }
+    for (const { pv, dir, path: objectPath, node } of this.watched) {
       if (this.goneAt.has(pv) || (await this.exists(objectPath ?? `/api/v1/persistentvolumes/${pv}`))) continue;
       this.goneAt.set(pv, Date.now());
       if (fs.existsSync(dir)) this.violations.push(`${pv} gone while its data ${path.basename(dir)} is on disk`);
-      if (this.pluginRunningSince === undefined) this.violations.push(`${pv} gone while no node plugin container ran`);
+      if (!this.pluginRunningSince.has(node ?? ''))
+        this.violations.push(`${pv} gone while no node plugin container ran${node ? ` on ${node}` : ''}`);
     }
+  }
+
+  /** The node plugin containers running, by node, as the Pods' statuses say. */
+  private async pluginStatuses(): Promise<PluginRunning> {
+    const pods = await this.node.api.get<V1PodList>(
+      `/api/v1/namespaces/${NAMESPACE}/pods?labelSelector=app.kubernetes.io/component%3Dnode`,
+    );
+    const on = new Set(
+      pods.items
+        .filter((pod) =>
+          (pod.status?.containerStatuses ?? []).some((s) => s.name === 'durable-csi' && s.state?.running),
+        )
+        .map((pod) => pod.spec?.nodeName ?? ''),
+    );
+    return (node) => (node === undefined ? on.size > 0 : on.has(node));
   }
 
   private async exists(objectPath: string): Promise<boolean> {

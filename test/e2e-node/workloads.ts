@@ -7,7 +7,7 @@ import type {
   V1PodList,
 } from '@kubernetes/client-node';
 import { KubeError } from '../e2e-k8s/kube-rest';
-import type { RealNode } from './real-node';
+import type { RealCluster } from './real-cluster';
 import { eventually } from '../support/eventually';
 
 export const APP_NAMESPACE = 'default';
@@ -18,7 +18,7 @@ const RESIZE_CONDITIONS = new Set(['Resizing', 'FileSystemResizePending', 'Contr
 /** Claims and Pods of the scenarios, in the default namespace, through the admin's REST client. */
 export class Workloads {
   constructor(
-    private readonly node: RealNode,
+    private readonly node: RealCluster,
     private readonly busybox: string,
   ) {}
 
@@ -42,8 +42,15 @@ export class Workloads {
     });
   }
 
-  /** A Pod holding the claim at /data (or the raw device at /dev/xvda), running `script`, then sleeping. */
-  async pod(name: string, claim: string, options: { script?: string; fsGroup?: number; block?: boolean } = {}) {
+  /**
+   * A Pod holding the claim at /data (or the raw device at /dev/xvda), running `script`, then sleeping; on `node`
+   * when named (a WaitForFirstConsumer claim then gets its volume there).
+   */
+  async pod(
+    name: string,
+    claim: string,
+    options: { script?: string; fsGroup?: number; block?: boolean; node?: string } = {},
+  ) {
     const volume = options.block
       ? { volumeDevices: [{ name: 'data', devicePath: '/dev/xvda' }] }
       : { volumeMounts: [{ name: 'data', mountPath: '/data' }] };
@@ -53,6 +60,7 @@ export class Workloads {
         terminationGracePeriodSeconds: 1,
         automountServiceAccountToken: false,
         securityContext: options.fsGroup ? { fsGroup: options.fsGroup } : {},
+        ...(options.node ? { nodeSelector: { 'kubernetes.io/hostname': options.node } } : {}),
         containers: [
           {
             name: 'app',
