@@ -2,12 +2,13 @@
 // `npm run test:long`: what does not fit `npm test`'s budget on a fresh machine, run before a stop that touches what
 // it covers (docs/testing.md, "The long runs"): the long soak (3,000 operations, every fault kind, snapshots, the
 // version-skew baseline), the long soak again on the production-style Temporal, and Kubernetes' storage suite in
-// full (every spec for every class, where `npm test` runs the subset that matters for each). Each step's time and
+// full (every spec for every class, where `npm test` runs the subset that matters for each), and the three-node
+// cluster's scenarios (`npm run test:cluster`: a node lost, the upgrade from the newest release). Each step's time and
 // result are printed and written to test-artifacts/long/summary.json; a failed step fails the command but the
 // others still run, so one run says everything.
 //
 //   npm run test:long                         every step
-//   npm run test:long -- --only soak          some steps (soak, soak-prod, storage-suite)
+//   npm run test:long -- --only soak          some steps (soak, soak-prod, storage-suite, cluster)
 //   npm run test:long -- --seed 1234          the soaks' seed (default: a fresh one, printed)
 //   npm run test:long -- --ops 1000           the soaks' operations (default 3000)
 const { spawn } = require('child_process');
@@ -53,6 +54,12 @@ function steps(options) {
       command: process.execPath,
       args: [jest, '--runInBand', 'test/e2e-node/storage-suite/', '--selectProjects', 'dev'],
       env: { DURABLE_CSI_STORAGE_SUITE: 'full', DURABLE_CSI_TIMING_PHASE: 'storage-suite-full' },
+    },
+    {
+      name: 'cluster',
+      command: process.execPath,
+      args: [jest, '--runInBand', 'test/e2e-cluster/', '--selectProjects', 'dev'],
+      env: { DURABLE_CSI_TIMING_PHASE: 'cluster' },
     },
   ];
 }
