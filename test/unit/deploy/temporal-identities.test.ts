@@ -11,7 +11,9 @@ import { findProjectRoot } from '../../../common/project-root';
 
 const COMPONENTS = path.join(findProjectRoot(), 'deploy/components');
 interface Component {
-  patches: { target: { kind: string }; path: string }[];
+  patches?: { target: { kind: string }; path: string }[];
+  /** Components it includes (temporal-mtls is temporal-mtls-system-roots plus the CA flag). */
+  components?: string[];
 }
 interface JsonPatchOp {
   op: string;
@@ -19,11 +21,11 @@ interface JsonPatchOp {
   value?: { secret?: { secretName?: string } };
 }
 
-/** The Secret each workload kind gets from a component. */
-function secretsByKind(component: string): Record<string, string[]> {
+/** The Secret each workload kind gets from a component, the components it includes counted in. */
+function secretsByKind(component: string, result: Record<string, string[]> = {}): Record<string, string[]> {
   const dir = path.join(COMPONENTS, component);
   const [kustomization] = loadAllYaml(fs.readFileSync(path.join(dir, 'kustomization.yaml'), 'utf8')) as Component[];
-  const result: Record<string, string[]> = {};
+  for (const included of kustomization?.components ?? []) secretsByKind(path.join(component, included), result);
   for (const patch of kustomization?.patches ?? []) {
     const [ops] = loadAllYaml(fs.readFileSync(path.join(dir, patch.path), 'utf8')) as JsonPatchOp[][];
     const secrets = (ops ?? []).flatMap((op) => (op.value?.secret?.secretName ? [op.value.secret.secretName] : []));
@@ -32,7 +34,7 @@ function secretsByKind(component: string): Record<string, string[]> {
   return result;
 }
 
-describe.each(['temporal-mtls', 'temporal-api-key'])('components/%s', (component) => {
+describe.each(['temporal-mtls', 'temporal-mtls-system-roots', 'temporal-api-key'])('components/%s', (component) => {
   const secrets = secretsByKind(component);
 
   it('mounts one Secret in the controller and another in the node agents', () => {
