@@ -190,23 +190,41 @@ function stageApp(spec, stage) {
   }
 }
 
-/** Inside the image: the CLI starts (all commands, so every production dependency and the native bridge load). */
+/**
+ * Inside the image: the CLI starts (all commands, so every production dependency and the native bridge load).
+ * Every check is decided by an exit status inside the image, never by reading `buildah run`'s stdout: under load
+ * Debian's buildah 1.28 has relayed an empty stdout for a command that printed (CI, 2026-12-05: `id -u` came back
+ * as "", so "the image runs as uid , not 65532:65532"). Output is read only to explain a failure already decided.
+ */
 function smokeTest(buildah, container, spec) {
   const inImage = (args) => buildah(['run', '--isolation', 'chroot', container, '--', ...args], { capture: true });
-  const version = inImage(['durable-csi', '--version']).trim();
-  if (version !== spec.tag) throw new Error(`durable-csi --version in the image says ${version}, not ${spec.tag}`);
+  const check = (script, failure) => {
+    try {
+      inImage(['sh', '-c', script]);
+    } catch (error) {
+      throw new Error(`${failure}\n${error.message}`);
+    }
+  };
+  check(
+    `test "$(durable-csi --version)" = '${spec.tag}' || { echo "it says: $(durable-csi --version)" >&2; exit 1; }`,
+    `durable-csi --version in the image does not say ${spec.tag}`,
+  );
   inImage(['durable-csi', '--help']);
   inImage(['node', '-e', "require('@temporalio/core-bridge')"]);
   for (const tool of ['losetup', 'mount', 'umount', 'fallocate', 'mkfs.ext4', 'resize2fs', 'mkfs.xfs', 'xfs_growfs'])
-    inImage(['sh', '-c', `command -v ${tool}`]);
+    check(`command -v ${tool}`, `the image has no ${tool} on PATH`);
   // What the image must not be (issue 21 item 9): root by default, an installer on PATH, the compiled tests.
-  const uid = inImage(['id', '-u']).trim();
-  if (uid !== spec.user.split(':')[0]) throw new Error(`the image runs as uid ${uid}, not ${spec.user}`);
+  const uid = spec.user.split(':')[0];
+  check(
+    `test "$(id -u)" = '${uid}' || { echo "id -u says: $(id -u)" >&2; exit 1; }`,
+    `the image does not run as uid ${uid} (${spec.user})`,
+  );
   for (const tool of ['npm', 'npx', 'corepack', 'yarn'])
-    if (inImage(['sh', '-c', `command -v ${tool} || true`]).trim()) throw new Error(`the image has ${tool} on PATH`);
-  for (const omitted of spec.omit || [])
-    if (inImage(['sh', '-c', `test -e ${path.posix.join(spec.workdir, omitted)} && echo present || true`]).trim())
-      throw new Error(`the image holds ${omitted}, which deploy/image.json omits`);
+    check(`! command -v ${tool} >/dev/null`, `the image has ${tool} on PATH`);
+  for (const omitted of spec.omit || []) {
+    const where = path.posix.join(spec.workdir, omitted);
+    check(`test ! -e ${where}`, `the image holds ${where}, which deploy/image.json omits`);
+  }
 }
 
 function assemble(spec, parts, timings) {
