@@ -1,5 +1,5 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { NodeReport } from '../common/names';
+import { presenceHeartbeatEveryMs, PRESENCE_HEARTBEAT_TIMEOUT_MS, type NodeReport } from '../common/names';
 import type { StorageBackend } from '../storage/pool/backend';
 
 /**
@@ -16,6 +16,8 @@ export interface PresenceDeps {
   nodeId: string;
   backend: StorageBackend;
   agentVersion: string;
+  /** --presence-timeout, reported so that the record holds presence with it. */
+  presenceTimeoutMs: number;
   /** Resolves when the agent starts stopping. */
   leaving: Promise<void>;
   /** The record stopped hearing us (terminated, reset or timed out): make sure one runs again. */
@@ -23,10 +25,23 @@ export interface PresenceDeps {
 }
 
 /**
- * How often the hold reads the pool and heartbeats: the server sees one heartbeat per node per 10 s, a third
- * of the 30 s timeout (the agent's worker also caps the SDK's throttle at 10 s).
+ * How often the hold reads the pool's figures (a local read: no RPC): a change is heartbeated at once (the SDK's
+ * throttle, agent/worker-options.ts, sends it within 10 s of the one before).
  */
-const HEARTBEAT_EVERY_MS = 10_000;
+const FIGURES_EVERY_MS = 10_000;
+/** A timer may fire a little before Date.now() says it is due: a heartbeat due within this is sent. */
+const TIMER_SLACK_MS = 1_000;
+
+function sameFigures(a: NodeReport, b: NodeReport): boolean {
+  return (
+    a.poolId === b.poolId &&
+    a.capacityBytes === b.capacityBytes &&
+    a.availableBytes === b.availableBytes &&
+    a.volumeCount === b.volumeCount &&
+    a.snapshotCount === b.snapshotCount
+  );
+}
+
 /** A hold ends now and then so the record's memo (what visibility shows) gets a fresh report. */
 const HOLD_FOR_MS = 60 * 60_000;
 
@@ -42,6 +57,7 @@ export function createPresenceActivities(deps: PresenceDeps) {
       volumeCount: status.volumeCount,
       snapshotCount: status.snapshotCount,
       agentVersion: deps.agentVersion,
+      presenceTimeoutMs: deps.presenceTimeoutMs,
     };
   };
   let leaving = false;
@@ -56,13 +72,24 @@ export function createPresenceActivities(deps: PresenceDeps) {
 
     async holdPresence(): Promise<PresenceHold> {
       const context = Context.current();
+      // The cadence follows the timeout the record scheduled this hold with, not this agent's flag: during a
+      // rollout a record run started before 0.3.0 (30 s) may hold a new agent, and the flag may have changed since
+      // the report the record used. The heartbeats carry the pool's figures, so readers see them this fresh.
+      const everyMs = presenceHeartbeatEveryMs(context.info.heartbeatTimeoutMs || PRESENCE_HEARTBEAT_TIMEOUT_MS);
       const until = Date.now() + HOLD_FOR_MS;
+      let sent: { report: NodeReport; at: number } | undefined;
       for (;;) {
         const report = await currentReport();
         if (leaving || Date.now() >= until) return { report, leaving };
-        context.heartbeat(report);
+        // Due, or the pool's figures changed: placement reads them from the last heartbeat, so a create or delete
+        // shows within FIGURES_EVERY_MS as it did before 0.3.0, while an idle node heartbeats only when due.
+        if (!sent || Date.now() - sent.at >= everyMs - TIMER_SLACK_MS || !sameFigures(sent.report, report)) {
+          context.heartbeat(report);
+          sent = { report, at: Date.now() };
+        }
+        const wait = Math.max(0, Math.min(FIGURES_EVERY_MS, sent.at + everyMs - Date.now()));
         try {
-          await Promise.race([context.sleep(HEARTBEAT_EVERY_MS), deps.leaving]);
+          await Promise.race([context.sleep(wait), deps.leaving]);
         } catch (error) {
           // Cancelled: the server no longer knows this activity (the record was terminated, reset or timed out
           // it), or the worker is shutting down. Either way another hold will be needed.

@@ -29,6 +29,8 @@ export interface NodeAgentConfig {
   failpoints?: Set<Failpoint>;
   /** `--accept-new-pool`: the pool identity the operator declared gone for good (agent/pool-gate.ts). */
   acceptNewPool?: string;
+  /** `--presence-timeout`: how soon the node shows offline once its agent stops heartbeating. */
+  presenceTimeoutMs: number;
   /** host:port for our Prometheus metrics, /readyz and /livez; off when empty. */
   metricsAddress?: string;
   /** host:port for the Temporal SDK's own Prometheus metrics; off when empty. */

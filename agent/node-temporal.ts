@@ -23,6 +23,8 @@ export interface NodeTemporalOptions {
   temporal: TemporalConfig;
   /** `--accept-new-pool`: the pool identity the operator declared gone (agent/pool-gate.ts). */
   acceptNewPool?: string;
+  /** `--presence-timeout`, reported to the node's record. */
+  presenceTimeoutMs: number;
 }
 
 export interface NodeTemporal {
@@ -197,6 +199,7 @@ function startWorker(run: NodeTemporalRun, poolId: string, running: Presence): P
             nodeId: options.nodeId,
             backend: pool.backend,
             agentVersion: driverVersion(),
+            presenceTimeoutMs: options.presenceTimeoutMs,
             leaving: running.leaving,
             onRecordLost: () => running.recordLost(),
           }),

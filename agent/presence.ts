@@ -6,10 +6,12 @@ import type { nodePresence } from '../workflows/node-presence';
 /**
  * Keeps this node's record running (workflows/node-presence.ts). The record drives itself through the presence
  * activities this agent serves; the agent only makes sure one exists: at start, whenever its presence activity
- * is cancelled because the server no longer knows it (record terminated or reset), and now and then in case a
- * record was lost while no activity was held. Starting is idempotent (USE_EXISTING), so replicas of nothing race.
+ * is cancelled because the server no longer knows it (record terminated or reset: noticed at the hold's next
+ * heartbeat), and every ten minutes in case a record was lost while no hold was running (a start is one RPC per node:
+ * every two minutes, as before 0.3.0, it was a twentieth of an idle node's traffic). Starting is idempotent
+ * (USE_EXISTING), so replicas of nothing race.
  */
-const RECHECK_MS = 2 * 60_000;
+const RECHECK_MS = 10 * 60_000;
 const RETRY_MS = 5_000;
 
 export interface Presence {

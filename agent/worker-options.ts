@@ -42,7 +42,9 @@ export function nodeWorkerTuning(): Partial<WorkerOptions> {
       initial: NODE_ACTIVITY_POLLS.atRest,
       maximum: NODE_ACTIVITY_POLLS.backlogged,
     },
-    // The presence activity's heartbeats carry the pool's figures: send them every 10 s, not only every 24 s.
+    // The presence hold heartbeats at its own cadence, every 10 s or more (common/names.ts
+    // presenceHeartbeatEveryMs): with the SDK's throttle capped at 10 s each of its heartbeats is sent when made,
+    // not held back to 80% of the timeout, which would leave too small a margin.
     maxHeartbeatThrottleInterval: '10s',
   };
 }

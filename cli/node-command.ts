@@ -6,7 +6,13 @@ import { assertLocalEndpoint } from '../csi/endpoint';
 import { BACKEND_KINDS } from '../common/backend-kinds';
 import { DEFAULT_COPY_BUDGET } from '../common/copy-budget';
 import { parseDuration } from '../common/duration';
-import { isValidNodeId, MAX_NODE_ID_LENGTH } from '../common/names';
+import {
+  DEFAULT_PRESENCE_TIMEOUT_MS,
+  isValidNodeId,
+  MAX_NODE_ID_LENGTH,
+  MAX_PRESENCE_TIMEOUT_MS,
+  MIN_PRESENCE_TIMEOUT_MS,
+} from '../common/names';
 import { parseQuantity } from '../common/quantity';
 import { DIR_QUOTA_MODES, type DirQuotaMode } from '../storage/dir/dir-backend';
 import { addMetricsOptions, addTemporalOptions, temporalConfig, type TemporalFlags } from './temporal-options';
@@ -26,6 +32,7 @@ interface NodeFlags extends TemporalFlags {
   dirQuota: DirQuotaMode;
   copyMinTime: string;
   copyRate: string;
+  presenceTimeout: string;
   failpoints?: string;
 }
 
@@ -102,10 +109,28 @@ function addKubeletOptions(command: Command): Command {
     .option('--registration-dir <dir>', 'register with kubelet: its plugins_registry directory as mounted here')
     .option('--kubelet-registration-path <path>', 'the CSI socket as kubelet sees it (with --registration-dir)')
     .option(
+      '--presence-timeout <duration>',
+      `a node whose agent stops heartbeating shows offline after this long (${MIN_PRESENCE_TIMEOUT_MS / 1000}s to ` +
+        `${MAX_PRESENCE_TIMEOUT_MS / 60_000}m); the agent heartbeats about every timeout minus a sixth of it, so a ` +
+        'longer one costs Temporal fewer heartbeats (docs/scale.md)',
+      `${DEFAULT_PRESENCE_TIMEOUT_MS / 1000}s`,
+    )
+    .option(
       '--kubelet-dir <dir>',
       "kubelet's root directory: staging and target paths must resolve inside it (after .. and symbolic links)",
       '/var/lib/kubelet',
     );
+}
+
+function presenceTimeoutOf(flags: NodeFlags): number {
+  const ms = parseDuration(flags.presenceTimeout);
+  if (ms < MIN_PRESENCE_TIMEOUT_MS || ms > MAX_PRESENCE_TIMEOUT_MS)
+    throw new Error(
+      `--presence-timeout "${flags.presenceTimeout}" must be between ${MIN_PRESENCE_TIMEOUT_MS / 1000}s and ` +
+        `${MAX_PRESENCE_TIMEOUT_MS / 60_000}m: shorter, a heartbeat delayed by a busy agent shows a live node ` +
+        'offline; longer, a dead node stays shown live (and offered to creates) for that long',
+    );
+  return ms;
 }
 
 function copyBudgetOf(flags: NodeFlags): { floorMs: number; bytesPerSecond: number } {
@@ -127,6 +152,7 @@ function checkNodeFlags(flags: NodeFlags): ReturnType<typeof armedFailpoints> {
     );
   }
   assertLocalEndpoint(flags.endpoint, 'the Node service');
+  presenceTimeoutOf(flags);
   if (!path.isAbsolute(flags.kubeletDir))
     throw new Error(`--kubelet-dir "${flags.kubeletDir}" must be an absolute path`);
   const failpoints = armedFailpoints(flags.failpoints);
@@ -151,6 +177,7 @@ function nodeAgentConfig(flags: NodeFlags, failpoints: ReturnType<typeof armedFa
     kubeletDir: flags.kubeletDir,
     failpoints,
     acceptNewPool: flags.acceptNewPool,
+    presenceTimeoutMs: presenceTimeoutOf(flags),
     metricsAddress: flags.metricsAddress,
     sdkMetricsAddress: flags.sdkMetricsAddress,
     healthAddress: flags.healthAddress,

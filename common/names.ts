@@ -276,6 +276,11 @@ export interface NodeReport {
   /** Snapshot copies in the pool. */
   snapshotCount?: number;
   agentVersion: string;
+  /**
+   * How long the record waits for this agent's next presence heartbeat before it shows the node offline (the
+   * agent's --presence-timeout). Absent from agents before 0.3.0: their records keep PRESENCE_HEARTBEAT_TIMEOUT_MS.
+   */
+  presenceTimeoutMs?: number;
 }
 
 /** A node as its record remembers it. */
@@ -339,9 +344,29 @@ export const NODE_MEMO_KEY = 'node';
 
 /**
  * A node agent that stops heartbeating its presence activity for this long is offline (the server times the
- * activity out). The SDK sends heartbeats at 80% of it, so a live record is at most ~24 s old.
+ * activity out): what a record holds for an agent whose report names no timeout of its own (before 0.3.0), and
+ * what every hold of a record run started before 0.3.0 keeps (workflows/node-presence.ts).
  */
 export const PRESENCE_HEARTBEAT_TIMEOUT_MS = 30_000;
+
+/**
+ * The agent's --presence-timeout: how soon a node whose agent died shows offline. The agent heartbeats every
+ * `presenceHeartbeatEveryMs` of it, so a longer timeout costs Temporal fewer heartbeats (docs/scale.md).
+ */
+export const DEFAULT_PRESENCE_TIMEOUT_MS = 60_000;
+export const MIN_PRESENCE_TIMEOUT_MS = 20_000;
+export const MAX_PRESENCE_TIMEOUT_MS = 10 * 60_000;
+
+/**
+ * How often a presence hold heartbeats for a given heartbeat timeout: as seldom as leaves a margin of a sixth of
+ * the timeout and at least 10 s (an agent's event loop held up, a slow RPC) before the server would time the hold
+ * out, and never less often than three times per timeout. 60 s -> every 50 s; 30 s (a record before 0.3.0) -> 20 s.
+ * A heartbeat missed by more than the margin shows a live node offline until its agent answers the report that
+ * follows at once: a visible flap, never a false answer (an offline node is never taken for one without volumes).
+ */
+export function presenceHeartbeatEveryMs(timeoutMs: number): number {
+  return Math.max(timeoutMs / 3, timeoutMs - Math.max(10_000, timeoutMs / 6));
+}
 
 /**
  * How a node's record is started where it may not run yet (its agent, `nodes forget`, a write-off): as an offline

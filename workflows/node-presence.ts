@@ -3,6 +3,7 @@ import {
   ApplicationFailure,
   condition,
   makeContinueAsNewFunc,
+  patched,
   proxyActivities,
   setHandler,
   TimeoutFailure,
@@ -20,6 +21,8 @@ import {
   nodeTaskQueue,
   OperationKey,
   PhaseKey,
+  MAX_PRESENCE_TIMEOUT_MS,
+  MIN_PRESENCE_TIMEOUT_MS,
   PRESENCE_HEARTBEAT_TIMEOUT_MS,
   renewRecordSignal,
   writeOffVolumeSignal,
@@ -86,13 +89,14 @@ export async function nodePresence(input: NodePresenceInput): Promise<void> {
       if (returning) await announce(run);
       continue;
     }
+    const timeoutMs = holdTimeoutMs(run);
     try {
-      const held = await unlessRenewed(run, hold);
+      const held = await unlessRenewed(run, () => hold(timeoutMs));
       if (!held) break; // still live: the next run holds presence again
       recordHeld(run, held.value);
     } catch (error) {
       if (!(error instanceof ActivityFailure)) throw error;
-      recordLastHeartbeat(run, error);
+      recordLastHeartbeat(run, error, timeoutMs);
       run.memo.live = false;
     }
     publishLiveness(run);
@@ -122,6 +126,14 @@ function startRun(input: NodePresenceInput): RecordRun {
   return { input, memo, answering: memo.live, renew: false };
 }
 
+/**
+ * 0.3.0: each hold is scheduled with the heartbeat timeout the node's agent reported (its --presence-timeout, 60 s
+ * by default), not the fixed 30 s of 0.2.0: the agent heartbeats at a cadence derived from it, so a longer timeout
+ * costs Temporal fewer heartbeats per idle node (docs/scale.md). A report without one (an agent before 0.3.0) keeps
+ * 30 s, and so does every hold of a history written before the patch.
+ */
+const PRESENCE_TIMEOUT_FROM_REPORT = 'presence-timeout-from-report';
+
 /** The two activities the node's agent answers on its own queue. */
 function presenceActivities(input: NodePresenceInput) {
   const queue = nodeTaskQueue(input.driverName, input.nodeId);
@@ -133,14 +145,24 @@ function presenceActivities(input: NodePresenceInput) {
     retry: { initialInterval: '1s', maximumInterval: '5s' },
   }).reportPresence;
   // One attempt: its end, however it ends, means the agent stopped holding it.
-  const hold = proxyActivities<PresenceActivities>({
-    taskQueue: queue,
-    scheduleToStartTimeout: '1m',
-    startToCloseTimeout: '2h',
-    heartbeatTimeout: PRESENCE_HEARTBEAT_TIMEOUT_MS,
-    retry: { maximumAttempts: 1 },
-  }).holdPresence;
+  const hold = (heartbeatTimeoutMs: number) =>
+    proxyActivities<PresenceActivities>({
+      taskQueue: queue,
+      scheduleToStartTimeout: '1m',
+      startToCloseTimeout: '2h',
+      heartbeatTimeout: heartbeatTimeoutMs,
+      retry: { maximumAttempts: 1 },
+    }).holdPresence();
   return { report, hold };
+}
+
+/** The heartbeat timeout of the next hold: the agent's, as its latest report says. */
+function holdTimeoutMs(run: RecordRun): number {
+  if (!patched(PRESENCE_TIMEOUT_FROM_REPORT)) return PRESENCE_HEARTBEAT_TIMEOUT_MS;
+  const reported = run.memo.record?.presenceTimeoutMs;
+  // Bounds again here: a report is the agent's word, and a timeout of 0 would hold presence with none at all.
+  if (typeof reported !== 'number' || !(reported >= MIN_PRESENCE_TIMEOUT_MS)) return PRESENCE_HEARTBEAT_TIMEOUT_MS;
+  return Math.min(reported, MAX_PRESENCE_TIMEOUT_MS);
 }
 
 function phaseOf(memo: NodeRecordMemo): 'forgotten' | 'live' | 'offline' {
@@ -257,17 +279,17 @@ function recordHeld(run: RecordRun, held: PresenceHold): void {
  * A hold that timed out (the agent died or lost contact) still tells the agent's last figures: its last heartbeat.
  * Kept, so that an offline record shows what the pool held when the agent went (the Node-deleted policy decides on
  * its volume and snapshot counts), not what it held when the hold began, up to an hour earlier. The server times a
- * hold out PRESENCE_HEARTBEAT_TIMEOUT_MS after the last heartbeat it received, which dates it. Only the memo's
+ * hold out its heartbeat timeout after the last heartbeat it received, which dates it. Only the memo's
  * content changes, not the commands: the same upserts follow.
  */
-function recordLastHeartbeat(run: RecordRun, error: ActivityFailure): void {
+function recordLastHeartbeat(run: RecordRun, error: ActivityFailure, timeoutMs: number): void {
   const timeout = error.cause instanceof TimeoutFailure ? error.cause : undefined;
   const last = timeout?.lastHeartbeatDetails as NodeReport | undefined;
   const record = run.memo.record;
   if (!timeout || !record || !last || typeof last !== 'object' || last.nodeId !== run.input.nodeId) return;
   const heard =
     timeout.timeoutType === TimeoutType.HEARTBEAT
-      ? Math.max(record.lastHeartbeat, Date.now() - PRESENCE_HEARTBEAT_TIMEOUT_MS)
+      ? Math.max(record.lastHeartbeat, Date.now() - timeoutMs)
       : record.lastHeartbeat;
   run.memo.record = { ...record, ...last, firstSeen: record.firstSeen, lastHeartbeat: heard };
 }

@@ -1,4 +1,4 @@
-import { WorkflowNotFoundError } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { readNodeRecord } from '../../node-records/reads';
 import { deleteWorkflowId, nodeRecordWorkflowId, renewRecordSignal, PhaseKey } from '../../common/names';
 import { TestCluster } from '../support/cluster';
@@ -100,6 +100,78 @@ describe('node records: loss never proves a volume gone', () => {
     expect((await handle.describe()).typedSearchAttributes.get(PhaseKey)).toBe('done');
     expect(cluster.volumesOnDisk('node-3')).toEqual([]);
   }, 180_000);
+});
+
+describe("node records: presence held with the agent's own timeout", () => {
+  const cluster = new TestCluster('presence');
+  afterAll(() => cluster.teardown());
+
+  /** The heartbeat timeouts (ms) of the presence holds the record scheduled, oldest first, across its runs. */
+  async function holdTimeouts(client: Client, nodeId: string): Promise<number[]> {
+    const workflowId = nodeRecordWorkflowId(cluster.driverName, nodeId);
+    const runs: { runId: string; startTime: Date }[] = [];
+    for await (const run of client.workflow.list({ query: `WorkflowId = "${workflowId}"` })) runs.push(run);
+    runs.sort((a, b) => a.startTime.getTime() - b.startTime.getTime());
+    const timeouts: number[] = [];
+    for (const run of runs) {
+      const history = await client.workflow.getHandle(workflowId, run.runId).fetchHistory();
+      for (const event of history.events ?? []) {
+        const scheduled = event.activityTaskScheduledEventAttributes;
+        if (scheduled?.activityType?.name !== 'holdPresence') continue;
+        const timeout = scheduled.heartbeatTimeout;
+        timeouts.push(Number(timeout?.seconds ?? 0) * 1000 + Math.round((timeout?.nanos ?? 0) / 1e6));
+      }
+    }
+    return timeouts;
+  }
+
+  it('holds with 60 s by default and with --presence-timeout when set; a paused agent stays live, a dead one goes offline in time', async () => {
+    const client = await cluster.temporal();
+    const csi = cluster.csi((await cluster.startController()).endpoint);
+    // An agent without the flag (the tests' 20 s given back to the default): 60 s, heartbeats every 50 s.
+    await cluster.startNode('node-default', { extra: ['--presence-timeout', '60s'] });
+    await eventually('node-default held', async () => (await holdTimeouts(client, 'node-default')).length > 0);
+    expect(await holdTimeouts(client, 'node-default')).toEqual([60_000]);
+    const defaultRecord = () => readNodeRecord(client, cluster.driverName, 'node-default');
+    expect((await defaultRecord())?.node?.presenceTimeoutMs).toBe(60_000);
+    // Its pool's figures still reach the record within seconds of a change (placement reads them), not at the
+    // next heartbeat due.
+    await retryLikeCo(() => createVolume(csi, createRequest('pvc-figures', undefined, onNode('node-default'))));
+    const created = Date.now();
+    await eventually('the new volume counted', async () => (await defaultRecord())?.node?.volumeCount === 1, 15_000);
+    expect(Date.now() - created).toBeLessThan(15_000);
+
+    const node = await cluster.startNode('node-p'); // the tests' 20 s: heartbeats every 10 s
+    await eventually('node-p held', async () => (await holdTimeouts(client, 'node-p')).length > 0);
+    expect(await holdTimeouts(client, 'node-p')).toEqual([20_000]);
+    const live = async () => (await readNodeRecord(client, cluster.driverName, 'node-p'))?.node?.live;
+
+    // Paused for less than its margin (an agent the kernel did not schedule, a long pause of its event loop): it
+    // never shows offline, and the same hold goes on once it runs again.
+    // never shows offline, and the same hold goes on once it runs again. Its last heartbeat may be up to 10 s old
+    // when it stops, so a pause of 5 s leaves the margin (docs/scale.md) for its next heartbeat's RPC.
+    const liveFor = async (ms: number) => {
+      for (const until = Date.now() + ms; Date.now() < until;) {
+        expect(await live()).toBe(true);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    };
+    node.child.kill('SIGSTOP');
+    try {
+      await liveFor(5_000);
+    } finally {
+      node.child.kill('SIGCONT');
+    }
+    await liveFor(22_000); // past the timeout, had its heartbeats stopped
+    expect(await holdTimeouts(client, 'node-p')).toEqual([20_000]);
+
+    // Dead: offline once the server times its hold out, at most 20 s after its last heartbeat.
+    await node.kill('SIGKILL');
+    const killed = Date.now();
+    await eventually('node-p offline', async () => (await live()) === false, 40_000);
+    const seconds = (Date.now() - killed) / 1000;
+    expect(seconds).toBeLessThan(25);
+  }, 120_000);
 });
 
 /** A fault aimed at a record that an earlier fault already ended does nothing. */

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { stopChild } from '../../agent/spawn-cli';
 import { waitUntilReady } from '../../agent/wait-ready';
 import { DEV_NODE_FLAGS } from '../../agent/dev-node-flags';
+import { TEST_NODE_FLAGS } from '../support/cluster';
 import { parseMountInfoLine } from '../../storage/host/mounts';
 import { releaseMountsUnder } from '../unit/storage/mount-helpers';
 import { adaptArgs, type Build } from './baseline';
@@ -218,6 +219,9 @@ export class Cluster {
       args.push('--backend', this.backendOf(nodeId), '--pool', this.pool(nodeId), '--capacity', config.capacity);
       // Staging and target paths of the kubelet calls some faults make (faults/temporal-outage.ts).
       args.push('--kubelet-dir', this.kubeletDir());
+      // The tests' presence timeout (test/support/cluster.ts), so that --long-down is past it for every build; a
+      // build before the flag gets it left out (adaptArgs) and keeps the 30 s of its time.
+      args.push(...TEST_NODE_FLAGS);
       return new DriverProcess(this, nodeId, 'node', socket(nodeId), [...args, ...DEV_NODE_FLAGS, ...temporal]);
     });
   }

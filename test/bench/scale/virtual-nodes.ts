@@ -6,7 +6,7 @@ import { createPresenceActivities } from '../../../activities/presence-activitie
 import { startPresence } from '../../../agent/presence';
 import { nodeWorkerTuning } from '../../../agent/worker-options';
 import { createLogger } from '../../../common/logger';
-import { nodeTaskQueue } from '../../../common/names';
+import { DEFAULT_PRESENCE_TIMEOUT_MS, nodeTaskQueue } from '../../../common/names';
 import { DirBackend } from '../../../storage/dir/dir-backend';
 
 /**
@@ -17,6 +17,9 @@ import { DirBackend } from '../../../storage/dir/dir-backend';
  *   node virtual-nodes.js <temporal-address> <driver-name> <root> <first-index> <count>
  * Prints "ready <count>" once every worker runs; stops on SIGTERM.
  */
+/** As a real agent's --presence-timeout; `DURABLE_CSI_BENCH_PRESENCE_TIMEOUT_MS` measures another (docs/scale.md). */
+const PRESENCE_TIMEOUT_MS = Number(process.env.DURABLE_CSI_BENCH_PRESENCE_TIMEOUT_MS || DEFAULT_PRESENCE_TIMEOUT_MS);
+
 async function main(): Promise<void> {
   const [address, driverName, root, first, count] = process.argv.slice(2);
   if (!address || !driverName || !root || !first || !count)
@@ -41,6 +44,7 @@ async function main(): Promise<void> {
           nodeId,
           backend,
           agentVersion: 'virtual',
+          presenceTimeoutMs: PRESENCE_TIMEOUT_MS,
           leaving: presence.leaving,
           onRecordLost: () => presence.recordLost(),
         }),
