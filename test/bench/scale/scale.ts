@@ -117,7 +117,9 @@ async function measureAt(nodes: number, ops: number, idleMs: number): Promise<Sc
     await new Promise((resolve) => setTimeout(resolve, idleMs));
     const idleSeconds = (Date.now() - idleStart) / 1000;
     const idleCpu = perSecond(cpu(), idleCpuBefore, idleSeconds);
-    const rpc = Object.entries(serverWork(countersBefore, await scrapeCounters(metricsUrl)).rpcs);
+    const countersIdle = await scrapeCounters(metricsUrl);
+    const idleWork = serverWork(countersBefore, countersIdle);
+    const rpc = Object.entries(idleWork.rpcs);
     const recordsAfter = await describeRecords(client, driverName, sample);
     const growth = recordsAfter.map((after, index) => after.bytes - (recordsBefore[index]?.bytes ?? 0));
     const recordBytesPerHour = (Math.max(0, ...growth) * 3600) / idleSeconds;
@@ -158,6 +160,7 @@ async function measureAt(nodes: number, ops: number, idleMs: number): Promise<Sc
       created.push(...ids);
     }
     const opsSeconds = (Date.now() - opsStart) / 1000;
+    const opsWork = serverWork(countersIdle, await scrapeCounters(metricsUrl));
     const opsCpu = difference(new Map(Object.entries(cpu())), new Map(Object.entries(opsCpuBefore)));
     const totalOps = created.length * 2;
     const cpuPerOp = (key: 'temporal' | 'controller') => {
@@ -165,6 +168,19 @@ async function measureAt(nodes: number, ops: number, idleMs: number): Promise<Sc
       return { raw: used / totalOps, net: Math.max(0, used - idleCpu[key] * 1000 * opsSeconds) / totalOps };
     };
     csi.close();
+    // Less what the idle background (records, polls) did over the same time; the idle window just before is its
+    // measure. What remains is what the operations themselves cost.
+    const beyondIdle = (total: number, idlePerSecond: number) =>
+      Math.max(0, total - idlePerSecond * opsSeconds) / totalOps;
+    const idleRpcPerSecond = rpc.reduce((sum, [, count]) => sum + count, 0) / idleSeconds;
+    const serverPerOp = {
+      rpcs: beyondIdle(
+        Object.values(opsWork.rpcs).reduce((sum, count) => sum + count, 0),
+        idleRpcPerSecond,
+      ),
+      writes: beyondIdle(opsWork.persistenceWrites, idleWork.persistenceWrites / idleSeconds),
+      visibilityWrites: beyondIdle(opsWork.visibilityWrites, idleWork.visibilityWrites / idleSeconds),
+    };
 
     const histories = await Promise.all([
       ...names.slice(0, 10).map((name) => historySize(client, createWorkflowId(driverName, name))),
@@ -188,7 +204,12 @@ async function measureAt(nodes: number, ops: number, idleMs: number): Promise<Sc
         cpuPerSecond: idleCpu,
         recordBytesPerHourPerNode: recordBytesPerHour,
         largestRecord: maxOf(recordsAfter),
+        writesPerSecond: idleWork.persistenceWrites / idleSeconds,
+        writesByOperation: Object.fromEntries(
+          Object.entries(idleWork.writes).map(([operation, count]) => [operation, count / idleSeconds]),
+        ),
       },
+      serverPerOp,
       cpuPerOp: { temporal: cpuPerOp('temporal'), controller: cpuPerOp('controller') },
       memoryMiB: memory,
     };
