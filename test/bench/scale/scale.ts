@@ -34,14 +34,23 @@ async function main(): Promise<void> {
     .option('--nodes <list>', 'node counts', '1,100,1000')
     .option('--ops <n>', 'creates (and as many deletes) per concurrency level', '40')
     .option('--idle <duration>', 'idle window measuring the records’ own traffic', '30s')
+    .option(
+      '--dynamic-config <key=value...>',
+      "more of the server's dynamic config (e.g. matching.numTaskqueueReadPartitions=1; docs/scale.md, sizing)",
+      [],
+    )
     .option('--report <file>', 'JSON report', path.join(findProjectRoot(), 'test-artifacts', 'bench-scale.json'));
   program.parse(process.argv);
-  const flags = program.opts<{ nodes: string; ops: string; idle: string; report: string }>();
+  const flags = program.opts<{ nodes: string; ops: string; idle: string; report: string; dynamicConfig: string[] }>();
+  const extraConfig = flags.dynamicConfig.map((setting) => {
+    if (!/^[\w.]+=\S+$/.test(setting)) throw new Error(`--dynamic-config "${setting}" is not KEY=VALUE`);
+    return setting;
+  });
   const counts = flags.nodes.split(',').map(Number);
   const rows: ScaleRow[] = [];
   for (const nodes of counts) {
     process.stderr.write(`bench:scale: ${nodes} nodes\n`);
-    rows.push(await measureAt(nodes, Number(flags.ops), parseDuration(flags.idle)));
+    rows.push(await measureAt(nodes, Number(flags.ops), parseDuration(flags.idle), extraConfig));
     printScaleTable(rows);
   }
   fs.mkdirSync(path.dirname(flags.report), { recursive: true });
@@ -49,7 +58,7 @@ async function main(): Promise<void> {
   process.stdout.write(`report: ${flags.report}\n`);
 }
 
-async function measureAt(nodes: number, ops: number, idleMs: number): Promise<ScaleRow> {
+async function measureAt(nodes: number, ops: number, idleMs: number, extraConfig: string[]): Promise<ScaleRow> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'dscale-'));
   const metricsPort = await findFreePort();
   const server = await startDevServer({
@@ -63,6 +72,7 @@ async function measureAt(nodes: number, ops: number, idleMs: number): Promise<Sc
       String(metricsPort),
       '--dynamic-config-value',
       `frontend.namespaceCount=${Math.max(1200, 2 * nodes + 200)}`,
+      ...extraConfig.flatMap((setting) => ['--dynamic-config-value', setting]),
     ],
   });
   const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
