@@ -13,11 +13,20 @@ export interface IdentityOptions {
   version: string;
   /** Resolves true once the process has initialised; must not turn false on a later Temporal outage. */
   ready: () => Promise<boolean>;
+  /**
+   * The controller serves the GroupController (its --snapshots): GROUP_CONTROLLER_SERVICE is advertised, which is
+   * what makes csi-snapshotter call it. Only the controller's Identity is asked for it (the sidecar runs beside it).
+   */
+  groupController?: boolean;
 }
 
 export function createIdentityService(options: IdentityOptions) {
   // CSI: every instance of a plugin reports the same capabilities, whichever services it serves itself.
-  const services = ['CONTROLLER_SERVICE', 'VOLUME_ACCESSIBILITY_CONSTRAINTS'];
+  const services = [
+    'CONTROLLER_SERVICE',
+    'VOLUME_ACCESSIBILITY_CONSTRAINTS',
+    ...(options.groupController ? ['GROUP_CONTROLLER_SERVICE'] : []),
+  ];
   return {
     async GetPluginInfo() {
       return { name: options.driverName, vendor_version: options.version, manifest: {} };
