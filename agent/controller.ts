@@ -258,7 +258,6 @@ function csiServices(temporal: ControllerTemporal, config: ControllerConfig) {
     version: driverVersion(),
     // Initialised (csi/identity-service.ts); whether Temporal answers now is /readyz below.
     ready: async () => running(),
-    groupController: config.snapshots === true,
   });
   // The Pod's liveness (/healthz): the worker runs, or Temporal is still being reached (which a restart would not
   // hasten); Temporal's health is readiness (/readyz on the metrics port).
@@ -271,9 +270,12 @@ function csiServices(temporal: ControllerTemporal, config: ControllerConfig) {
       ? undefined
       : `Temporal at ${config.temporal.address} does not answer`;
   }, READINESS_TTL_MS);
-  const groupController = config.snapshots ? groupUntilConnected(temporal, config) : undefined;
   return {
-    csi: { identity, controller: untilConnected(temporal, config), ...(groupController && { groupController }) },
+    csi: {
+      identity,
+      controller: untilConnected(temporal, config),
+      groupController: groupUntilConnected(temporal, config),
+    },
     live,
     readiness: answers,
   };
@@ -311,17 +313,20 @@ function untilConnected(temporal: ControllerTemporal, config: ControllerConfig):
   return waitingForTemporal(temporal, names, handlers);
 }
 
-/** The GroupController (--snapshots), which needs Temporal as the Controller does. */
+/** The GroupController, which needs Temporal as the Controller does; group snapshots only with --snapshots. */
 function groupUntilConnected(temporal: ControllerTemporal, config: ControllerConfig): AsyncService {
   let service: AsyncService | undefined;
   const handlers = (): AsyncService | undefined => {
     const connected = temporal.connected();
     if (!connected || service) return service;
-    const snapshots = new SnapshotOperations(connected.client, config.driverName, { eagerStart: true });
+    const snapshots = config.snapshots
+      ? new SnapshotOperations(connected.client, config.driverName, { eagerStart: true })
+      : undefined;
     service = createGroupControllerService(snapshots, config) as AsyncService;
     return service;
   };
-  const names = Object.keys(createGroupControllerService({} as SnapshotOperations, config));
+  const unused = config.snapshots ? ({} as SnapshotOperations) : undefined;
+  const names = Object.keys(createGroupControllerService(unused, config));
   return waitingForTemporal(temporal, names, handlers);
 }
 

@@ -1,8 +1,10 @@
 /**
  * The CSI GroupController service (docs/snapshots.md, "Group snapshots"): CreateVolumeGroupSnapshot,
  * DeleteVolumeGroupSnapshot and GetVolumeGroupSnapshot, for volumes of one node, with a snapshot's truth rules.
- * Served only when the controller runs with --snapshots (as the snapshot calls are), which also makes Identity
- * advertise GROUP_CONTROLLER_SERVICE; without it the service is not served and its calls are UNIMPLEMENTED.
+ * Every instance's Identity advertises GROUP_CONTROLLER_SERVICE (CSI: all instances report the same capabilities,
+ * and csi-sanity asks the node's), and every controller serves GroupControllerGetCapabilities; group snapshots are
+ * served only with --snapshots, as the snapshot calls are: without it the capability list is empty and the group
+ * calls are UNIMPLEMENTED.
  */
 import type { ServerUnaryCall } from '@grpc/grpc-js';
 import { DriverError, FailureType } from '../common/failures';
@@ -18,14 +20,21 @@ import type { VolumeGroupSnapshot } from './generated/csi/v1/VolumeGroupSnapshot
 import type { ListedSnapshot } from '../workflows/listing';
 import { checkName } from './validate-create';
 
+const CAPABILITIES = [{ rpc: { type: 'CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT' } }];
+
 /** The most volumes one group snapshot takes: one node activity copies them all within one freeze. */
 export const MAX_GROUP_MEMBERS = 64;
 
-export function createGroupControllerService(snapshots: SnapshotOperations, options: { callWaitMs: number }) {
+export function createGroupControllerService(
+  snapshots: SnapshotOperations | undefined,
+  options: { callWaitMs: number },
+) {
+  const capabilities = {
+    GroupControllerGetCapabilities: async () => ({ capabilities: snapshots ? CAPABILITIES : [] }),
+  };
+  if (!snapshots) return capabilities;
   return {
-    async GroupControllerGetCapabilities() {
-      return { capabilities: [{ rpc: { type: 'CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT' } }] };
-    },
+    ...capabilities,
 
     async CreateVolumeGroupSnapshot(
       request: CreateVolumeGroupSnapshotRequest__Output,

@@ -13,20 +13,13 @@ export interface IdentityOptions {
   version: string;
   /** Resolves true once the process has initialised; must not turn false on a later Temporal outage. */
   ready: () => Promise<boolean>;
-  /**
-   * The controller serves the GroupController (its --snapshots): GROUP_CONTROLLER_SERVICE is advertised, which is
-   * what makes csi-snapshotter call it. Only the controller's Identity is asked for it (the sidecar runs beside it).
-   */
-  groupController?: boolean;
 }
 
 export function createIdentityService(options: IdentityOptions) {
   // CSI: every instance of a plugin reports the same capabilities, whichever services it serves itself.
-  const services = [
-    'CONTROLLER_SERVICE',
-    'VOLUME_ACCESSIBILITY_CONSTRAINTS',
-    ...(options.groupController ? ['GROUP_CONTROLLER_SERVICE'] : []),
-  ];
+  // The GroupController is served by every controller, as the Controller is; what it does is in its own capabilities
+  // (group snapshots only with --snapshots: csi/group-controller-service.ts).
+  const services = ['CONTROLLER_SERVICE', 'VOLUME_ACCESSIBILITY_CONSTRAINTS', 'GROUP_CONTROLLER_SERVICE'];
   return {
     async GetPluginInfo() {
       return { name: options.driverName, vendor_version: options.version, manifest: {} };
