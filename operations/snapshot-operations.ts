@@ -347,22 +347,24 @@ export class SnapshotOperations {
       );
     }
     if (page.unreachableNodes.includes(parts.nodeId)) throw silentNode(parts.nodeId);
-    if (page.snapshots.length === 0) {
+    // Filtered here too: an agent of the previous release ignores the group filter and lists its whole pool.
+    const members = page.snapshots.filter((snapshot) => snapshot.groupSnapshotId === groupSnapshotId);
+    if (members.length === 0) {
       throw new DriverError(
         FailureType.NotFound,
         `group snapshot ${groupSnapshotId} is not in node ${parts.nodeId}'s pool: it was deleted (or its pool replaced)`,
       );
     }
-    const held = page.snapshots.map((snapshot) => parseSnapshotId(snapshot.snapshotId)!.key).sort();
+    const held = members.map((snapshot) => parseSnapshotId(snapshot.snapshotId)!.key).sort();
     if (memberKeys.length > 0 && held.join(',') !== [...memberKeys].sort().join(',')) {
       throw new DriverError(
         FailureType.InvalidArgument,
-        `snapshot_ids do not match group snapshot ${groupSnapshotId}, whose members are ${page.snapshots
+        `snapshot_ids do not match group snapshot ${groupSnapshotId}, whose members are ${members
           .map((snapshot) => snapshot.snapshotId)
           .join(', ')}`,
       );
     }
-    return page.snapshots;
+    return members;
   }
 
   private startCreate(
