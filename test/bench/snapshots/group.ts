@@ -54,7 +54,7 @@ async function main(): Promise<number> {
     for (const name of ['bench-a', 'bench-b', 'bench-c']) {
       const volumeId = (await createVolume(clients, createRequest(name, GiB, onNode('group-xfs')), 120_000)).volume!
         .volume_id;
-      const staging = path.join(dir, 'staging', name);
+      const staging = path.join(cluster.kubeletDir(), 'staging', name);
       fs.mkdirSync(staging, { recursive: true });
       await rpcs.stage(volumeId, staging);
       cleanups.push(async () => void (await rpcs.unstage(volumeId, staging)));
