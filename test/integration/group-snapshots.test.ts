@@ -12,7 +12,9 @@ import type { GroupControllerClient } from '../../csi/generated/csi/v1/GroupCont
 import { parseEndpoint } from '../../csi/endpoint';
 import { csiPackage } from '../../csi/proto';
 import { parseGroupSnapshotId, parseSnapshotId } from '../../common/names';
+import { forgetNode } from '../../operations/forget-node';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
+import { eventually } from '../support/eventually';
 import { CopyGate, isAlive } from '../support/copy-gate';
 import { MiB, codeOf, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { deleteSnapshot, listSnapshots } from '../support/snapshot-requests';
@@ -259,5 +261,25 @@ describe('group snapshots of loop volumes on an XFS pool with reflinks', () => {
     const keys = made.snapshots.map((s) => parseSnapshotId(s.snapshot_id)!.key).sort();
     expect(poolState(cluster, 'node-1')).toEqual({ data: keys, journal: [], frozen: [] });
     for (const staging of staged.slice(0, 3)) expect(isFrozen(staging)).toBe(false);
+  });
+
+  it('on a node forgotten for good: the deletion answers OK, and the members go when the node returns', async () => {
+    const elsewhere = await retryLikeCo(() =>
+      createVolume(clients, createRequest('forgotten-1', 64 * MiB, onNode('node-2'))),
+    );
+    const made = (await createGroupUntilReady(group, 'group-5', [elsewhere.volume!.volume_id])).group_snapshot!;
+    const ids = made.snapshots.map((s) => s.snapshot_id);
+    expect(poolState(cluster, 'node-2').data).toHaveLength(1);
+    await stopNode('node-2');
+    await cluster.untilOffline('node-2');
+    await forgetNode(await cluster.temporal(), cluster.driverName, 'node-2', 'the machine is gone');
+
+    const got = getGroup(group, made.group_snapshot_id);
+    await expect(got).rejects.toMatchObject({ code: grpc.status.NOT_FOUND });
+    await expect(got).rejects.toThrow(/node-2, forgotten for good \(the machine is gone\)/);
+    await retryLikeCo(() => deleteGroup(group, made.group_snapshot_id, ids));
+    expect(poolState(cluster, 'node-2').data).toHaveLength(1); // written off, not deleted: the node is away
+    await startNode('node-2'); // the same pool returns: its record deletes the member written off
+    await eventually('the written-off member deleted', () => poolState(cluster, 'node-2').data.length === 0, 60_000);
   });
 });
