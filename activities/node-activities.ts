@@ -66,6 +66,31 @@ export interface NodeSnapshot {
   sizeBytes: number;
   /** ISO 8601. */
   createdAt: string;
+  /** A member of this group snapshot (deleted with it only). */
+  groupKey?: string;
+}
+
+/** A group snapshot to make: one copy per member volume, all of one instant (docs/snapshots.md). */
+export interface NodeGroupSnapshotInput {
+  groupKey: string;
+  name: string;
+  members: { snapshotKey: string; sourceKey: string; sourcePoolIdPrefix: string }[];
+}
+
+export interface NodeGroupSnapshotResult {
+  groupKey: string;
+  poolId: string;
+  nodeId: string;
+  /** In the order of the input's members. */
+  snapshots: NodeSnapshot[];
+}
+
+export interface NodeGroupDeleteInput {
+  groupKey: string;
+  /** The pool identity prefix the group ID was issued on. */
+  poolIdPrefix: string;
+  /** The members' keys, as the CO named them (DeleteVolumeGroupSnapshotRequest.snapshot_ids). */
+  memberKeys: string[];
 }
 
 export interface NodeSnapshotResult extends NodeSnapshot {
@@ -84,6 +109,8 @@ export interface NodeSnapshotFilter {
   poolIdPrefix: string;
   key?: string;
   sourceKey?: string;
+  /** The members of this group snapshot. */
+  groupKey?: string;
 }
 
 export interface NodeSnapshotListInput extends NodeListInput {
@@ -217,7 +244,55 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
             log.info('snapshot deletion: the pool was replaced', { key: input.key, issuedOn: input.poolIdPrefix });
             return 'pool-replaced';
           }
-          return deleting('snapshot', input, () => backend.deleteSnapshot(input.key));
+          // A written-off member of a group goes alone: its group's deletion was answered for it.
+          return deleting('snapshot', input, () =>
+            backend.deleteSnapshot(input.key, input.writtenOff ? { asMember: true } : {}),
+          );
+        }),
+      );
+    },
+
+    /**
+     * Every member copied at one instant (storage/pool/snapshots.ts, createGroupSnapshot); idempotent by the group's
+     * key, like a snapshot by its key.
+     */
+    async createGroupSnapshotOnNode(input: NodeGroupSnapshotInput): Promise<NodeGroupSnapshotResult> {
+      return withFailureTypes(() =>
+        whileHeartbeating(async () => {
+          const replaced = input.members.filter((member) => !ownsVolume(poolId, member.sourcePoolIdPrefix));
+          if (replaced.length > 0) {
+            throw new DriverError(
+              FailureType.NotFound,
+              `the pool volumes ${replaced.map((member) => member.sourceKey).join(', ')} were made on has been ` +
+                `replaced on node ${nodeId}: they are gone`,
+            );
+          }
+          for (const member of input.members) {
+            if (writtenOff.has(`snapshot/${member.snapshotKey}`))
+              throw doomed('snapshot', member.snapshotKey, input.name);
+          }
+          const members = input.members.map(({ snapshotKey, sourceKey }) => ({ snapshotKey, sourceKey }));
+          const records = await backend.createGroupSnapshot({ groupKey: input.groupKey, name: input.name, members });
+          log.info('group snapshot made', { group: input.groupKey, name: input.name, members: records.length });
+          return { groupKey: input.groupKey, poolId, nodeId, snapshots: records.map(nodeSnapshot) };
+        }),
+      );
+    },
+
+    /** Same rules as deleteSnapshotOnNode, for every member of the group at once. */
+    async deleteGroupSnapshotOnNode(input: NodeGroupDeleteInput): Promise<NodeDeleteOutcome> {
+      return withFailureTypes(() =>
+        whileHeartbeating(async () => {
+          if (!ownsVolume(poolId, input.poolIdPrefix)) {
+            log.info('group snapshot deletion: the pool was replaced', { group: input.groupKey });
+            return 'pool-replaced';
+          }
+          const outcome = await backend.deleteGroupSnapshot(input.groupKey, input.memberKeys);
+          log.info(`group snapshot ${outcome === 'deleted' ? 'deleted' : 'already absent'}`, {
+            group: input.groupKey,
+            members: input.memberKeys.length,
+          });
+          return outcome;
         }),
       );
     },
@@ -261,8 +336,8 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
 export type NodeActivities = ReturnType<typeof createNodeActivities>;
 
 function nodeSnapshot(record: SnapshotRecord): NodeSnapshot {
-  const { key, name, sourceKey, sizeBytes, createdAt } = record;
-  return { key, name, sourceKey, sizeBytes, createdAt };
+  const { key, name, sourceKey, sizeBytes, createdAt, groupKey } = record;
+  return { key, name, sourceKey, sizeBytes, createdAt, ...(groupKey === undefined ? {} : { groupKey }) };
 }
 
 /**

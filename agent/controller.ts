@@ -11,6 +11,7 @@ import { FollowingConnection, TemporalConnectionError } from '../temporal/connec
 import { driverVersion } from '../common/version';
 import { createControllerService } from '../csi/controller-service';
 import { createSnapshotHandlers } from '../csi/controller-snapshots';
+import { createGroupControllerService } from '../csi/group-controller-service';
 import { createIdentityService } from '../csi/identity-service';
 import { serveCsi, type AsyncService } from '../csi/server';
 import { DriverError, FailureType } from '../common/failures';
@@ -269,7 +270,15 @@ function csiServices(temporal: ControllerTemporal, config: ControllerConfig) {
       ? undefined
       : `Temporal at ${config.temporal.address} does not answer`;
   }, READINESS_TTL_MS);
-  return { csi: { identity, controller: untilConnected(temporal, config) }, live, readiness: answers };
+  return {
+    csi: {
+      identity,
+      controller: untilConnected(temporal, config),
+      groupController: groupUntilConnected(temporal, config),
+    },
+    live,
+    readiness: answers,
+  };
 }
 
 /**
@@ -301,6 +310,32 @@ function untilConnected(temporal: ControllerTemporal, config: ControllerConfig):
   const unused = {} as VolumeOperations & SnapshotOperations;
   const snapshotHandlers = config.snapshots ? (createSnapshotHandlers(unused, config) as AsyncService) : undefined;
   const names = Object.keys(createControllerService(unused, config, snapshotHandlers));
+  return waitingForTemporal(temporal, names, handlers);
+}
+
+/** The GroupController, which needs Temporal as the Controller does; group snapshots only with --snapshots. */
+function groupUntilConnected(temporal: ControllerTemporal, config: ControllerConfig): AsyncService {
+  let service: AsyncService | undefined;
+  const handlers = (): AsyncService | undefined => {
+    const connected = temporal.connected();
+    if (!connected || service) return service;
+    const snapshots = config.snapshots
+      ? new SnapshotOperations(connected.client, config.driverName, { eagerStart: true })
+      : undefined;
+    service = createGroupControllerService(snapshots, config) as AsyncService;
+    return service;
+  };
+  const unused = config.snapshots ? ({} as SnapshotOperations) : undefined;
+  const names = Object.keys(createGroupControllerService(unused, config));
+  return waitingForTemporal(temporal, names, handlers);
+}
+
+/** Each method answers UNAVAILABLE, saying what it waits for, until `handlers` has the real ones. */
+function waitingForTemporal(
+  temporal: ControllerTemporal,
+  names: string[],
+  handlers: () => AsyncService | undefined,
+): AsyncService {
   return Object.fromEntries(
     names.map((name) => [
       name,

@@ -32,6 +32,7 @@ export const VOLUME_ID_MAX_BYTES = 128;
 export const SNAPSHOT_ID_MAX_BYTES = VOLUME_ID_MAX_BYTES;
 const VOLUME_VERSION = 'v1';
 const SNAPSHOT_VERSION = 's1';
+const GROUP_SNAPSHOT_VERSION = 'g1';
 /** 64 bits of the pool UUID tell a re-created pool from the old one. */
 export const POOL_ID_PREFIX_LENGTH = 16;
 const KEY = /^[0-9a-f]{32}$/;
@@ -83,6 +84,20 @@ export function parseSnapshotId(snapshotId: string): SnapshotIdParts | undefined
   return parseScopedId(SNAPSHOT_VERSION, snapshotId);
 }
 
+/**
+ * A group snapshot's ID, `g1_<node-id>_<pool-id prefix>_<group key>`: like a snapshot ID, the node holding its
+ * members and their pool, so DeleteVolumeGroupSnapshot and GetVolumeGroupSnapshot need no lookup to know whose
+ * queue gets the work. The group key is random, one per create run, as a snapshot key is.
+ */
+export function formatGroupSnapshotId(parts: SnapshotIdParts): string {
+  return formatScopedId(GROUP_SNAPSHOT_VERSION, parts, 'group snapshot ID');
+}
+
+/** Undefined for anything this driver could not have issued. */
+export function parseGroupSnapshotId(groupSnapshotId: string): SnapshotIdParts | undefined {
+  return parseScopedId(GROUP_SNAPSHOT_VERSION, groupSnapshotId);
+}
+
 /** `<version>_<node-id>_<pool-id prefix>_<key>`, the form volume IDs and snapshot IDs share; `what` names the kind. */
 function formatScopedId(version: string, parts: VolumeIdParts, what: string): string {
   if (!isValidNodeId(parts.nodeId) || !POOL_PREFIX.test(parts.poolIdPrefix) || !KEY.test(parts.key)) {
@@ -104,7 +119,11 @@ export function parseScopedId(version: string, id: string): VolumeIdParts | unde
 
 // The budget check that keeps the longest ID within the CSI limit (both versions are two characters).
 const LONGEST = VOLUME_VERSION.length + 1 + MAX_NODE_ID_LENGTH + 1 + POOL_ID_PREFIX_LENGTH + 1 + 32;
-if (LONGEST > VOLUME_ID_MAX_BYTES || SNAPSHOT_VERSION.length !== VOLUME_VERSION.length)
+if (
+  LONGEST > VOLUME_ID_MAX_BYTES ||
+  SNAPSHOT_VERSION.length !== VOLUME_VERSION.length ||
+  GROUP_SNAPSHOT_VERSION.length !== VOLUME_VERSION.length
+)
   throw new Error('the ID layout exceeds the CSI limit');
 
 /* The names shared through Temporal. */
@@ -133,6 +152,15 @@ export function createSnapshotWorkflowId(driverName: string, snapshotName: strin
 
 export function deleteSnapshotWorkflowId(driverName: string, snapshotId: string): string {
   return `${driverName}/delete-snapshot/${snapshotId}`;
+}
+
+/** One per CSI group snapshot name: a retry attaches; the name with other volumes is ALREADY_EXISTS. */
+export function createGroupSnapshotWorkflowId(driverName: string, groupName: string): string {
+  return `${driverName}/group-snapshot/${groupName}`;
+}
+
+export function deleteGroupSnapshotWorkflowId(driverName: string, groupSnapshotId: string): string {
+  return `${driverName}/delete-group-snapshot/${groupSnapshotId}`;
 }
 
 /** One listing of snapshots; `runTag` keeps concurrent listings apart (see oneOffTag). */
@@ -183,6 +211,8 @@ export const OPERATION_WORKFLOW_TYPES = [
   'expandVolume',
   'createSnapshot',
   'deleteSnapshot',
+  'createVolumeGroupSnapshot',
+  'deleteVolumeGroupSnapshot',
 ] as const;
 
 /** The visibility clause `WorkflowType IN (...)` selecting the volume operations. */

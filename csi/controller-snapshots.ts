@@ -109,8 +109,11 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
   };
 }
 
-/** Ready: a listed snapshot is on its pool, and a create answers only once its copy is recorded there. */
-function toCsiSnapshot(snapshot: Omit<ListedSnapshot, 'nodeId' | 'name'>): Snapshot {
+/**
+ * Ready: a listed snapshot is on its pool, and a create answers only once its copy is recorded there. A member of a
+ * group snapshot names its group: CSI's sign that it is deleted with the group only.
+ */
+export function toCsiSnapshot(snapshot: Omit<ListedSnapshot, 'nodeId' | 'name'>): Snapshot {
   const millis = Date.parse(snapshot.createdAt);
   const at = Number.isNaN(millis) ? 0 : millis;
   return {
@@ -119,6 +122,7 @@ function toCsiSnapshot(snapshot: Omit<ListedSnapshot, 'nodeId' | 'name'>): Snaps
     size_bytes: String(snapshot.sizeBytes),
     creation_time: { seconds: String(Math.floor(at / 1000)), nanos: (at % 1000) * 1_000_000 },
     ready_to_use: true,
+    ...(snapshot.groupSnapshotId === undefined ? {} : { group_snapshot_id: snapshot.groupSnapshotId }),
   };
 }
 

@@ -17,7 +17,9 @@ export interface IdentityOptions {
 
 export function createIdentityService(options: IdentityOptions) {
   // CSI: every instance of a plugin reports the same capabilities, whichever services it serves itself.
-  const services = ['CONTROLLER_SERVICE', 'VOLUME_ACCESSIBILITY_CONSTRAINTS'];
+  // The GroupController is served by every controller, as the Controller is; what it does is in its own capabilities
+  // (group snapshots only with --snapshots: csi/group-controller-service.ts).
+  const services = ['CONTROLLER_SERVICE', 'VOLUME_ACCESSIBILITY_CONSTRAINTS', 'GROUP_CONTROLLER_SERVICE'];
   return {
     async GetPluginInfo() {
       return { name: options.driverName, vendor_version: options.version, manifest: {} };

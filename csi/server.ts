@@ -17,6 +17,8 @@ export type AsyncService = Record<
 export interface CsiServices {
   identity: AsyncService;
   controller?: AsyncService;
+  /** The GroupController (csi/group-controller-service.ts): served by a controller with --snapshots. */
+  groupController?: AsyncService;
   node?: AsyncService;
 }
 
@@ -38,6 +40,7 @@ export async function serveCsi(
     server.addService(definition, wrapService(definition, service, logger, metrics));
   add(csi.Identity.service, services.identity);
   if (services.controller) add(csi.Controller.service, services.controller);
+  if (services.groupController) add(csi.GroupController.service, services.groupController);
   if (services.node) add(csi.Node.service, services.node);
 
   const { address, socketPath } = parseEndpoint(endpoint);
@@ -105,7 +108,7 @@ function wrapService(
 }
 
 /** Request fields that say what a call is about, and nothing else (never secrets, never a whole parameter map). */
-const SUBJECT_FIELDS = ['volume_id', 'snapshot_id', 'source_volume_id', 'name'] as const;
+const SUBJECT_FIELDS = ['volume_id', 'snapshot_id', 'source_volume_id', 'group_snapshot_id', 'name'] as const;
 const CLAIM_PARAMETERS = {
   pv: 'csi.storage.k8s.io/pv/name',
   pvcNamespace: 'csi.storage.k8s.io/pvc/namespace',

@@ -19,6 +19,8 @@ const OPERATION_OF_TYPE: Record<string, string> = {
   expandVolume: 'expand',
   createSnapshot: 'snapshot-create',
   deleteSnapshot: 'snapshot-delete',
+  createVolumeGroupSnapshot: 'group-snapshot-create',
+  deleteVolumeGroupSnapshot: 'group-snapshot-delete',
 };
 
 /**

@@ -3,7 +3,9 @@ import { DriverError, FailureType } from '../common/failures';
 import { everyPage, MAX_PAGE_ENTRIES } from '../common/list-position';
 import {
   controlTaskQueue,
+  createGroupSnapshotWorkflowId,
   createSnapshotWorkflowId,
+  deleteGroupSnapshotWorkflowId,
   deleteSnapshotWorkflowId,
   listSnapshotsWorkflowId,
   type ForgottenNode,
@@ -11,15 +13,22 @@ import {
   oneOffTag,
   OperationKey,
   VolumeIdKey,
+  parseGroupSnapshotId,
   parseSnapshotId,
   parseVolumeId,
+  type SnapshotIdParts,
 } from '../common/names';
 import type { NodeSnapshotFilter } from '../activities/node-activities';
 import { readNodeRecord, type NodeRecordView } from '../node-records/reads';
 import type * as workflows from '../workflows';
 import type { CreateSnapshotResult } from '../workflows/create-snapshot';
 import type { DeleteSnapshotResult } from '../workflows/deletion';
-import type { ListSnapshotsPage } from '../workflows/listing';
+import type { ListSnapshotsPage, ListedSnapshot } from '../workflows/listing';
+import type {
+  CreateVolumeGroupSnapshotResult,
+  DeleteVolumeGroupSnapshotResult,
+  GroupMember,
+} from '../workflows/group-snapshots';
 import { newSnapshotKey } from './snapshot-key';
 import {
   attachToCreate,
@@ -154,6 +163,210 @@ export class SnapshotOperations {
     return { snapshots: every.entries, unreachableNodes: every.unreachableNodes, answeredNodes: every.answeredNodes };
   }
 
+  /* Group snapshots (docs/snapshots.md, "Group snapshots"): the same rules, for volumes of one node. */
+
+  /**
+   * The name's group snapshot of these volumes, all on one node (FailedPrecondition naming the nodes otherwise: CSI's
+   * "cannot snapshot multiple volumes together"); the name taken by a group of other volumes: ALREADY_EXISTS. Not
+   * done (copying, or waiting for its node): ABORTED, never an ID, as for a snapshot.
+   */
+  async createGroup(
+    name: string,
+    sourceVolumeIds: string[],
+    waitMs: number,
+    request: CreateRequestTiming,
+  ): Promise<CreateVolumeGroupSnapshotResult> {
+    const parsed = sourceVolumeIds.map((id) => ({ id, parts: parseVolumeId(id) }));
+    const strangers = parsed.filter((entry) => !entry.parts).map((entry) => entry.id);
+    if (strangers.length > 0) {
+      throw new DriverError(
+        FailureType.NotFound,
+        `source volumes ${strangers.map((id) => id.slice(0, 140)).join(', ')} were not issued by this driver`,
+      );
+    }
+    const members = parsed as { id: string; parts: SnapshotIdParts }[];
+    const nodes = [...new Set(members.map((member) => member.parts.nodeId))].sort();
+    if (nodes.length > 1) {
+      const byNode = nodes.map(
+        (node) =>
+          `${node}: ${members
+            .filter((m) => m.parts.nodeId === node)
+            .map((m) => m.id)
+            .join(', ')}`,
+      );
+      throw new DriverError(
+        FailureType.FailedPrecondition,
+        `a group snapshot is made of volumes of one node, and these are on nodes ${nodes.join(', ')} (${byNode.join(
+          '; ',
+        )}): each node's volumes can be frozen and copied together only there; group them by node`,
+      );
+    }
+    const nodeId = nodes[0]!;
+    const record = await readNodeRecord(this.client, this.driverName, nodeId);
+    if (record?.forgotten) {
+      throw new DriverError(
+        FailureType.NotFound,
+        `the volumes were on node ${nodeId}, forgotten for good (${record.forgotten.reason})`,
+      );
+    }
+    const asked = [...sourceVolumeIds].sort();
+    const reusable: ReusableName<typeof workflows.createVolumeGroupSnapshot> = {
+      noun: 'group snapshot',
+      name,
+      driverName: this.driverName,
+      start: (replaceCompleted) =>
+        startOrAttach<typeof workflows.createVolumeGroupSnapshot>(this.client, 'createVolumeGroupSnapshot', {
+          workflowId: createGroupSnapshotWorkflowId(this.driverName, name),
+          eagerStart: this.options.eagerStart,
+          taskQueue: controlTaskQueue(this.driverName),
+          args: [
+            {
+              driverName: this.driverName,
+              name,
+              nodeId,
+              poolIdPrefix: members[0]!.parts.poolIdPrefix,
+              groupKey: newSnapshotKey(),
+              members: members.map((member): GroupMember => ({
+                sourceVolumeId: member.id,
+                sourceKey: member.parts.key,
+                sourcePoolIdPrefix: member.parts.poolIdPrefix,
+                snapshotKey: newSnapshotKey(),
+              })),
+              nodeLive: record?.node?.live,
+            },
+          ],
+          memo: { sourceVolumeIds: asked },
+          searchAttributes: [
+            { key: OperationKey, value: 'group-snapshot-create' },
+            { key: NodeIdKey, value: nodeId },
+            ...phaseAttributes(record),
+          ],
+          staticSummary: `group snapshot "${name}" of ${asked.length} volumes on node ${nodeId}`,
+          replaceCompleted,
+        }),
+      made: ({ groupSnapshotId, nodeId: madeOn }) => ({
+        id: groupSnapshotId,
+        nodeId: madeOn,
+        deletionWorkflowId: deleteGroupSnapshotWorkflowId(this.driverName, groupSnapshotId),
+      }),
+    };
+    const handle = await attachToCreate(this.client, reusable, request);
+    const memo = (await handle.describe()).memo as { sourceVolumeIds?: string[] } | undefined;
+    const earlier = memo?.sourceVolumeIds;
+    if (earlier !== undefined && earlier.join(',') !== asked.join(',')) {
+      throw new DriverError(
+        FailureType.AlreadyExists,
+        `group snapshot "${name}" already exists of volumes ${earlier.join(', ')}, not of the requested ` +
+          asked.join(', '),
+      );
+    }
+    const wait = { what: `group snapshot "${name}"`, id: asked.join(', '), nodeId, waitMs };
+    return resultOrWait(this.client, this.driverName, handle, wait);
+  }
+
+  /**
+   * Starts or attaches to the group's deletion, which waits for its node as a snapshot's does. `snapshotIds` are the
+   * members the CO knows: each must be a snapshot ID of the group's node and pool (InvalidArgument), and the node
+   * checks they are the group's members. A group ID this driver could not have issued: 'never-issued' (OK).
+   */
+  async deleteGroup(
+    groupSnapshotId: string,
+    snapshotIds: string[],
+    waitMs: number,
+  ): Promise<DeleteVolumeGroupSnapshotResult | 'never-issued'> {
+    const parts = parseGroupSnapshotId(groupSnapshotId);
+    if (!parts) return 'never-issued';
+    const memberKeys = groupMemberKeys(parts, snapshotIds);
+    const record = await readNodeRecord(this.client, this.driverName, parts.nodeId);
+    const { handle } = await startOrAttach<typeof workflows.deleteVolumeGroupSnapshot>(
+      this.client,
+      'deleteVolumeGroupSnapshot',
+      {
+        workflowId: deleteGroupSnapshotWorkflowId(this.driverName, groupSnapshotId),
+        eagerStart: this.options.eagerStart,
+        taskQueue: controlTaskQueue(this.driverName),
+        args: [
+          {
+            driverName: this.driverName,
+            groupSnapshotId,
+            nodeId: parts.nodeId,
+            poolIdPrefix: parts.poolIdPrefix,
+            groupKey: parts.key,
+            memberKeys,
+            nodeLive: record?.node?.live,
+            forgotten: record?.forgotten,
+          },
+        ],
+        memo: { memberKeys: [...memberKeys].sort() },
+        searchAttributes: [
+          { key: OperationKey, value: 'group-snapshot-delete' },
+          { key: VolumeIdKey, value: groupSnapshotId },
+          { key: NodeIdKey, value: parts.nodeId },
+          ...phaseAttributes(record),
+        ],
+        staticSummary: `delete group snapshot ${groupSnapshotId} on node ${parts.nodeId}`,
+      },
+    );
+    // A deletion already running with other members named: the CO's list does not match what is being deleted.
+    const running = ((await handle.describe()).memo as { memberKeys?: string[] } | undefined)?.memberKeys;
+    if (running !== undefined && running.join(',') !== [...memberKeys].sort().join(',')) {
+      throw new DriverError(
+        FailureType.InvalidArgument,
+        `snapshot_ids do not match group snapshot ${groupSnapshotId}, whose deletion names ${running.join(', ')}`,
+      );
+    }
+    if (record?.forgotten) await deliverForget(handle, record.forgotten);
+    const wait = { what: 'group snapshot deletion', id: groupSnapshotId, nodeId: parts.nodeId, waitMs };
+    return resultOrWait(this.client, this.driverName, handle, wait);
+  }
+
+  /**
+   * The group's members as its node's pool holds them, by the same lookup as GetSnapshot (only that node is asked):
+   * NotFound when it holds none (or the ID is not this driver's, or its node was forgotten for good), Unavailable
+   * when the node does not answer; `snapshotIds` (when given) must be exactly the members (InvalidArgument).
+   */
+  async getGroup(groupSnapshotId: string, snapshotIds: string[]): Promise<ListedSnapshot[]> {
+    const parts = parseGroupSnapshotId(groupSnapshotId);
+    if (!parts) {
+      throw new DriverError(
+        FailureType.NotFound,
+        `group snapshot ${groupSnapshotId.slice(0, 140)} was not issued by this driver (its group snapshot IDs read ` +
+          "g1_<node>_...); check the VolumeGroupSnapshotContent's volumeGroupSnapshotHandle",
+      );
+    }
+    const memberKeys = snapshotIds.length > 0 ? groupMemberKeys(parts, snapshotIds) : [];
+    const lookup: SnapshotLookup = {
+      nodeId: parts.nodeId,
+      only: { poolIdPrefix: parts.poolIdPrefix, groupKey: parts.key },
+    };
+    const page = await this.listPage('', MAX_PAGE_ENTRIES, lookup);
+    if (page.forgotten) {
+      throw new DriverError(
+        FailureType.NotFound,
+        `group snapshot ${groupSnapshotId} was on node ${parts.nodeId}, forgotten for good (${page.forgotten.reason})`,
+      );
+    }
+    if (page.unreachableNodes.includes(parts.nodeId)) throw silentNode(parts.nodeId);
+    // Filtered here too: an agent of the previous release ignores the group filter and lists its whole pool.
+    const members = page.snapshots.filter((snapshot) => snapshot.groupSnapshotId === groupSnapshotId);
+    if (members.length === 0) {
+      throw new DriverError(
+        FailureType.NotFound,
+        `group snapshot ${groupSnapshotId} is not in node ${parts.nodeId}'s pool: it was deleted (or its pool replaced)`,
+      );
+    }
+    const held = members.map((snapshot) => parseSnapshotId(snapshot.snapshotId)!.key).sort();
+    if (memberKeys.length > 0 && held.join(',') !== [...memberKeys].sort().join(',')) {
+      throw new DriverError(
+        FailureType.InvalidArgument,
+        `snapshot_ids do not match group snapshot ${groupSnapshotId}, whose members are ${members
+          .map((snapshot) => snapshot.snapshotId)
+          .join(', ')}`,
+      );
+    }
+    return members;
+  }
+
   private startCreate(
     name: string,
     sourceVolumeId: string,
@@ -188,6 +401,26 @@ export class SnapshotOperations {
       replaceCompleted,
     });
   }
+}
+
+/**
+ * The keys of a group's members from the CO's snapshot IDs: each must be a snapshot ID of the group's node and pool
+ * (InvalidArgument otherwise: CSI's "snapshot list mismatch"), each once.
+ */
+function groupMemberKeys(group: SnapshotIdParts, snapshotIds: string[]): string[] {
+  const keys: string[] = [];
+  for (const id of snapshotIds) {
+    const parts = parseSnapshotId(id);
+    if (!parts || parts.nodeId !== group.nodeId || parts.poolIdPrefix !== group.poolIdPrefix) {
+      throw new DriverError(
+        FailureType.InvalidArgument,
+        `snapshot_ids: ${id.slice(0, 140)} is no member of a group snapshot of node ${group.nodeId} (pool ` +
+          `${group.poolIdPrefix}): its members' IDs read s1_${group.nodeId}_${group.poolIdPrefix}_...`,
+      );
+    }
+    if (!keys.includes(parts.key)) keys.push(parts.key);
+  }
+  return keys;
 }
 
 /** A page of snapshots; `forgotten`: a lookup's node was forgotten for good (the decision), so nothing is listed. */

@@ -80,7 +80,7 @@ export interface CreateRequestTiming {
 /** A create workflow per name whose completed run's volume or snapshot may since have been deleted. */
 export interface ReusableName<W extends Workflow> {
   /** What the name makes, for messages. */
-  noun: 'volume' | 'snapshot';
+  noun: 'volume' | 'snapshot' | 'group snapshot';
   name: string;
   driverName: string;
   /** Starts the name's create workflow or attaches to it; `replaceCompleted` starts a new run after a completed one. */

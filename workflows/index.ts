@@ -6,3 +6,4 @@ export { expandVolume } from './expand-volume';
 export { inspectVolume } from './inspect-volume';
 export { listSnapshotsPage, listVolumesPage } from './listing';
 export { nodePresence } from './node-presence';
+export { createVolumeGroupSnapshot, deleteVolumeGroupSnapshot } from './group-snapshots';

@@ -8,7 +8,7 @@ import type {
   NodeSnapshotPage,
 } from '../activities/node-activities';
 import { LIST_START, MAX_PAGE_ENTRIES, pastNode, type ListedIds, type Page } from '../common/list-position';
-import { formatSnapshotId, formatVolumeId, poolIdPrefix } from '../common/names';
+import { formatGroupSnapshotId, formatSnapshotId, formatVolumeId, poolIdPrefix } from '../common/names';
 import { listOptions } from './node-work';
 
 /**
@@ -33,6 +33,8 @@ export interface ListedSnapshot {
   nodeId: string;
   sizeBytes: number;
   createdAt: string;
+  /** A member of this group snapshot (g1_ ID): deleted with its group only. */
+  groupSnapshotId?: string;
 }
 
 export interface ListVolumesPage extends Omit<Page<ListedVolume>, 'entries'> {
@@ -125,6 +127,15 @@ function listedSnapshots(answer: NodeSnapshotList): ListedSnapshot[] {
     nodeId: answer.nodeId,
     sizeBytes: snapshot.sizeBytes,
     createdAt: snapshot.createdAt,
+    ...(snapshot.groupKey === undefined
+      ? {}
+      : {
+          groupSnapshotId: formatGroupSnapshotId({
+            nodeId: answer.nodeId,
+            poolIdPrefix: prefix,
+            key: snapshot.groupKey,
+          }),
+        }),
   }));
 }
 

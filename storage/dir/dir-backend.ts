@@ -20,6 +20,7 @@ import type { PoolBackendOptions } from '../pool/pool-backend';
 import type { NewIdentity, PoolLayout } from '../pool/pool-layout';
 import { LAST_PROJECT_ID, listRecords, writeRecord } from '../pool/records';
 import type { StoredRecord, VolumeShape } from '../pool/records';
+import { assertNotInUse } from '../pool/staging';
 import type { Attachment, VolumeAccess, VolumeRef } from '../pool/staging';
 import type { CopyOrigin } from '../pool/volumes';
 
@@ -102,6 +103,31 @@ export class DirBackend extends PoolBackend {
    */
   async copyToSnapshot(source: StoredRecord, target: string, budgetMs: number): Promise<void> {
     await copyTree(this.layout.volumeDir(source.key), target, budgetMs);
+  }
+
+  /**
+   * A group snapshot promises one instant for all its members, and no dir volume can be frozen on its own: one in
+   * use (staged or mounted) could be written while the others are copied, so the group is refused
+   * (FailedPrecondition, before anything is copied); members nobody uses are copied one after the other, which is
+   * of one instant since nothing writes to them.
+   */
+  async copyGroupToSnapshots(members: { source: StoredRecord; target: string }[], budgetMs: number): Promise<void> {
+    for (const { source } of members) {
+      try {
+        await assertNotInUse(this.access, source);
+      } catch (error) {
+        if (!(error instanceof DriverError)) throw error;
+        throw new DriverError(
+          FailureType.FailedPrecondition,
+          `a group snapshot of dir volumes is made only of volumes nobody uses (a directory cannot be frozen on its ` +
+            `own, so the copies would not be of one instant): ${error.message}`,
+        );
+      }
+    }
+    const deadline = Date.now() + budgetMs;
+    for (const { source, target } of members) {
+      await copyTree(this.layout.volumeDir(source.key), target, Math.max(1, deadline - Date.now()));
+    }
   }
 
   /**

@@ -47,6 +47,13 @@ import {
 
 export type LoopBackendOptions = PoolBackendOptions;
 
+/** A volume's filesystem at the mount point it is frozen through. */
+interface Frozen {
+  key: string;
+  mountPoint: string;
+  majorMinor: string;
+}
+
 /** The loop driver sizes devices in 512-byte sectors; the file is rounded up so the device is never short. */
 const SECTOR = 512;
 
@@ -165,13 +172,99 @@ export class LoopBackend extends PoolBackend {
   }
 
   /**
+   * A group snapshot: every member's filesystem that is mounted frozen (each through the same guarded choice of mount
+   * point as a single copy, mountedFilesystem, and journaled first), then each image copied, then all thawed, in
+   * that order and in one call, so the copies are of one instant: no write lands on any member between the first
+   * copy and the last. A member mounted nowhere is not written to meanwhile. A member staged for raw block access
+   * cannot be frozen: with reflinks, one such member is taken by a single reflink inside the others' freeze (the
+   * instant of its FICLONE is then the group's); two would be taken at two instants, so the group is refused, and on a
+   * pool without reflinks so is any such member (a block copy of a device in use is torn). Every refusal is
+   * FailedPrecondition, made before anything is frozen or copied (but for the reflink probe, which copies nothing).
+   */
+  async copyGroupToSnapshots(members: { source: StoredRecord; target: string }[], budgetMs: number): Promise<void> {
+    const deadline = Date.now() + budgetMs;
+    const left = () => Math.max(1, deadline - Date.now());
+    const plans: { source: StoredRecord; target: string; image: string; rawInUse: boolean; mounted?: Frozen }[] = [];
+    for (const { source, target } of members) {
+      const staging = await readStaging(this.layout, source.key);
+      const rawInUse = staging?.accessType === 'block';
+      const mounted =
+        rawInUse || source.accessType === 'block'
+          ? undefined
+          : await this.mountedFilesystem(source, staging?.stagingPath);
+      plans.push({ source, target, image: this.layout.volumeImage(source.key), rawInUse, mounted });
+    }
+    const raw = plans.filter((plan) => plan.rawInUse).map((plan) => plan.source.key);
+    if (raw.length > 1) {
+      throw new DriverError(
+        FailureType.FailedPrecondition,
+        `volumes ${raw.join(', ')} are staged for raw block access: the node cannot freeze them, so their copies ` +
+          'would be of different instants; a group snapshot takes at most one volume in use as a raw block device ' +
+          '(unstage the others, or snapshot them apart)',
+      );
+    }
+    const frozen: Frozen[] = [];
+    let failure: { error: unknown } | undefined;
+    try {
+      for (const plan of plans) {
+        if (!plan.mounted) continue;
+        await this.freeze(plan.source.key, plan.mounted);
+        frozen.push(plan.mounted);
+      }
+      let reflinks = true;
+      for (const plan of plans) {
+        if (reflinks && (await cloneImage(plan.image, plan.target, left()))) continue;
+        reflinks = false;
+        if (raw.length > 0) {
+          throw new DriverError(
+            FailureType.FailedPrecondition,
+            `volume ${raw[0]} is staged for raw block access, and pool ${this.layout.root}'s filesystem has no ` +
+              'reflinks (XFS with reflink=1 or btrfs have them): without one the node cannot take a consistent copy ' +
+              'of a device in use; unstage it (stop the pods using it) and try again',
+          );
+        }
+        await copyImage(plan.image, plan.target, left());
+      }
+    } catch (error) {
+      failure = { error };
+    }
+    // Every member is thawed, whatever failed (the thaw of one failing too); a failed thaw leaves its record for the
+    // next call or open() (journal.ts).
+    const thawFailures: unknown[] = [];
+    for (const entry of frozen.reverse()) {
+      try {
+        await thawFilesystem(entry.mountPoint);
+        await removeFreeze(this.layout, entry.key);
+      } catch (error) {
+        thawFailures.push(error);
+      }
+    }
+    if (failure) throw failure.error;
+    if (thawFailures.length > 0) throw thawFailures[0];
+  }
+
+  /** Journals the freeze, then freezes; a freeze that fails leaves no record. */
+  private async freeze(key: string, mounted: Frozen): Promise<void> {
+    await writeFreeze(this.layout, {
+      key,
+      mountPoint: mounted.mountPoint,
+      majorMinor: mounted.majorMinor,
+      bootId: await currentBootId(),
+      at: new Date().toISOString(),
+    });
+    try {
+      await freezeFilesystem(mounted.mountPoint);
+    } catch (error) {
+      await removeFreeze(this.layout, key);
+      throw error;
+    }
+  }
+
+  /**
    * Where the volume's filesystem is mounted, to freeze it through (the staging path first): a mount point whose
    * top mount, and whose own path, are of the volume's device. Undefined when it is mounted nowhere.
    */
-  private async mountedFilesystem(
-    source: StoredRecord,
-    stagingPath: string | undefined,
-  ): Promise<{ mountPoint: string; majorMinor: string } | undefined> {
+  private async mountedFilesystem(source: StoredRecord, stagingPath: string | undefined): Promise<Frozen | undefined> {
     const device = (await this.access.find(source))?.device;
     if (!device) return undefined; // not attached: not mounted
     const majorMinor = majorMinorOf((await fs.stat(device, { bigint: true })).rdev);
@@ -195,7 +288,7 @@ export class LoopBackend extends PoolBackend {
           `refusing to freeze ${mountPoint}: it holds pool ${this.layout.root}`,
         );
       }
-      return { mountPoint, majorMinor };
+      return { key: source.key, mountPoint, majorMinor };
     }
     // Mounted, so maybe written to, but only under other mounts: no path reaches it to freeze it.
     throw new DriverError(

@@ -57,6 +57,19 @@ export interface SnapshotRecord {
   /** Loop: the source volume's access type and filesystem, which a volume restored from it keeps. */
   accessType?: AccessType;
   fsType?: string;
+  /**
+   * A member of a group snapshot (docs/snapshots.md, "Group snapshots"): the group's key. Such a copy is deleted with
+   * its group only (DeleteSnapshot of it is FailedPrecondition, as CSI lets a plugin say).
+   */
+  groupKey?: string;
+}
+
+/** A group snapshot: one copy per member volume, taken at one instant (CreateVolumeGroupSnapshot). */
+export interface CreateGroupSnapshotSpec {
+  groupKey: string;
+  /** The CO's name for the group; each member is recorded as `<name>/<source key>`. */
+  name: string;
+  members: { snapshotKey: string; sourceKey: string }[];
 }
 
 export interface CreateSnapshotSpec {
@@ -216,8 +229,21 @@ export interface StorageBackend {
    * snapshot of another volume: AlreadyExists. Source absent: NotFound. No room: ResourceExhausted.
    */
   createSnapshot(spec: CreateSnapshotSpec): Promise<SnapshotRecord>;
-  /** 'absent' when the pool holds no such snapshot. Never touches anything outside the pool. */
-  deleteSnapshot(key: string): Promise<'deleted' | 'absent'>;
+  /**
+   * 'absent' when the pool holds no such snapshot. Never touches anything outside the pool. A member of a group
+   * snapshot is FailedPrecondition unless `asMember` (a written-off copy the node's record deletes).
+   */
+  deleteSnapshot(key: string, options?: { asMember?: boolean }): Promise<'deleted' | 'absent'>;
+  /**
+   * Copies every member volume at one instant, each into a snapshot of the group (storage/pool/snapshots.ts):
+   * the same key, name and members again returns the members made; a partial group a crash left is made again.
+   */
+  createGroupSnapshot(spec: CreateGroupSnapshotSpec): Promise<SnapshotRecord[]>;
+  /**
+   * Deletes every member of the group; `memberKeys` must be exactly the members the pool holds for it
+   * (InvalidArgument otherwise). 'absent' when none is held.
+   */
+  deleteGroupSnapshot(groupKey: string, memberKeys: string[]): Promise<'deleted' | 'absent'>;
   /** Absent: undefined. */
   getSnapshot(key: string): Promise<SnapshotRecord | undefined>;
   /** Sorted by key. */
@@ -229,7 +255,7 @@ export interface StorageBackend {
   listSnapshotPage(
     afterKey: string | undefined,
     limit: number,
-    only?: { key?: string; sourceKey?: string },
+    only?: { key?: string; sourceKey?: string; groupKey?: string },
   ): Promise<SnapshotPage>;
   /** Releases the pool (its lock) and waits for calls in progress; open() may be called again afterwards. */
   close(): Promise<void>;

@@ -16,6 +16,7 @@ import { DriverError, FailureType } from '../../common/failures';
 import { formatBytes } from '../../common/quantity';
 import type {
   BackendCapabilities,
+  CreateGroupSnapshotSpec,
   CreateSnapshotSpec,
   CreateVolumeSpec,
   ExpandResult,
@@ -45,7 +46,14 @@ import type { NewIdentity, PoolIdentity, PoolLock } from './pool-layout';
 import { publish, unpublish, volumeStats } from './publishing';
 import { assertCreateVolumeSpec, isSize, mustReadVolume, readRecord } from './records';
 import type { StoredRecord, VolumeShape } from './records';
-import { createSnapshot, deleteSnapshot, assertCreateSnapshotSpec, readSnapshot } from './snapshots';
+import {
+  createGroupSnapshot,
+  createSnapshot,
+  deleteGroupSnapshot,
+  deleteSnapshot,
+  assertCreateSnapshotSpec,
+  readSnapshot,
+} from './snapshots';
 import type { StoredSnapshot } from './snapshots';
 import { restageAll, stage, unstage } from './staging';
 import type { VolumeAccess } from './staging';
@@ -123,6 +131,12 @@ export abstract class PoolBackend implements StorageBackend {
    * pool held (no call changes the source meanwhile: CopiesInFlight), within budgetMs.
    */
   abstract copyToSnapshot(source: StoredRecord, target: string, budgetMs: number): Promise<void>;
+  /**
+   * A group snapshot's copies (snapshots.ts, createGroupSnapshot): each member's data to its target, all of one
+   * instant (docs/snapshots.md, "Group snapshots"), without the pool held, within budgetMs for them all. A member
+   * the backend cannot take at that instant with the others: FailedPrecondition, before anything is copied.
+   */
+  abstract copyGroupToSnapshots(members: { source: StoredRecord; target: string }[], budgetMs: number): Promise<void>;
   /**
    * Frees everything the volume of `intent` holds in the pool: the delete it records, or the create it rolls back
    * (journal.ts, settleIntent). Idempotent.
@@ -248,9 +262,21 @@ export abstract class PoolBackend implements StorageBackend {
     return this.toSnapshot(await createSnapshot(this, spec));
   }
 
-  async deleteSnapshot(key: string): Promise<'deleted' | 'absent'> {
+  async deleteSnapshot(key: string, options: { asMember?: boolean } = {}): Promise<'deleted' | 'absent'> {
     assertSnapshotKey(key);
-    return this.locked(() => deleteSnapshot(this, key));
+    return this.locked(() => deleteSnapshot(this, key, options));
+  }
+
+  async createGroupSnapshot(spec: CreateGroupSnapshotSpec): Promise<SnapshotRecord[]> {
+    assertGroupSpec(spec);
+    return (await createGroupSnapshot(this, spec)).map((record) => this.toSnapshot(record));
+  }
+
+  async deleteGroupSnapshot(groupKey: string, memberKeys: string[]): Promise<'deleted' | 'absent'> {
+    assertSnapshotKey(groupKey);
+    if (!Array.isArray(memberKeys)) throw new DriverError(FailureType.InvalidArgument, 'member keys are required');
+    for (const key of memberKeys) assertSnapshotKey(key);
+    return this.locked(() => deleteGroupSnapshot(this, groupKey, memberKeys));
   }
 
   async getSnapshot(key: string): Promise<SnapshotRecord | undefined> {
@@ -268,12 +294,13 @@ export abstract class PoolBackend implements StorageBackend {
   async listSnapshotPage(
     afterKey: string | undefined,
     limit: number,
-    only: { key?: string; sourceKey?: string } = {},
+    only: { key?: string; sourceKey?: string; groupKey?: string } = {},
   ): Promise<SnapshotPage> {
     assertPageLimit(limit);
     const matches = (record: StoredSnapshot) =>
       (only.key === undefined || record.key === only.key) &&
-      (only.sourceKey === undefined || record.sourceKey === only.sourceKey);
+      (only.sourceKey === undefined || record.sourceKey === only.sourceKey) &&
+      (only.groupKey === undefined || record.groupKey === only.groupKey);
     return this.locked(async () => {
       const { entries, more } = (await this.indexes.snapshots()).page(afterKey, limit, matches);
       return { snapshots: entries.map((record) => this.toSnapshot(record)), more };
@@ -415,5 +442,23 @@ class AsyncMutex {
       () => void this.pending--,
     );
     return result;
+  }
+}
+
+/** Throws InvalidArgument; runs before anything touches the filesystem. */
+function assertGroupSpec(spec: unknown): asserts spec is CreateGroupSnapshotSpec {
+  const { groupKey, name, members } = (spec ?? {}) as Partial<Record<keyof CreateGroupSnapshotSpec, unknown>>;
+  assertSnapshotKey(groupKey);
+  if (typeof name !== 'string' || name === '') {
+    throw new DriverError(FailureType.InvalidArgument, 'group snapshot name must be a non-empty string');
+  }
+  if (!Array.isArray(members) || members.length === 0) {
+    throw new DriverError(FailureType.InvalidArgument, 'a group snapshot needs at least one member volume');
+  }
+  for (const member of members) assertCreateSnapshotSpec({ ...(member as object), name });
+  const sources = new Set(members.map((member: { sourceKey: string }) => member.sourceKey));
+  const keys = new Set(members.map((member: { snapshotKey: string }) => member.snapshotKey));
+  if (sources.size !== members.length || keys.size !== members.length) {
+    throw new DriverError(FailureType.InvalidArgument, 'a group snapshot names each volume and each key once');
   }
 }

@@ -10,8 +10,8 @@
 import { promises as fs } from 'node:fs';
 import { copyTimeMs } from '../../common/copy-budget';
 import { DriverError, FailureType } from '../../common/failures';
-import type { CreateSnapshotSpec, SnapshotRecord } from './backend';
-import { createDir, jsonFields, pathExists, readJson, writeJsonAtomic } from '../host/files';
+import type { CreateGroupSnapshotSpec, CreateSnapshotSpec, SnapshotRecord } from './backend';
+import { createDir, jsonFields, pathExists, readJson, removeFile, writeJsonAtomic } from '../host/files';
 import { settleSnapshotIntent, writeSnapshotIntent, type SnapshotIntent } from './journal';
 import type { PoolBackend } from './pool-backend';
 import { assertSnapshotKey, assertVolumeKey, isVolumeKey, keyOfJsonFileName } from './pool-layout';
@@ -45,11 +45,13 @@ function parseSnapshot(value: unknown, key: string, file: string): StoredSnapsho
     !isVolumeKey(sourceKey) ||
     !isSize(sizeBytes) ||
     typeof createdAt !== 'string' ||
-    !isShape(shape)
+    !isShape(shape) ||
+    (record.groupKey !== undefined && !isVolumeKey(record.groupKey))
   ) {
     throw new DriverError(FailureType.Internal, `${file} is not a snapshot record for key ${key}`);
   }
-  return { key, name, sourceKey, sizeBytes, createdAt, ...storedShape(shape) };
+  const group = record.groupKey === undefined ? {} : { groupKey: record.groupKey as string };
+  return { key, name, sourceKey, sizeBytes, createdAt, ...storedShape(shape), ...group };
 }
 
 export async function readSnapshot(layout: PoolLayout, key: string): Promise<StoredSnapshot | undefined> {
@@ -59,7 +61,7 @@ export async function readSnapshot(layout: PoolLayout, key: string): Promise<Sto
 }
 
 export async function writeSnapshot(layout: PoolLayout, record: StoredSnapshot): Promise<void> {
-  const { key, name, sourceKey, sizeBytes, createdAt } = record;
+  const { key, name, sourceKey, sizeBytes, createdAt, groupKey } = record;
   await writeJsonAtomic(layout.snapshotRecordFile(key), {
     key,
     name,
@@ -67,6 +69,7 @@ export async function writeSnapshot(layout: PoolLayout, record: StoredSnapshot):
     sizeBytes,
     createdAt,
     ...storedShape(record),
+    ...(groupKey === undefined ? {} : { groupKey }),
   });
 }
 
@@ -175,8 +178,16 @@ async function beginSnapshot(pool: PoolBackend, spec: CreateSnapshotSpec): Promi
   return { intent, record, source, done };
 }
 
-/** 'deleted' also when an earlier call that failed part way was just finished by settling the journal. */
-export async function deleteSnapshot(pool: PoolBackend, key: string): Promise<'deleted' | 'absent'> {
+/**
+ * 'deleted' also when an earlier call that failed part way was just finished by settling the journal. A member of a
+ * group snapshot is deleted with its group only (FailedPrecondition), unless `asMember`: its group's deletion, or a
+ * written-off copy the node's record deletes.
+ */
+export async function deleteSnapshot(
+  pool: PoolBackend,
+  key: string,
+  options: { asMember?: boolean } = {},
+): Promise<'deleted' | 'absent'> {
   const { layout, indexes } = pool;
   pool.copies.assertSnapshotFree(key, `delete snapshot ${key}`);
   const { reconciled } = await indexes.settle();
@@ -185,6 +196,13 @@ export async function deleteSnapshot(pool: PoolBackend, key: string): Promise<'d
   );
   const record = await readSnapshot(layout, key);
   if (!record && !(await pathExists(layout.snapshotDir(key)))) return finishedNow ? 'deleted' : 'absent';
+  if (record?.groupKey !== undefined && !options.asMember) {
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `snapshot ${key} ("${record.name}") is a member of group snapshot ${record.groupKey} and is deleted with it ` +
+        'only: delete the VolumeGroupSnapshot (DeleteVolumeGroupSnapshot)',
+    );
+  }
   const intent: SnapshotIntent = {
     op: 'delete',
     key,
@@ -199,4 +217,186 @@ export async function deleteSnapshot(pool: PoolBackend, key: string): Promise<'d
   });
   indexes.removeSnapshot(key);
   return 'deleted';
+}
+
+/* Group snapshots: one copy per member volume, all at one instant (docs/snapshots.md, "Group snapshots"). */
+
+/**
+ * Each member is a snapshot of its own (its own intent, record and copy, so listing, restoring and the journal
+ * treat it as any snapshot), recorded with the group's key. The members are journaled, then copied together by the
+ * backend (copyGroupToSnapshots: every filesystem frozen, each image copied, all thawed), then recorded together:
+ * every record is written before any intent is removed, and a failure removes the records already written, so a
+ * group is recorded whole or not at all. Only a crash between two record writes can leave part of a group recorded
+ * (open() keeps a create whose record exists); the retry of the same group finds it partial, deletes those members
+ * and copies the whole group again, so its members are still of one instant.
+ */
+export async function createGroupSnapshot(pool: PoolBackend, spec: CreateGroupSnapshotSpec): Promise<StoredSnapshot[]> {
+  const begun = await pool.locked(() => beginGroup(pool, spec));
+  if (!('copies' in begun)) return begun.made;
+  const { copies, done } = begun;
+  const { layout, indexes } = pool;
+  const budgetMs = copies.reduce(
+    (sum, copy) => sum + copyTimeMs(pool.allocatedBytes(copy.source.capacityBytes), pool.copyBudget),
+    0,
+  );
+  await pool.copies.finish(done, {
+    make: () =>
+      pool.copyGroupToSnapshots(
+        copies.map((copy) => ({ source: copy.source, target: pool.snapshotDataPath(copy.record.key) })),
+        budgetMs,
+      ),
+    record: async () => {
+      for (const copy of copies) await writeSnapshot(layout, copy.record);
+      for (const copy of copies) await settleSnapshotIntent(layout, copy.intent);
+      const index = await indexes.snapshots();
+      for (const copy of copies) index.put(copy.record);
+    },
+    rollBack: async () => {
+      for (const copy of copies) await removeFile(layout.snapshotRecordFile(copy.record.key));
+      for (const copy of copies) await settleSnapshotIntent(layout, copy.intent);
+    },
+  });
+  return copies.map((copy) => copy.record);
+}
+
+function memberName(groupName: string, sourceKey: string): string {
+  return `${groupName}/${sourceKey}`;
+}
+
+/** The checks and the members' intents, with the pool held: the members made earlier, or the copies to make. */
+async function beginGroup(
+  pool: PoolBackend,
+  spec: CreateGroupSnapshotSpec,
+): Promise<{ made: StoredSnapshot[] } | { copies: SnapshotCopy[]; done: () => void }> {
+  const { layout, indexes, copies } = pool;
+  const { groupKey, name, members } = spec;
+  await indexes.settle();
+  const snapshots = await indexes.snapshots();
+  const ofGroup = snapshots.all().filter((record) => record.groupKey === groupKey);
+  const sameMembers =
+    ofGroup.length === members.length &&
+    members.every((member) =>
+      ofGroup.some(
+        (record) =>
+          record.key === member.snapshotKey &&
+          record.sourceKey === member.sourceKey &&
+          record.name === memberName(name, member.sourceKey),
+      ),
+    );
+  if (sameMembers) return { made: members.map((member) => ofGroup.find((r) => r.key === member.snapshotKey)!) };
+  for (const member of members) {
+    const taken = snapshots.get(member.snapshotKey) ?? snapshots.byName(memberName(name, member.sourceKey));
+    if (taken && taken.groupKey !== groupKey) {
+      throw new DriverError(
+        FailureType.AlreadyExists,
+        `snapshot "${taken.name}" (key ${taken.key}) already exists, of volume ${taken.sourceKey}; group snapshot ` +
+          `"${name}" (key ${groupKey}) asked for key ${member.snapshotKey} of volume ${member.sourceKey}`,
+      );
+    }
+    copies.assertSnapshotFree(member.snapshotKey, `create group snapshot "${name}"`);
+  }
+  const sources: StoredRecord[] = [];
+  for (const member of members) {
+    const source = await readRecord(layout, member.sourceKey);
+    if (!source) {
+      throw new DriverError(FailureType.NotFound, `volume ${member.sourceKey} does not exist in pool ${layout.root}`);
+    }
+    copies.assertVolumeFree(member.sourceKey, `snapshot volume ${member.sourceKey} in group "${name}"`);
+    sources.push(source);
+  }
+  // A part of this group a crash left recorded (see createGroupSnapshot): removed, and the whole group copied again.
+  for (const partial of ofGroup) await deleteSnapshot(pool, partial.key, { asMember: true });
+  for (const member of members) {
+    if (await pathExists(layout.snapshotDir(member.snapshotKey))) {
+      throw new DriverError(
+        FailureType.FailedPrecondition,
+        `${layout.snapshotDir(member.snapshotKey)} exists without a record; remove it by hand to reuse snapshot key ` +
+          member.snapshotKey,
+      );
+    }
+  }
+  const reservedBytes = sources.reduce((sum, source) => sum + pool.allocatedBytes(source.capacityBytes), 0);
+  await pool.assertRoom(reservedBytes, `group snapshot "${name}" of ${members.length} volumes`);
+  const at = new Date().toISOString();
+  const made: SnapshotCopy[] = [];
+  const dones: (() => void)[] = [];
+  try {
+    for (const [index, member] of members.entries()) {
+      const source = sources[index]!;
+      const { snapshotKey: key, sourceKey } = member;
+      const intent: SnapshotIntent = {
+        op: 'create',
+        key,
+        name: memberName(name, sourceKey),
+        sourceKey,
+        sizeBytes: source.capacityBytes,
+        at,
+      };
+      const record: StoredSnapshot = {
+        key,
+        name: intent.name,
+        sourceKey,
+        sizeBytes: source.capacityBytes,
+        createdAt: at,
+        ...storedShape(source),
+        groupKey,
+      };
+      await indexes.changing(async () => {
+        await writeSnapshotIntent(layout, intent);
+        await createDir(layout.snapshotDir(key));
+      });
+      made.push({ intent, record, source, done: () => undefined });
+      dones.push(
+        copies.begin({
+          source: { volumeKey: sourceKey },
+          target: { snapshotKey: key, name: intent.name },
+          reservedBytes: pool.allocatedBytes(source.capacityBytes),
+        }),
+      );
+    }
+  } catch (error) {
+    for (const copy of made) await settleSnapshotIntent(layout, copy.intent).catch(() => undefined);
+    for (const done of dones) done();
+    throw error;
+  }
+  return { copies: made, done: () => dones.forEach((done) => done()) };
+}
+
+/**
+ * Deletes every member of the group, each as a snapshot is deleted (journaled). The CO names the members it knows
+ * (DeleteVolumeGroupSnapshotRequest.snapshot_ids): a group the pool holds with other members is InvalidArgument, and
+ * nothing is deleted; none held (deleted earlier, or never made) is 'absent'.
+ */
+export async function deleteGroupSnapshot(
+  pool: PoolBackend,
+  groupKey: string,
+  memberKeys: string[],
+): Promise<'deleted' | 'absent'> {
+  const { indexes } = pool;
+  for (const key of memberKeys) pool.copies.assertSnapshotFree(key, `delete group snapshot ${groupKey}`);
+  await indexes.settle();
+  const snapshots = await indexes.snapshots();
+  const held = snapshots.all().filter((record) => record.groupKey === groupKey);
+  const strangers = memberKeys.flatMap((key) => {
+    const record = snapshots.get(key);
+    return record && record.groupKey !== groupKey ? [key] : [];
+  });
+  const unnamed = held.filter((record) => !memberKeys.includes(record.key)).map((record) => record.key);
+  if (strangers.length > 0 || unnamed.length > 0) {
+    throw new DriverError(
+      FailureType.InvalidArgument,
+      `snapshot_ids do not match group snapshot ${groupKey}: ` +
+        [
+          strangers.length > 0 ? `${strangers.join(', ')} are not its members` : '',
+          unnamed.length > 0 ? `its members ${unnamed.join(', ')} are not named` : '',
+        ]
+          .filter(Boolean)
+          .join('; '),
+    );
+  }
+  let deleted = false;
+  for (const key of memberKeys) {
+    if ((await deleteSnapshot(pool, key, { asMember: true })) === 'deleted') deleted = true;
+  }
+  return deleted ? 'deleted' : 'absent';
 }

@@ -15,6 +15,7 @@ import { call, withDeadline } from '../../csi/client';
 import { recordCreateScenarios } from './create-scenarios';
 import { recordSnapshotScenarios, type Recording } from './snapshot-scenarios';
 import { recordForgetScenarios } from './forget-scenarios';
+import { recordGroupSnapshotScenarios } from './group-snapshot-scenarios';
 import { eventually } from '../support/eventually';
 
 /**
@@ -23,7 +24,8 @@ import { eventually } from '../support/eventually';
  * node with no record ended by `nodes forget`, an expansion, a node record through offline, online, a forget signal
  * refused while live and a renewal, creates whose first try dies on the node (create-scenarios.ts: completion,
  * forget, a notice naming another node), snapshots, a restore, every listing and a record deleting what was written
- * off (snapshot-scenarios.ts), a forgotten node's return and a restore its forget ended (forget-scenarios.ts).
+ * off (snapshot-scenarios.ts), group snapshots made, deleted and ended by a forget (group-snapshot-scenarios.ts), a
+ * forgotten node's return and a restore its forget ended (forget-scenarios.ts).
  * replay.test.ts fails when a workflow type or a patch has no fixture. Run it after a deliberate, patched() change
  * to workflow code (docs/workflow-changes.md): `node dist/test/replay/record-histories.js`. The histories of a
  * release stay in a folder of their own (release-0.2.0/ once a later change records over these), replayed too.
@@ -38,7 +40,8 @@ async function main(): Promise<void> {
   try {
     await cluster.startNode('node-1');
     const node2 = await cluster.startNode('node-2');
-    const clients = cluster.csi((await cluster.startController('controller', ['--snapshots'])).endpoint);
+    const controller = await cluster.startController('controller', ['--snapshots']);
+    const clients = cluster.csi(controller.endpoint);
     // The creates that die on their node, and the snapshots, run on nodes of their own, alongside the rest.
     const createScenarios = recordCreateScenarios(cluster, clients, await cluster.temporal());
     createScenarios.catch(() => undefined); // awaited below; a failure there must not go unhandled meanwhile
@@ -46,6 +49,13 @@ async function main(): Promise<void> {
     snapshotScenarios.catch(() => undefined);
     const forgetScenarios = recordForgetScenarios(cluster, await cluster.temporal());
     forgetScenarios.catch(() => undefined);
+    const groupScenarios = recordGroupSnapshotScenarios(
+      cluster,
+      clients,
+      controller.endpoint,
+      await cluster.temporal(),
+    );
+    groupScenarios.catch(() => undefined);
     const created = await retryLikeCo(() =>
       createVolume(clients, createRequest('pvc-recorded', undefined, onNode('node-1'))),
     );
@@ -110,8 +120,13 @@ async function main(): Promise<void> {
       // The node record continued as new: its first run holds the offline/online history.
       'node-presence': { workflowId: nodeRecord, runId: await firstRun(temporal, nodeRecord) },
       ...(await snapshotScenarios),
+      ...(await groupScenarios),
     };
+    // `--only TEXT`: write only the fixtures whose names contain it (a new workflow type's, without re-recording the
+    // released ones); every scenario still runs.
+    const only = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1] : undefined;
     for (const [name, { workflowId, runId }] of Object.entries(recordings)) {
+      if (only !== undefined && !name.includes(only)) continue;
       // Binary protobuf: the SDK's JSON helpers trip over its two protobufjs copies; the encoding does not.
       const history = await temporal.workflow.getHandle(workflowId, runId).fetchHistory();
       const events = history.events?.length ?? 0;

@@ -30,11 +30,6 @@ export const ALLOWED_SKIPS: readonly AllowedSkip[] = [
       'Not advertised: a snapshot is on its source volume node, and a volume made from it is placed there ' +
       '(docs/snapshots.md); CreateSnapshot takes no accessibility requirements.',
   },
-  {
-    message: 'GroupControllerService not supported',
-    configs: 'all',
-    reason: 'No group snapshots: the GroupController service is not served.',
-  },
   { message: 'ControllerPublishVolume not supported', configs: 'all', reason: NO_ATTACH },
   { message: 'ControllerUnpublishVolume not supported', configs: 'all', reason: NO_ATTACH },
   { message: 'Controller Publish, UnpublishVolume not supported', configs: 'all', reason: NO_ATTACH },

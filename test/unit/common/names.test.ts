@@ -15,9 +15,12 @@ describe('workflow names', () => {
       'expandVolume',
       'createSnapshot',
       'deleteSnapshot',
+      'createVolumeGroupSnapshot',
+      'deleteVolumeGroupSnapshot',
     ]);
     expect(operationTypesClause()).toBe(
-      'WorkflowType IN ("createVolume", "deleteVolume", "expandVolume", "createSnapshot", "deleteSnapshot")',
+      'WorkflowType IN ("createVolume", "deleteVolume", "expandVolume", "createSnapshot", "deleteSnapshot", ' +
+        '"createVolumeGroupSnapshot", "deleteVolumeGroupSnapshot")',
     );
   });
 

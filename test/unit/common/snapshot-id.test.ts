@@ -1,7 +1,9 @@
 import {
   MAX_NODE_ID_LENGTH,
   SNAPSHOT_ID_MAX_BYTES,
+  formatGroupSnapshotId,
   formatSnapshotId,
+  parseGroupSnapshotId,
   parseSnapshotId,
   formatVolumeId,
   type SnapshotIdParts,
@@ -67,5 +69,27 @@ describe('snapshot keys', () => {
       expect(parseSnapshotId(formatSnapshotId({ ...PARTS, key }))).toBeDefined();
     }
     expect(new Set(keys).size).toBe(keys.length);
+  });
+});
+
+describe('group snapshot IDs', () => {
+  it('join g1, node, pool prefix and group key, parse back without a lookup, and are no snapshot or volume ID', () => {
+    const id = formatGroupSnapshotId(PARTS);
+    expect(id).toBe(`g1_worker-1_${PREFIX}_${KEY}`);
+    expect(parseGroupSnapshotId(id)).toEqual(PARTS);
+    expect(parseSnapshotId(id)).toBeUndefined();
+    expect(parseGroupSnapshotId(formatSnapshotId(PARTS))).toBeUndefined();
+    expect(parseGroupSnapshotId(formatVolumeId(PARTS))).toBeUndefined();
+    const longest = formatGroupSnapshotId({ ...PARTS, nodeId: nodeIdOfLength(MAX_NODE_ID_LENGTH) });
+    expect(Buffer.byteLength(longest)).toBeLessThanOrEqual(128);
+    for (const bad of [
+      '',
+      'g1_nonsense',
+      `g1_Worker_${PREFIX}_${KEY}`,
+      `g1_w_${PREFIX}_${KEY.slice(1)}`,
+      `g2_w_${PREFIX}_${KEY}`,
+    ]) {
+      expect(parseGroupSnapshotId(bad)).toBeUndefined();
+    }
   });
 });

@@ -2,13 +2,15 @@ import { OPERATION_WORKFLOW_TYPES } from '../../../common/names';
 import { operationName } from '../../../operations/pending-operations';
 
 describe('the operation names operators read', () => {
-  it('name each operation type, snapshots as snapshot-create and snapshot-delete', () => {
+  it('name each operation type, snapshots as snapshot-create and snapshot-delete, groups as group-snapshot-*', () => {
     expect(OPERATION_WORKFLOW_TYPES.map((type) => operationName(type, undefined))).toEqual([
       'create',
       'delete',
       'expand',
       'snapshot-create',
       'snapshot-delete',
+      'group-snapshot-create',
+      'group-snapshot-delete',
     ]);
   });
 
