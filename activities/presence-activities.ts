@@ -77,17 +77,21 @@ export function createPresenceActivities(deps: PresenceDeps) {
       // the report the record used. The heartbeats carry the pool's figures, so readers see them this fresh.
       const everyMs = presenceHeartbeatEveryMs(context.info.heartbeatTimeoutMs || PRESENCE_HEARTBEAT_TIMEOUT_MS);
       const until = Date.now() + HOLD_FOR_MS;
-      let sent: { report: NodeReport; at: number } | undefined;
+      let sent: NodeReport | undefined;
+      let dueAt = 0;
       for (;;) {
         const report = await currentReport();
         if (leaving || Date.now() >= until) return { report, leaving };
         // Due, or the pool's figures changed: placement reads them from the last heartbeat, so a create or delete
         // shows within FIGURES_EVERY_MS as it did before 0.3.0, while an idle node heartbeats only when due.
-        if (!sent || Date.now() - sent.at >= everyMs - TIMER_SLACK_MS || !sameFigures(sent.report, report)) {
+        if (!sent || Date.now() >= dueAt - TIMER_SLACK_MS || !sameFigures(sent, report)) {
           context.heartbeat(report);
-          sent = { report, at: Date.now() };
+          // The hold's first interval is cut short at random: agents that started together (a cold start of a
+          // cluster, a control plane back) would otherwise heartbeat in step, every node in the same second.
+          dueAt = Date.now() + (sent ? everyMs : everyMs * (0.5 + 0.5 * Math.random()));
+          sent = report;
         }
-        const wait = Math.max(0, Math.min(FIGURES_EVERY_MS, sent.at + everyMs - Date.now()));
+        const wait = Math.max(0, Math.min(FIGURES_EVERY_MS, dueAt - Date.now()));
         try {
           await Promise.race([context.sleep(wait), deps.leaving]);
         } catch (error) {
