@@ -4,7 +4,7 @@ import type { NodeView } from '../common/names';
 import { isListPosition } from '../common/list-position';
 import type { VolumeOperations } from '../operations/volume-operations';
 import { formatBytes } from '../common/quantity';
-import type { DeleteVolumeResult } from '../workflows/deletion';
+import type { DeleteVolumeResult } from '../workflows/node-work';
 import type { CreateVolumeRequest__Output } from './generated/csi/v1/CreateVolumeRequest';
 import type { CreateVolumeResponse } from './generated/csi/v1/CreateVolumeResponse';
 import type { DeleteVolumeRequest__Output } from './generated/csi/v1/DeleteVolumeRequest';

@@ -22,7 +22,7 @@ import type { NodeSnapshotFilter } from '../activities/node-activities';
 import { readNodeRecord, type NodeRecordView } from '../node-records/reads';
 import type * as workflows from '../workflows';
 import type { CreateSnapshotResult } from '../workflows/create-snapshot';
-import type { DeleteSnapshotResult } from '../workflows/deletion';
+import type { DeleteSnapshotResult } from '../workflows/node-work';
 import type { ListSnapshotsPage, ListedSnapshot } from '../workflows/listing';
 import type {
   CreateVolumeGroupSnapshotResult,

@@ -28,7 +28,7 @@ import {
   type CreateVolumeInput,
   type CreateVolumeResult,
 } from '../workflows/create-volume';
-import type { DeleteVolumeResult } from '../workflows/deletion';
+import type { DeleteVolumeResult } from '../workflows/node-work';
 import type { ExpandVolumeResult } from '../workflows/expand-volume';
 import type { ListVolumesPage } from '../workflows/listing';
 import {

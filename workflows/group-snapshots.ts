@@ -19,7 +19,7 @@ import { deleteOptions, followNodeLiveness, listenForForget, recordWriteOff, sna
 
 /**
  * Group snapshots (CSI GroupController, docs/snapshots.md "Group snapshots"): the same truth rules as a snapshot's
- * create and deletion (workflows/create-snapshot.ts, workflows/deletion.ts), for a group of volumes of one node.
+ * create and deletion (workflows/create-snapshot.ts, workflows/node-work.ts), for a group of volumes of one node.
  * One node activity makes or deletes every member: the members are copies of that node's pool, of one instant.
  */
 
@@ -132,7 +132,7 @@ export interface DeleteVolumeGroupSnapshotResult {
 }
 
 /**
- * A group deletion has a snapshot deletion's rules (workflows/deletion.ts): it waits for its node, and ends only
+ * A group deletion has a snapshot deletion's rules (workflows/node-work.ts): it waits for its node, and ends only
  * with the node's pool's answer for every member (`deleted`, `absent`, `pool-replaced`) or the node forgotten for
  * good, which writes every member off on the node's record first.
  */

@@ -1,7 +1,7 @@
 /** The workflow bundle's entry: every workflow type the controller's worker runs. */
 export { createSnapshot } from './create-snapshot';
 export { createVolume } from './create-volume';
-export { deleteSnapshot, deleteVolume } from './deletion';
+export { deleteSnapshot, deleteVolume } from './node-work';
 export { expandVolume } from './expand-volume';
 export { inspectVolume } from './inspect-volume';
 export { listSnapshotsPage, listVolumesPage } from './listing';

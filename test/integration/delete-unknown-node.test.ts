@@ -1,7 +1,7 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { deleteWorkflowId, PhaseKey } from '../../common/names';
 import { forgetNode } from '../../operations/forget-node';
-import type { DeleteVolumeResult } from '../../workflows/deletion';
+import type { DeleteVolumeResult } from '../../workflows/node-work';
 import { TestCluster } from '../support/cluster';
 import { deleteVolume } from '../support/csi-requests';
 
