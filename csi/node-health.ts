@@ -19,11 +19,20 @@ import { required, volumeKey } from './node-requests';
 const VOLUME_STATUS = { degraded: 'DEGRADED', inaccessible: 'INACCESSIBLE', 'data-loss': 'DATA_LOSS' } as const;
 const STORAGE_STATUS = { degraded: 'STORAGE_DEGRADED', unreachable: 'STORAGE_UNREACHABLE' } as const;
 
+/**
+ * Kubernetes 1.37 refuses a CSINode status whose storage health message is longer (its validation): kubelet's whole
+ * update would fail, and the condition never show. The gate's refusal, with a long pool path, comes near.
+ */
+const MAX_MESSAGE = 1024;
+
 /** The reason a refused pool is given, on the volume and on the storage. */
 export const POOL_REFUSED = 'PoolRefused';
 
 export function healthHandlers(context: NodeContext) {
-  const onNode = (message: string) => `node ${context.nodeId}: ${message}`;
+  const onNode = (message: string) => {
+    const said = `node ${context.nodeId}: ${message}`;
+    return said.length <= MAX_MESSAGE ? said : `${said.slice(0, MAX_MESSAGE - 1)}…`;
+  };
   return {
     async NodeGetVolumeHealth(request: NodeGetVolumeHealthRequest__Output): Promise<NodeGetVolumeHealthResponse> {
       const volumeId = required(request.volume_id, 'volume_id');
