@@ -13,6 +13,8 @@ import { filesystemRefusal, POOL_RECHECK_MS } from './pool-gate';
 export class AgentPool {
   private report: OpenReport | undefined;
   private waiting = 'the pool is not open yet';
+  /** Set while the gate refuses the pool (its filesystem, or the identity there); the health RPCs report it. */
+  private refusal: string | undefined;
 
   constructor(
     readonly backend: StorageBackend,
@@ -28,6 +30,7 @@ export class AgentPool {
     const unfit = await filesystemRefusal(this.backend, POOL_RECHECK_MS / 1000);
     if (unfit !== undefined) {
       this.waiting = unfit;
+      this.refusal = unfit;
       return unfit;
     }
     if (await this.backend.identity()) {
@@ -53,12 +56,19 @@ export class AgentPool {
     if (strays.length > 0) this.logger.warn({ strays }, 'pool holds entries no record explains');
     if (repaired.length > 0) this.logger.warn({ repaired }, 'staged volumes and loop devices repaired at open');
     this.report = report;
+    this.refusal = undefined;
     return report;
   }
 
-  /** Why the storage work waits, shown by the node's calls until the pool is open. */
-  wait(reason: string): void {
+  /** The gate refused the pool: the node's calls show why until it is open (the health RPCs report it too). */
+  refuse(reason: string): void {
     this.waiting = reason;
+    this.refusal = reason;
+  }
+
+  /** Why the gate refuses the pool; undefined while it is open or not decided yet. */
+  refused(): string | undefined {
+    return this.report ? undefined : this.refusal;
   }
 
   /** The open pool's identity; UNAVAILABLE (retried by kubelet) with the reason while it is not open. */

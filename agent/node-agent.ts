@@ -75,6 +75,7 @@ export async function runNodeAgent(config: NodeAgentConfig): Promise<{ stop(): P
       node: createNodeService({
         nodeId: config.nodeId,
         poolId: () => pool.poolId(),
+        poolRefusal: () => pool.refused(),
         backend: pool.backend,
         kubeletDir: config.kubeletDir,
       }),

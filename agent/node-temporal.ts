@@ -176,7 +176,7 @@ async function openPoolThroughGate(run: NodeTemporalRun, client: Client) {
     recheckSeconds: POOL_RECHECK_MS / 1000,
   });
   if (gate.kind === 'refuse') {
-    pool.wait(gate.message);
+    pool.refuse(gate.message);
     throw new Error(gate.message);
   }
   if (gate.note) logger.warn({ decision: gate.note }, `pool identity decision: ${gate.note}`);

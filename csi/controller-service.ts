@@ -14,6 +14,7 @@ import type { ListVolumesRequest__Output } from './generated/csi/v1/ListVolumesR
 import type { ListVolumesResponse } from './generated/csi/v1/ListVolumesResponse';
 import { assertMaxEntries, listCoverageHeaders, unusableToken } from './list-coverage';
 import { validateVolumeCapabilities } from './controller-validate';
+import { controllerHealthHandlers, HEALTH_CAPABILITIES } from './controller-health';
 import type { ControllerExpandVolumeRequest__Output } from './generated/csi/v1/ControllerExpandVolumeRequest';
 import type { ControllerExpandVolumeResponse } from './generated/csi/v1/ControllerExpandVolumeResponse';
 import type { ValidateVolumeCapabilitiesRequest__Output } from './generated/csi/v1/ValidateVolumeCapabilitiesRequest';
@@ -47,10 +48,11 @@ export function createControllerService(
   options: ControllerOptions,
   snapshotHandlers?: AsyncService,
 ) {
-  const capabilities = snapshotHandlers ? [...CAPABILITIES, ...SNAPSHOT_CAPABILITIES] : CAPABILITIES;
+  const capabilities = [...CAPABILITIES, ...HEALTH_CAPABILITIES, ...(snapshotHandlers ? SNAPSHOT_CAPABILITIES : [])];
   const snapshots = snapshotHandlers !== undefined;
   return {
     ...snapshotHandlers,
+    ...controllerHealthHandlers(operations),
 
     async ControllerGetCapabilities() {
       return { capabilities: capabilities.map((type) => ({ rpc: { type } })) };

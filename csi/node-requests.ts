@@ -15,6 +15,8 @@ export interface NodeContext {
   nodeId: string;
   /** The identity of the pool this agent opened (volume IDs carry its prefix); throws UNAVAILABLE until it is open. */
   poolId: () => string;
+  /** Why the pool gate refused the pool (agent/pool-gate.ts), while it does; undefined otherwise. */
+  poolRefusal: () => string | undefined;
   backend: StorageBackend;
   /** `--kubelet-dir`: every staging and target path must resolve inside it (csi/kubelet-paths.ts). */
   kubeletDir: string;

@@ -1,12 +1,20 @@
 import { TOPOLOGY_NODE_KEY } from '../common/names';
 import type { NodeContext } from './node-requests';
+import { healthHandlers } from './node-health';
 import { publishHandlers } from './node-publish';
 import { stageHandlers } from './node-stage';
 import { volumeStatusHandlers } from './node-volume-status';
 
-const CAPABILITIES = ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'VOLUME_CONDITION', 'EXPAND_VOLUME'];
+const CAPABILITIES = [
+  'STAGE_UNSTAGE_VOLUME',
+  'GET_VOLUME_STATS',
+  'VOLUME_CONDITION',
+  'EXPAND_VOLUME',
+  'GET_VOLUME_HEALTH',
+  'GET_STORAGE_HEALTH',
+];
 
-/** CSI Node: this node's identity and capabilities, and staging, publishing, stats and expansion of its volumes. */
+/** CSI Node: this node's identity and capabilities, and staging, publishing, stats, health and expansion of its volumes. */
 export function createNodeService(context: NodeContext) {
   return {
     async NodeGetInfo() {
@@ -22,5 +30,6 @@ export function createNodeService(context: NodeContext) {
     ...stageHandlers(context),
     ...publishHandlers(context),
     ...volumeStatusHandlers(context),
+    ...healthHandlers(context),
   };
 }

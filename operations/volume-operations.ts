@@ -31,6 +31,8 @@ import {
 import type { DeleteVolumeResult } from '../workflows/node-work';
 import type { ExpandVolumeResult } from '../workflows/expand-volume';
 import type { ListVolumesPage } from '../workflows/listing';
+import type { VolumeProblem } from '../storage/pool/backend';
+import { controllerVolumeHealth, listVolumeHealth, type VolumeHealthEntry } from './volume-health';
 import {
   attachToCreate,
   boundedResult,
@@ -187,6 +189,16 @@ export class VolumeOperations {
     if (!volume)
       throw new DriverError(FailureType.NotFound, `volume ${volumeId} does not exist on node ${parts.nodeId}`);
     return { node, volume };
+  }
+
+  /** ControllerGetVolumeHealth: the volume's problems as the cluster knows them (./volume-health.ts). */
+  health(volumeId: string): Promise<VolumeProblem[]> {
+    return controllerVolumeHealth(this.client, this.driverName, volumeId, (id) => this.inspect(id));
+  }
+
+  /** ControllerListVolumeHealth: the volumes with a problem, after the volume ID `after` (./volume-health.ts). */
+  listHealth(after: string, maxEntries: number): Promise<{ entries: VolumeHealthEntry[]; nextToken: string }> {
+    return listVolumeHealth(this.client, this.driverName, after, maxEntries);
   }
 
   /** One page of the volumes after `after` (a list position), from the pools; one short workflow. */

@@ -172,8 +172,28 @@ export interface VolumeUsage {
 
 export interface VolumeStats {
   usage: VolumeUsage[];
-  /** True when the volume's data or device is missing; the message says what. */
+  /** The volume's health as NodeGetVolumeHealth answers it (`volumeHealth`), for the COs that read stats instead. */
+  problems: VolumeProblem[];
+  /** True when there is any problem; the message says each (older COs read these two). */
   abnormal: boolean;
+  message: string;
+}
+
+/**
+ * A health problem of one volume, as the node sees it (CSI's VolumeHealthErrorType, v1.13): `degraded` usable but
+ * not as it should be, `inaccessible` not usable from this node, `data-loss` its data is gone. `reason` is the CSI
+ * reason (CamelCase, one per status), `message` says what is wrong and what to do.
+ */
+export interface VolumeProblem {
+  status: 'degraded' | 'inaccessible' | 'data-loss';
+  reason: string;
+  message: string;
+}
+
+/** A health problem of the pool as a whole (CSI's StorageHealthErrorType): every volume on it is affected. */
+export interface PoolProblem {
+  status: 'degraded' | 'unreachable';
+  reason: string;
   message: string;
 }
 
@@ -221,6 +241,14 @@ export interface StorageBackend {
   unpublishVolume(key: string, targetPath: string): Promise<void>;
   /** volumePath must show this volume (NotFound otherwise), unless its data or device is missing (abnormal). */
   volumeStats(key: string, volumePath: string): Promise<VolumeStats>;
+  /**
+   * The volume's problems, read from what the node sees (the pool's mount and free space, the image, its loop device,
+   * the staging record); empty when it has none. Callable whether or not the volume is staged (CSI allows a health
+   * probe of a volume a stage just failed for). Volume absent from a pool that is there: NotFound.
+   */
+  volumeHealth(key: string): Promise<VolumeProblem[]>;
+  /** The pool's own problems (its disk no longer mounted, read-only, full); empty when it has none. */
+  poolHealth(): Promise<PoolProblem[]>;
   /** Makes the device and filesystem seen at volumePath as large as the volume (NodeExpandVolume). */
   expandFilesystem(key: string, volumePath: string): Promise<{ capacityBytes: number }>;
   /**

@@ -30,6 +30,8 @@ import type {
   VolumePage,
   VolumeRecord,
   VolumeStats,
+  PoolProblem,
+  VolumeProblem,
 } from './backend';
 import { reconcilePool, thawFrozen } from './journal';
 import type { Intent } from './journal';
@@ -43,7 +45,15 @@ import {
   readIdentity,
 } from './pool-layout';
 import type { NewIdentity, PoolIdentity, PoolLock } from './pool-layout';
-import { publish, unpublish, volumeStats } from './publishing';
+import {
+  asVolumeProblem,
+  poolProblems,
+  publish,
+  unpublish,
+  unreachableStats,
+  volumeProblems,
+  volumeStats,
+} from './publishing';
 import { assertCreateVolumeSpec, isSize, mustReadVolume, readRecord } from './records';
 import type { StoredRecord, VolumeShape } from './records';
 import {
@@ -330,7 +340,21 @@ export abstract class PoolBackend implements StorageBackend {
   }
 
   volumeStats(key: string, volumePath: string): Promise<VolumeStats> {
-    return this.withVolume(key, (record) => volumeStats(this.access, record, this.dataPath(key), volumePath));
+    return this.withPool(key, (pool, record) => {
+      if (!record) return Promise.resolve(unreachableStats(pool));
+      return volumeStats(this.access, record, this.dataPath(key), volumePath, pool);
+    });
+  }
+
+  volumeHealth(key: string): Promise<VolumeProblem[]> {
+    return this.withPool(key, async (pool, record) => [
+      ...pool.map(asVolumeProblem),
+      ...(record ? await volumeProblems(this.access, record, this.dataPath(key)) : []),
+    ]);
+  }
+
+  poolHealth(): Promise<PoolProblem[]> {
+    return this.locked(({ poolId }) => poolProblems(this.layout, poolId));
   }
 
   expandFilesystem(key: string, volumePath: string): Promise<{ capacityBytes: number }> {
@@ -376,6 +400,19 @@ export abstract class PoolBackend implements StorageBackend {
       const record = await mustReadVolume(this.layout, key);
       if (changing) this.copies.assertVolumeFree(key, `${changing} volume ${key}`);
       return task(record);
+    });
+  }
+
+  /**
+   * A health check of a volume: the pool's problems, and its record unless the pool's disk is not mounted (then
+   * there is no record to read, and the volume is inaccessible whether or not it exists: its ID names this pool).
+   */
+  private withPool<T>(key: string, task: (pool: PoolProblem[], record?: StoredRecord) => Promise<T>): Promise<T> {
+    assertVolumeKey(key);
+    return this.locked(async ({ poolId }) => {
+      const pool = await poolProblems(this.layout, poolId);
+      if (pool.some((problem) => problem.status === 'unreachable')) return task(pool);
+      return task(pool, await mustReadVolume(this.layout, key));
     });
   }
 

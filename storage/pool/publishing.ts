@@ -1,13 +1,24 @@
 /**
  * Publish and unpublish, the same for every backend: a bind mount of the staged volume (block: of its device,
- * onto a file) at the CO's target path, read-only when asked; and NodeGetVolumeStats, the usage seen through the
- * CO's path, with an abnormal condition when the volume's data or device is gone.
+ * onto a file) at the CO's target path, read-only when asked; NodeGetVolumeStats, the usage seen through the
+ * CO's path; and the health of a volume and of the pool (NodeGetVolumeHealth, NodeGetStorageHealth, and the
+ * abnormal condition of NodeGetVolumeStats), one checker for all three, read from what the node sees.
  */
 import { promises as fs } from 'node:fs';
 import { DriverError, FailureType } from '../../common/failures';
-import type { PublishOptions, VolumeStats, VolumeUsage } from './backend';
+import { formatBytes } from '../../common/quantity';
+import type { PoolProblem, PublishOptions, VolumeProblem, VolumeStats, VolumeUsage } from './backend';
 import { pathExists } from '../host/files';
-import { bindMount, deviceBytes, showsVolume, topMountAt, unmountVolumeAt } from '../host/mounts';
+import {
+  bindMount,
+  deviceBytes,
+  mountHolding,
+  readMounts,
+  showsVolume,
+  topMountAt,
+  unmountVolumeAt,
+} from '../host/mounts';
+import { readIdentity, type PoolLayout } from './pool-layout';
 import { assertCoPath, ensureDirectory, ensureFile, establish, readStaging, removeIfEmpty } from './staging';
 import type { Attachment, VolumeAccess, VolumeRef } from './staging';
 
@@ -97,38 +108,44 @@ export async function unpublish(access: VolumeAccess, volume: VolumeRef, targetP
 
 /* NodeGetVolumeStats. */
 
-/** `dataPath` is the volume's data in the pool (its directory or image file). */
+/**
+ * `dataPath` is the volume's data in the pool (its directory or image file). `problems` are those of the volume and
+ * of its pool (`volumeProblems`), the same NodeGetVolumeHealth answers.
+ */
 export async function volumeStats(
   access: VolumeAccess,
   volume: VolumeRef,
   dataPath: string,
   volumePath: string,
+  poolProblems: PoolProblem[],
 ): Promise<VolumeStats> {
   assertCoPath(volumePath, 'volume path');
   const { key } = volume;
   if (!(await pathExists(volumePath))) {
     throw new DriverError(FailureType.NotFound, `volume path ${volumePath} does not exist`);
   }
-  if (!(await pathExists(dataPath))) {
-    const usage = await filesystemUsage(volumePath).catch(() => []);
-    return { usage, abnormal: true, message: `the volume's data ${dataPath} is missing from the pool` };
-  }
+  const problems = [...poolProblems.map(asVolumeProblem), ...(await volumeProblems(access, volume, dataPath))];
   const attachment = await access.find(volume);
   const top = attachment && (await topMountAt(volumePath));
-  if (!attachment || !top || !showsVolume(top, attachment.matchers)) {
-    // Staged, yet nothing shows it: its device is gone (detached by hand). Otherwise the path is just not ours.
-    const staging = await readStaging(access.layout, key);
-    if (!attachment && staging) {
-      const message = `volume ${key} is staged at ${staging.stagingPath} but has no device attached`;
-      return { usage: [], abnormal: true, message };
-    }
+  let usage: VolumeUsage[];
+  if (attachment && top && showsVolume(top, attachment.matchers)) {
+    usage =
+      volume.accessType === 'block' && attachment.device
+        ? [{ unit: 'bytes' as const, total: await deviceBytes(attachment.device) }]
+        : await filesystemUsage(volumePath);
+  } else if (problems.some((problem) => problem.status !== 'degraded')) {
+    // Nothing shows the volume because of what is wrong with it: the problem is the answer.
+    usage = [];
+  } else {
     throw new DriverError(FailureType.NotFound, `${volumePath} is not a mount of volume ${key}`);
   }
-  const usage =
-    volume.accessType === 'block' && attachment.device
-      ? [{ unit: 'bytes' as const, total: await deviceBytes(attachment.device) }]
-      : await filesystemUsage(volumePath);
-  return { usage, abnormal: false, message: 'volume is healthy' };
+  const abnormal = problems.length > 0;
+  return {
+    usage,
+    problems,
+    abnormal,
+    message: abnormal ? problems.map((p) => p.message).join('; ') : 'volume is healthy',
+  };
 }
 
 async function filesystemUsage(volumePath: string): Promise<VolumeUsage[]> {
@@ -142,4 +159,103 @@ async function filesystemUsage(volumePath: string): Promise<VolumeUsage[]> {
     },
     { unit: 'inodes', total: stats.files, used: stats.files - stats.ffree, available: stats.ffree },
   ];
+}
+
+/* Health. */
+
+/** Below this share of its size free, the pool's filesystem counts as full. */
+const FULL_BELOW = 0.01;
+
+/**
+ * The volume's own problems, given that its pool is there (`poolProblems` says when it is not): its data gone from
+ * the pool, or staged with no device attached (a loop device detached by hand).
+ */
+export async function volumeProblems(
+  access: VolumeAccess,
+  volume: VolumeRef,
+  dataPath: string,
+): Promise<VolumeProblem[]> {
+  const { key } = volume;
+  if (!(await pathExists(dataPath))) {
+    return [
+      {
+        status: 'data-loss',
+        reason: 'VolumeDataMissing',
+        message:
+          `the data of volume ${key} (${dataPath}) is missing from its pool, which is mounted: ` +
+          'restore the claim from a snapshot or a backup',
+      },
+    ];
+  }
+  const staging = await readStaging(access.layout, key);
+  if (staging && !(await access.find(volume))) {
+    return [
+      {
+        status: 'inaccessible',
+        reason: 'DeviceDetached',
+        message:
+          `volume ${key} is staged at ${staging.stagingPath} but has no device attached (detached by hand?): ` +
+          'restart the node agent, which attaches and mounts staged volumes again at start, then restart the Pod',
+      },
+    ];
+  }
+  return [];
+}
+
+/**
+ * The pool's problems: its disk no longer mounted at the pool directory (the identity there is not the open pool's;
+ * then the rest is not looked at, it would describe another filesystem), its filesystem read-only, or full.
+ */
+export async function poolProblems(layout: PoolLayout, poolId: string): Promise<PoolProblem[]> {
+  const onDisk = await readIdentity(layout).catch(() => undefined);
+  if (onDisk?.poolId !== poolId) {
+    const found = onDisk ? `pool ${onDisk.poolId}` : 'no pool identity';
+    return [
+      {
+        status: 'unreachable',
+        reason: 'PoolNotMounted',
+        message:
+          `pool directory ${layout.root} holds ${found}, not the open pool ${poolId}: its disk is no longer mounted ` +
+          'there. Volumes still attached keep working; nothing can be staged, created, deleted or snapshotted. ' +
+          `Mount the disk holding pool ${poolId} at ${layout.root} again`,
+      },
+    ];
+  }
+  const problems: PoolProblem[] = [];
+  const { holder } = await mountHolding(layout.root, await readMounts());
+  if (holder.readonly || holder.superOptions.includes('ro')) {
+    problems.push({
+      status: 'degraded',
+      reason: 'PoolReadOnly',
+      message:
+        `the filesystem holding pool ${layout.root} (${holder.source} on ${holder.mountPoint}) is read-only: ` +
+        'volumes can be read, not written, and nothing can be created, deleted or grown. Check the kernel log for ' +
+        'the error that made it read-only, repair the filesystem, and mount it read-write again',
+    });
+  }
+  const stats = await fs.statfs(layout.root);
+  const total = stats.blocks * stats.bsize;
+  const free = stats.bavail * stats.bsize;
+  if (free < total * FULL_BELOW) {
+    problems.push({
+      status: 'degraded',
+      reason: 'PoolFull',
+      message:
+        `the filesystem holding pool ${layout.root} is full (${formatBytes(free)} of ${formatBytes(total)} free): ` +
+        'new volumes, snapshots and expansions are refused, and writes to blocks a volume shares with a snapshot ' +
+        'fail. Free space on that filesystem (files outside the pool, or delete snapshots and volumes)',
+    });
+  }
+  return problems;
+}
+
+/** What a problem of the pool means for one of its volumes: unreachable storage, an inaccessible volume. */
+export function asVolumeProblem(problem: PoolProblem): VolumeProblem {
+  return { ...problem, status: problem.status === 'unreachable' ? 'inaccessible' : 'degraded' };
+}
+
+/** NodeGetVolumeStats when the pool's disk is not mounted: no record to read, the pool's problem is the answer. */
+export function unreachableStats(pool: PoolProblem[]): VolumeStats {
+  const problems = pool.map(asVolumeProblem);
+  return { usage: [], problems, abnormal: true, message: problems.map((problem) => problem.message).join('; ') };
 }

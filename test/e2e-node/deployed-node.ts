@@ -36,8 +36,9 @@ export function deployedNode(
   poolFilesystem?: PoolFilesystem,
   imageSet: 'node' | 'suite' = 'node',
   install?: DriverInstall,
+  options: Pick<ClusterOptions, 'volumeHealth'> = {},
 ): DeployedNode {
-  return deployedOn(new RealNode(name, poolFilesystem), `real node ${name}`, components, imageSet, install);
+  return deployedOn(new RealNode(name, poolFilesystem, options), `real node ${name}`, components, imageSet, install);
 }
 
 /**

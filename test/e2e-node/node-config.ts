@@ -82,6 +82,8 @@ export function kubeletConfig(options: {
   nodeIp: string;
   cgroupRoot: string;
   nodeLeaseDurationSeconds?: number;
+  /** CSIVolumeHealth on (alpha), kubelet probing the health RPCs every 2 s: ClusterOptions.volumeHealth. */
+  volumeHealth?: boolean;
 }): string {
   return JSON.stringify(
     {
@@ -114,6 +116,9 @@ export function kubeletConfig(options: {
       ...(options.nodeLeaseDurationSeconds ? { nodeLeaseDurationSeconds: options.nodeLeaseDurationSeconds } : {}),
       serializeImagePulls: false,
       maxPods: 60,
+      // kubelet 1.37's health manager probes at volumeStatsAggPeriod (1 min by default): every 2 s, a test sees a
+      // condition come and go in seconds.
+      ...(options.volumeHealth ? { featureGates: { CSIVolumeHealth: true }, volumeStatsAggPeriod: '2s' } : {}),
     },
     null,
     2,

@@ -76,6 +76,11 @@ export interface ClusterOptions {
   notReadyAfterSeconds?: number;
   /** The run directory's prefix under os.tmpdir(). */
   runPrefix?: string;
+  /**
+   * The CSIVolumeHealth feature gate (alpha in 1.37) on kube-apiserver and kubelet, kubelet probing every 2 s: Pod
+   * status' volumeHealth and CSINode status' storageHealth are written (test/e2e-node/volume-health.test.ts).
+   */
+  volumeHealth?: boolean;
 }
 
 /**
@@ -153,7 +158,10 @@ export class RealCluster {
       apiPort: API_PORT,
       restSocket,
       // logs and exec: dial kubelet at the Node's address (there is no DNS for its name).
-      apiServerArgs: ['--kubelet-preferred-address-types=InternalIP'],
+      apiServerArgs: [
+        '--kubelet-preferred-address-types=InternalIP',
+        ...(this.options.volumeHealth ? ['--feature-gates=CSIVolumeHealth=true'] : []),
+      ],
       controllerManagerArgs: [
         `--root-ca-file=${path.join(this.run, 'control-plane', 'certs', 'apiserver.crt')}`,
         ...(grace ? [`--node-monitor-grace-period=${grace}s`, '--node-monitor-period=1s'] : []),
@@ -561,6 +569,7 @@ export class ClusterNode {
         cgroupRoot: this.cgroupRoot,
         // Renewed every quarter of it: a stopped node is NotReady within the grace period, not after 40 s.
         nodeLeaseDurationSeconds: grace ? Math.max(4, Math.floor(grace / 2)) : undefined,
+        volumeHealth: this.cluster.options.volumeHealth,
       }),
     );
     this.spawn('kubelet', this.cluster.tools.kubelet, [

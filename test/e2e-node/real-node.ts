@@ -1,4 +1,4 @@
-import { CLUSTER_TEMPORAL_ADDRESS, RealCluster, type ClusterNode } from './real-cluster';
+import { CLUSTER_TEMPORAL_ADDRESS, RealCluster, type ClusterNode, type ClusterOptions } from './real-cluster';
 import type { NodeNamespace } from './node-namespace';
 import type { LoopDevice } from './node-loops';
 import type { PoolFilesystem } from '../unit/storage/mount-helpers';
@@ -19,12 +19,14 @@ export class RealNode extends RealCluster {
    * name: the Node's name and so the agent's node ID. The test files of one jest run share one Temporal, whose
    * registry remembers each node's pool identity: a second file's fresh pool under the same name would be refused.
    * poolFilesystem: the pool on a filesystem of its own (the host's may lack what a test needs, such as reflinks).
+   * options.volumeHealth: the CSIVolumeHealth gate on (ClusterOptions).
    */
   constructor(
     readonly name = NODE_NAME,
     poolFilesystem?: PoolFilesystem,
+    options: Pick<ClusterOptions, 'volumeHealth'> = {},
   ) {
-    super({ nodes: [name], poolFilesystem, runPrefix: 'dcsi-node-' });
+    super({ nodes: [name], poolFilesystem, runPrefix: 'dcsi-node-', ...options });
   }
 
   get only(): ClusterNode {

@@ -4,6 +4,8 @@ import path from 'node:path';
 import { call, withDeadline, type CsiClients } from '../../csi/client';
 import type { NodeExpandVolumeResponse__Output } from '../../csi/generated/csi/v1/NodeExpandVolumeResponse';
 import type { NodeGetCapabilitiesResponse__Output } from '../../csi/generated/csi/v1/NodeGetCapabilitiesResponse';
+import type { NodeGetStorageHealthResponse__Output } from '../../csi/generated/csi/v1/NodeGetStorageHealthResponse';
+import type { NodeGetVolumeHealthResponse__Output } from '../../csi/generated/csi/v1/NodeGetVolumeHealthResponse';
 import type { NodeGetVolumeStatsResponse__Output } from '../../csi/generated/csi/v1/NodeGetVolumeStatsResponse';
 import type { VolumeCapability } from '../../csi/generated/csi/v1/VolumeCapability';
 import { parseVolumeId } from '../../common/names';
@@ -64,6 +66,18 @@ export function nodeRpcs(clients: CsiClients) {
     stats: (volumeId: string, volumePath: string) =>
       call<NodeGetVolumeStatsResponse__Output>((done) =>
         node.NodeGetVolumeStats({ volume_id: volumeId, volume_path: volumePath }, withDeadline(), done),
+      ),
+    volumeHealth: (volumeId: string, paths: { staging?: string; target?: string } = {}) =>
+      call<NodeGetVolumeHealthResponse__Output>((done) =>
+        node.NodeGetVolumeHealth(
+          { volume_id: volumeId, staging_target_path: paths.staging ?? '', volume_publish_path: paths.target ?? '' },
+          withDeadline(),
+          done,
+        ),
+      ).then((answer) => answer.volume_health?.health_statuses ?? []),
+    storageHealth: () =>
+      call<NodeGetStorageHealthResponse__Output>((done) => node.NodeGetStorageHealth({}, withDeadline(), done)).then(
+        (answer) => answer.backend_health,
       ),
     expand: (volumeId: string, volumePath: string, requiredBytes: number) =>
       call<NodeExpandVolumeResponse__Output>((done) =>

@@ -49,9 +49,16 @@ describe.each<Backend>(['dir', 'loop'])('the node side of the %s backend', (back
     return path.join(cluster.pool('node-1'), 'volumes', parseVolumeId(volumeId)!.key, 'disk.img');
   }
 
-  it('advertises staging, stats, volume condition and expansion', async () => {
+  it('advertises staging, stats, volume condition, volume and storage health, and expansion', async () => {
     const types = (await rpcs.capabilities()).capabilities.map((capability) => capability.rpc?.type).sort();
-    expect(types).toEqual(['EXPAND_VOLUME', 'GET_VOLUME_STATS', 'STAGE_UNSTAGE_VOLUME', 'VOLUME_CONDITION']);
+    expect(types).toEqual([
+      'EXPAND_VOLUME',
+      'GET_STORAGE_HEALTH',
+      'GET_VOLUME_HEALTH',
+      'GET_VOLUME_STATS',
+      'STAGE_UNSTAGE_VOLUME',
+      'VOLUME_CONDITION',
+    ]);
   });
 
   it('keeps data across unpublish, unstage, agent restarts and a restage', async () => {

@@ -6,6 +6,7 @@ import { TestCluster, probe } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { createSnapshotUntilReady, deleteSnapshot } from '../support/snapshot-requests';
 import { eventually } from '../support/eventually';
+import { nodeRpcs } from './node-helpers';
 
 /**
  * After a reboot the pool's disk may not be mounted yet. A node whose record remembers a pool must not make a
@@ -56,14 +57,28 @@ it('makes no identity on an empty pool directory its record does not know, and o
   expect(await probe(clients)).toBe(false);
   expect(await codeOf(deleteVolume(controller, volumeId, 10_000))).toBe('ABORTED');
   expect(agent.child.exitCode).toBeNull();
+  // The health RPCs say it, with the gate's own words (what to mount where, or which flag decides).
+  const rpcs = nodeRpcs(clients);
+  const refusal = expect.stringMatching(
+    new RegExp(`^node node-1: pool .* has no pool identity.*mount it there.*--accept-new-pool=${oldPool}`),
+  );
+  expect(await rpcs.storageHealth()).toEqual([
+    { status: 'STORAGE_UNREACHABLE', reason: 'PoolRefused', message: refusal, volume_capability: null },
+  ]);
+  expect(await rpcs.volumeHealth(volumeId)).toEqual([
+    { status: 'INACCESSIBLE', reason: 'PoolRefused', message: refusal },
+  ]);
 
   // The disk is mounted: the agent finds its pool and the deletion ends for real.
   fs.rmdirSync(cluster.pool('node-1'));
   fs.renameSync(disk, cluster.pool('node-1'));
   await eventually('ready on the real pool', async () => (await probe(clients)) === true, 90_000);
   expect(poolIdentity('node-1').poolId).toBe(oldPool);
+  expect(await rpcs.storageHealth()).toEqual([]);
   await retryLikeCo(() => deleteVolume(controller, volumeId));
   expect(cluster.volumesOnDisk('node-1')).not.toContain(parseVolumeId(volumeId)!.key);
+  // Its pool is back and says the volume is gone: no health for it, the spec's NOT_FOUND.
+  expect(await codeOf(rpcs.volumeHealth(volumeId))).toBe('NOT_FOUND');
 });
 
 it('replaces a wiped pool only when --accept-new-pool names the identity that is gone', async () => {

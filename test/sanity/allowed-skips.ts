@@ -19,8 +19,6 @@ const NO_ATTACH =
 const NO_MODIFY =
   'No mutable parameters (VolumeAttributesClass): neither backend has a property to change after creation; ' +
   'MODIFY_VOLUME is not advertised.';
-const NO_HEALTH =
-  'No volume health monitoring: VOLUME_CONDITION / GET_VOLUME_HEALTH / GET_STORAGE_HEALTH are not advertised.';
 
 export const ALLOWED_SKIPS: readonly AllowedSkip[] = [
   {
@@ -36,10 +34,6 @@ export const ALLOWED_SKIPS: readonly AllowedSkip[] = [
   { message: 'Modify volume not supported', configs: 'all', reason: NO_MODIFY },
   { message: 'Modify Volume not supported', configs: 'all', reason: NO_MODIFY },
   { message: 'ControllerModifyVolume not supported', configs: 'all', reason: NO_MODIFY },
-  { message: 'ControllerGetVolumeHealth not supported', configs: 'all', reason: NO_HEALTH },
-  { message: 'ControllerListVolumeHealth not supported', configs: 'all', reason: NO_HEALTH },
-  { message: 'NodeGetVolumeHealth not supported', configs: 'all', reason: NO_HEALTH },
-  { message: 'NodeGetStorageHealth not supported', configs: 'all', reason: NO_HEALTH },
   {
     message: 'Service does not have single node multi writer capability',
     configs: 'all',

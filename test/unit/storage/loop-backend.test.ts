@@ -191,6 +191,7 @@ describe('stage, publish and back', () => {
     const stats = await backend.volumeStats(key, target);
     expect(stats).toEqual({
       usage: [{ unit: 'bytes', total: 24 * MiB }],
+      problems: [],
       abnormal: false,
       message: expect.any(String),
     });
