@@ -1,11 +1,11 @@
-import type { CoreV1EventList, V1PersistentVolume, V1PodList } from '@kubernetes/client-node';
+import type { CoreV1EventList, V1PersistentVolume, V1Pod, V1PodList } from '@kubernetes/client-node';
 import fs from 'node:fs';
 import path from 'node:path';
 import { KubeError } from '../e2e-k8s/kube-rest';
 import { CONTENTS, createSnapshot, getOrGone, readySnapshot, snapshotsPath } from '../e2e-k8s/snapshot-objects';
 import { DRIVER, NAMESPACE, controllerDeployment, deployedCluster, driverReady } from '../e2e-node/deployed-node';
 import { classFigures } from '../e2e-node/figures';
-import { nodeImages } from '../e2e-node/images';
+import { imageRef } from '../e2e-node/images';
 import type { ClusterNode } from '../e2e-node/real-cluster';
 import { RolloutWatch, type Watched } from '../e2e-node/rollout-watch';
 import { APP_NAMESPACE } from '../e2e-node/workloads';
@@ -56,8 +56,9 @@ test('the cluster: three Nodes Ready, a node plugin on each, each node its own P
     expect(await node.ready()).toBe(true);
     expect(node.pluginRunning()).toBe(true);
   }
-  const pools = cluster.nodes.map((node) => fs.realpathSync(node.poolDir));
-  expect(new Set(pools).size).toBe(NODES.length);
+  // Each pool a filesystem of its own (its disk), none the host's.
+  const pools = cluster.nodes.map((node) => fs.statSync(node.poolDir).dev);
+  expect(new Set([...pools, fs.statSync('/').dev]).size).toBe(NODES.length + 1);
 });
 
 test('30 claims across the three nodes, 5 at a time: PVC created -> Bound, -> Pod Running, PVC deleted -> PV gone', async () => {
@@ -360,6 +361,8 @@ test('a node rebooted, its pool disk mounted only after the agent started: a del
   } finally {
     clearInterval(sampler);
     await sampling;
+    // A failure before the disk came back: mounted now, so that the next scenarios find the node whole.
+    if (!Number.isFinite(mountedAt) && node.ns?.alive()) node.mountPoolDisk();
   }
   expect(goneAt.size).toBe(2);
   for (const [what, at] of goneAt) expect([what, at >= mountedAt]).toEqual([what, true]);
@@ -374,12 +377,12 @@ test('a node rebooted, its pool disk mounted only after the agent started: a del
     expect(node.pluginRunning()).toBe(false);
     await work.deleteClaim('rb-del');
     await cluster.api.delete(`${snapshotsPath(APP_NAMESPACE)}/rb-snap`);
-    await node.boot(nodeImages('node'), { mountPoolLater: true });
+    await node.boot(real.images, { mountPoolLater: true });
     cluster.timings['reboot: powered off -> Node Ready again (pool disk not mounted)'] = (Date.now() - off) / 1000;
     // The agent runs and finds an empty directory where its record remembers a pool: it waits, saying so.
     await eventually(
       `${node.name}'s agent holds its storage work: the pool it remembers is not mounted`,
-      () => /runs no storage work until that is settled/.test(pluginLog(node)),
+      () => /has no pool identity \(an empty directory\).* runs no storage work/.test(pluginLog(node)),
       180_000,
       1000,
     );
@@ -401,6 +404,155 @@ test('a node rebooted, its pool disk mounted only after the agent started: a del
     await podReadsItsData('rb-keep');
     cluster.timings['reboot: pool disk mounted -> its Pod running again on its data'] = (Date.now() - mountedAt) / 1000;
   }
+}, 900_000);
+
+/** An app as a Deployment of one Pod on `node` holding `claim` (a bare Pod is not drained without --force). */
+async function appOn(name: string, claim: string, node: ClusterNode): Promise<void> {
+  await real.node.api.create(`/apis/apps/v1/namespaces/${APP_NAMESPACE}/deployments`, {
+    metadata: { name },
+    spec: {
+      replicas: 1,
+      selector: { matchLabels: { app: name } },
+      template: {
+        metadata: { labels: { app: name } },
+        spec: {
+          terminationGracePeriodSeconds: 1,
+          automountServiceAccountToken: false,
+          nodeSelector: { 'kubernetes.io/hostname': node.name },
+          containers: [
+            {
+              name: 'app',
+              image: busyboxRef(),
+              imagePullPolicy: 'Never',
+              command: ['sh', '-c', `[ -f /data/f ] || echo ${name} > /data/f; exec sleep 3600`],
+              volumeMounts: [{ name: 'data', mountPath: '/data' }],
+            },
+          ],
+          volumes: [{ name: 'data', persistentVolumeClaim: { claimName: claim } }],
+        },
+      },
+    },
+  });
+}
+
+const busyboxRef = () => imageRef(real.images, 'library/busybox');
+
+async function appPods(name: string): Promise<V1Pod[]> {
+  return (await real.node.api.get<V1PodList>(`/api/v1/namespaces/${APP_NAMESPACE}/pods?labelSelector=app%3D${name}`))
+    .items;
+}
+
+async function runningAppPod(name: string): Promise<V1Pod> {
+  return eventually(
+    `a Pod of ${name} Running and ready`,
+    async () =>
+      (await appPods(name)).find(
+        (pod) =>
+          !pod.metadata?.deletionTimestamp &&
+          pod.status?.phase === 'Running' &&
+          (pod.status.containerStatuses ?? []).every((status) => status.ready),
+      ),
+    180_000,
+    500,
+  );
+}
+
+test('kubectl drain of a node while claims on it are deleted and others made: PodDisruptionBudgets hold, the node plugin stays, nothing lost', async () => {
+  const { node: cluster, work } = real;
+  const controllers = await cluster.api.get<V1PodList>(
+    `/api/v1/namespaces/${NAMESPACE}/pods?labelSelector=app.kubernetes.io/component%3Dcontroller`,
+  );
+  // A node with a controller replica: deploy/'s PDB lets the drain evict it, one replica at a time.
+  const drained = cluster.node(controllers.items[0]?.spec?.nodeName ?? '');
+  await work.claim('dr-app', 'durable-csi-dir');
+  await appOn('dr-app', 'dr-app', drained);
+  await cluster.api.create(`/apis/policy/v1/namespaces/${APP_NAMESPACE}/poddisruptionbudgets`, {
+    metadata: { name: 'dr-app' },
+    spec: { minAvailable: 1, selector: { matchLabels: { app: 'dr-app' } } },
+  });
+  const appPod = await runningAppPod('dr-app');
+  const appPv = await work.volumeOf('dr-app');
+  expect(nodeOfVolume(appPv)).toBe(drained.name);
+  const del = await claimOn(drained, 'dr-del', false);
+  const pluginOf = async () =>
+    (
+      await cluster.api.get<V1PodList>(
+        `/api/v1/namespaces/${NAMESPACE}/pods?labelSelector=app.kubernetes.io/component%3Dnode&fieldSelector=spec.nodeName%3D${drained.name}`,
+      )
+    ).items.map((pod) => pod.metadata?.uid);
+  const plugin = await pluginOf();
+  expect(plugin).toHaveLength(1);
+  const watched: Watched[] = [{ pv: del.metadata?.name ?? '', dir: volumeDir(drained, del), node: drained.name }];
+  const deletion: { at?: number } = {};
+  const watch = new RolloutWatch(
+    cluster,
+    watched,
+    () => deletion.at,
+    (name) => (name === undefined ? cluster.nodes.some((n) => n.pluginRunning()) : cluster.node(name).pluginRunning()),
+  );
+  watch.start();
+  const drain = (timeout: string) =>
+    cluster.kubectlAsync([
+      'drain',
+      drained.name,
+      '--ignore-daemonsets',
+      '--delete-emptydir-data',
+      `--timeout=${timeout}`,
+    ]);
+  try {
+    // The app's PDB (minAvailable 1) holds its only Pod: the drain gives up, the Pod untouched. Meanwhile the claim
+    // on the drained node is deleted and new claims are made (they go elsewhere: the node is cordoned).
+    const held = drain('40s');
+    deletion.at = Date.now();
+    await work.deleteClaim('dr-del');
+    const news = ['dr-new-0', 'dr-new-1', 'dr-new-2'];
+    for (const name of news) {
+      await work.claim(name, 'durable-csi-dir');
+      await work.pod(name, name, { script: `echo ${name} > /data/f` });
+    }
+    const first = await held;
+    expect(first.code).not.toBe(0);
+    expect(first.output).toMatch(/disruption budget/);
+    const stillThere = await runningAppPod('dr-app');
+    expect(stillThere.metadata?.uid).toBe(appPod.metadata?.uid);
+    expect(work.exec(stillThere.metadata?.name ?? '', 'cat /data/f')).toBe('dr-app\n');
+    for (const name of news) {
+      const pod = await work.waitRunning(name, 180_000);
+      expect(pod.spec?.nodeName).not.toBe(drained.name);
+      expect(work.exec(name, 'cat /data/f')).toBe(`${name}\n`);
+    }
+    await work.waitGone(`/api/v1/persistentvolumes/${del.metadata?.name}`, 'PV of dr-del', 180_000);
+    expect(fs.existsSync(volumeDir(drained, del))).toBe(false);
+    // deploy/'s controller PDB let one replica go; the Deployment has both Ready again, none on the drained node.
+    await driverReady(cluster);
+
+    // The app's PDB lifted (its owner's decision): the drain completes. The app's Pod is evicted and its successor
+    // waits for the node (its volume lives there); the node plugin was never evicted.
+    await cluster.api.delete(`/apis/policy/v1/namespaces/${APP_NAMESPACE}/poddisruptionbudgets/dr-app`);
+    const drainedAt = Date.now();
+    const second = await drain('120s');
+    expect([second.code, second.output]).toEqual([0, expect.stringMatching(/drained/)]);
+    cluster.timings['drain: PDB lifted -> node drained'] = (Date.now() - drainedAt) / 1000;
+    const after = await cluster.api.get<V1PodList>(`/api/v1/pods?fieldSelector=spec.nodeName%3D${drained.name}`);
+    expect(
+      after.items
+        .filter((pod) => !pod.metadata?.deletionTimestamp)
+        .map((pod) => pod.metadata?.labels?.['app.kubernetes.io/component'] ?? pod.metadata?.name),
+    ).toEqual(['node']);
+    expect(await pluginOf()).toEqual(plugin);
+    expect(drained.pluginRunning()).toBe(true);
+    expect(fs.existsSync(volumeDir(drained, appPv))).toBe(true);
+    cluster.kubectl(['uncordon', drained.name]);
+    const back = await runningAppPod('dr-app');
+    expect(back.spec?.nodeName).toBe(drained.name);
+    expect(work.exec(back.metadata?.name ?? '', 'cat /data/f')).toBe('dr-app\n');
+  } finally {
+    await watch.stop();
+    cluster.kubectl(['uncordon', drained.name]);
+    await cluster.api.delete(`/apis/apps/v1/namespaces/${APP_NAMESPACE}/deployments/dr-app`).catch(() => undefined);
+    await eventually('the app Pods gone', async () => (await appPods('dr-app')).length === 0, 120_000, 500);
+  }
+  expect(watch.violations).toEqual([]);
 }, 900_000);
 
 test('nothing left on any node: no volume in any pool, no CSI mount, and after stop nothing on the host', async () => {
