@@ -1,8 +1,11 @@
-import type { CoreV1EventList, V1PersistentVolume, V1PodList } from '@kubernetes/client-node';
+import type { CoreV1EventList, V1PersistentVolume, V1Pod, V1PodList } from '@kubernetes/client-node';
 import fs from 'node:fs';
 import path from 'node:path';
 import { KubeError } from '../e2e-k8s/kube-rest';
-import { DRIVER, NAMESPACE, deployedCluster } from '../e2e-node/deployed-node';
+import { CONTENTS, createSnapshot, getOrGone, readySnapshot, snapshotsPath } from '../e2e-k8s/snapshot-objects';
+import { DRIVER, NAMESPACE, controllerDeployment, deployedCluster, driverReady } from '../e2e-node/deployed-node';
+import { classFigures } from '../e2e-node/figures';
+import { imageRef } from '../e2e-node/images';
 import type { ClusterNode } from '../e2e-node/real-cluster';
 import { RolloutWatch, type Watched } from '../e2e-node/rollout-watch';
 import { APP_NAMESPACE } from '../e2e-node/workloads';
@@ -18,8 +21,11 @@ jest.setTimeout(300_000);
 const NODES = ['dcsi-c1', 'dcsi-c2', 'dcsi-c3'];
 /** Seconds without a heartbeat before a Node is NotReady: low, so that a lost node shows within the test. */
 const NOT_READY_AFTER = 16;
-const real = deployedCluster({ nodes: NODES, notReadyAfterSeconds: NOT_READY_AFTER });
-const keyOf = (pv: V1PersistentVolume) => (pv.spec?.csi?.volumeHandle ?? '').split('_').pop() ?? '';
+// Each pool on a disk of its own (an ext4 image), so that a rebooted node can come up before its pool's disk.
+const real = deployedCluster({ nodes: NODES, notReadyAfterSeconds: NOT_READY_AFTER, poolFilesystem: 'ext4' });
+/** The last field of a volume or snapshot ID: its key, the name of its directory in the pool. */
+const keyOfId = (id: string | undefined) => (id ?? '').split('_').pop() ?? '';
+const keyOf = (pv: V1PersistentVolume) => keyOfId(pv.spec?.csi?.volumeHandle);
 const volumeDir = (node: ClusterNode, pv: V1PersistentVolume) => path.join(node.poolDir, 'volumes', keyOf(pv));
 
 /** The node a PV's volume lives on, from its node affinity (the driver's topology key). */
@@ -50,9 +56,18 @@ test('the cluster: three Nodes Ready, a node plugin on each, each node its own P
     expect(await node.ready()).toBe(true);
     expect(node.pluginRunning()).toBe(true);
   }
-  const pools = cluster.nodes.map((node) => fs.realpathSync(node.poolDir));
-  expect(new Set(pools).size).toBe(NODES.length);
+  // Each pool a filesystem of its own (its disk), none the host's.
+  const pools = cluster.nodes.map((node) => fs.statSync(node.poolDir).dev);
+  expect(new Set([...pools, fs.statSync('/').dev]).size).toBe(NODES.length + 1);
 });
+
+test('30 claims across the three nodes, 5 at a time: PVC created -> Bound, -> Pod Running, PVC deleted -> PV gone', async () => {
+  await classFigures(real, 'dir, 3 nodes', 'durable-csi-dir', '64Mi');
+  const figures = Object.entries(real.node.timings).filter(([what]) => what.startsWith('dir, 3 nodes'));
+  console.log(`30 claims on three nodes (s):\n${figures.map(([what, value]) => `${what}: ${value}`).join('\n')}`);
+  // The scheduler spread them: every node made and deleted volumes.
+  for (const node of NODES) expect(real.node.timings[`dir, 3 nodes: Pods on ${node} (count)`]).toBeGreaterThan(0);
+}, 600_000);
 
 test('a claim and a writer Pod on every node: each volume on its own node, a node lost keeps its deleted volume until it returns', async () => {
   const { node: cluster, work } = real;
@@ -151,6 +166,394 @@ test('a claim and a writer Pod on every node: each volume on its own node, a nod
   const third = cluster.nodes.find((node) => node !== lost && node !== control) as ClusterNode;
   expect(work.exec(`w-${third.name}`, 'cat /data/written-on')).toBe(`${third.name}\n`);
 }, 600_000);
+
+/** The Events recorded on an object (cluster-wide: a PV's land in `default`), as reason: message. */
+async function eventsOn(name: string): Promise<string[]> {
+  const list = await real.node.api.get<CoreV1EventList>(`/api/v1/events?fieldSelector=involvedObject.name%3D${name}`);
+  return list.items.map((event) => `${event.reason}: ${event.message}`);
+}
+
+async function eventOn(name: string, reason: string, timeoutMs = 120_000): Promise<string> {
+  return eventually(
+    `a ${reason} event on ${name}`,
+    async () => (await eventsOn(name)).find((event) => event.startsWith(`${reason}: `)),
+    timeoutMs,
+    500,
+  );
+}
+
+/** A node that runs no controller replica now: losing it leaves both controllers (and their leases) running. */
+async function nodeWithoutController(): Promise<ClusterNode> {
+  const controllers = await real.node.api.get<V1PodList>(
+    `/api/v1/namespaces/${NAMESPACE}/pods?labelSelector=app.kubernetes.io/component%3Dcontroller`,
+  );
+  const withController = new Set(controllers.items.map((pod) => pod.spec?.nodeName));
+  return real.node.nodes.find((node) => !withController.has(node.name)) ?? (real.node.nodes[2] as ClusterNode);
+}
+
+/** A claim on `node` whose Pod wrote `/data/f` (and stays, unless `keepPod` is false), and its PV once bound. */
+async function claimOn(node: ClusterNode, name: string, keepPod = true): Promise<V1PersistentVolume> {
+  await real.work.claim(name, 'durable-csi-dir');
+  await real.work.pod(name, name, { node: node.name, script: `echo ${name} > /data/f` });
+  await real.work.waitRunning(name, 180_000);
+  if (!keepPod) await real.work.deletePod(name);
+  const pv = await real.work.volumeOf(name);
+  expect(fs.existsSync(volumeDir(node, pv))).toBe(true);
+  return pv;
+}
+
+/** Until the Pod runs again (its node back) and reads what it wrote before. */
+async function podReadsItsData(name: string): Promise<void> {
+  await eventually(
+    `Pod ${name} Running again, reading its data`,
+    async () => {
+      const pod = await real.work.getPod(name);
+      const ready = pod.status?.containerStatuses?.every((status) => status.ready) ?? false;
+      return pod.status?.phase === 'Running' && ready && real.work.exec(name, 'cat /data/f') === `${name}\n`;
+    },
+    240_000,
+    1000,
+  );
+}
+
+/** The node plugin's log on `node` (its agent's), through kubelet. */
+function pluginLog(node: ClusterNode): string {
+  const pods = real.node.kubectl([
+    'get',
+    'pods',
+    '-n',
+    NAMESPACE,
+    '-l',
+    'app.kubernetes.io/component=node',
+    '--field-selector',
+    `spec.nodeName=${node.name}`,
+    '-o',
+    'name',
+  ]);
+  const pod = pods.trim().split('\n')[0] ?? '';
+  return real.node.kubectl(['logs', '-n', NAMESPACE, pod, '-c', 'durable-csi', '--tail=400']);
+}
+
+/** Long enough for a halted node's Node to be deleted, re-created and Ready well before it; short for the test. */
+const FORGET_AFTER = 40;
+
+test(`the Node deleted, --node-deleted forget-after:${FORGET_AFTER}s: re-created before the deadline nothing is forgotten; kept away past it the node is forgotten, and re-created with its disk it keeps its volumes and deletes what was written off`, async () => {
+  const { node: cluster, work } = real;
+  // The admin's change to deploy/'s controller (its default is wait): the argument replaced, the Deployment rolls.
+  const deployment = await controllerDeployment(cluster);
+  const containers = deployment.spec?.template.spec?.containers ?? [];
+  const c = containers.findIndex((container) => container.name === 'durable-csi');
+  const a = (containers[c]?.args ?? []).indexOf('--node-deleted=wait');
+  expect([c, a].every((index) => index >= 0)).toBe(true);
+  const policy = `--node-deleted=forget-after:${FORGET_AFTER}s`;
+  cluster.kubectl([
+    'patch',
+    '-n',
+    NAMESPACE,
+    'deployment/durable-csi-controller',
+    '--type=json',
+    '-p',
+    JSON.stringify([{ op: 'replace', path: `/spec/template/spec/containers/${c}/args/${a}`, value: policy }]),
+  ]);
+  await driverReady(cluster);
+  await eventually(
+    'only controller Pods with the new policy',
+    async () => {
+      const pods = await cluster.api.get<V1PodList>(
+        `/api/v1/namespaces/${NAMESPACE}/pods?labelSelector=app.kubernetes.io/component%3Dcontroller`,
+      );
+      return (
+        pods.items.length === 2 &&
+        pods.items.every((pod) => pod.spec?.containers.some((container) => container.args?.includes(policy)))
+      );
+    },
+    120_000,
+    500,
+  );
+  const node = await nodeWithoutController();
+  const keep = await claimOn(node, 'nd-keep');
+  const keepPv = keep.metadata?.name ?? '';
+  const gone = await claimOn(node, 'nd-gone', false);
+
+  // Re-created before the deadline: the decision announced, then cancelled; past the deadline nothing forgotten.
+  await node.halt();
+  await cluster.api.delete(`/api/v1/nodes/${node.name}`);
+  const deletedAt = Date.now();
+  expect(await eventOn(keepPv, 'NodeDeleted')).toMatch(
+    new RegExp(`forgets the node at .* unless the Node returns first \\(${policy}\\)`),
+  );
+  await node.resume();
+  cluster.timings['Node deleted -> re-created (kubelet registers it) and Ready'] = (Date.now() - deletedAt) / 1000;
+  expect(Date.now() - deletedAt).toBeLessThan((FORGET_AFTER - 10) * 1000);
+  expect(await eventOn(keepPv, 'NodeReturned')).toMatch(/forgetting the node is cancelled/);
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, deletedAt + (FORGET_AFTER + 10) * 1000 - Date.now())));
+  expect((await eventsOn(keepPv)).filter((event) => event.startsWith('NodeForgotten'))).toEqual([]);
+  await podReadsItsData('nd-keep');
+  expect(fs.existsSync(volumeDir(node, gone))).toBe(true);
+
+  // Kept away past the deadline: forgotten, recorded on its PVs. A claim deleted then ends with that decision (its
+  // PV goes, its volume written off while still on the absent node's disk); the node back with the same disk
+  // deletes what was written off and keeps the rest.
+  await node.halt();
+  await cluster.api.delete(`/api/v1/nodes/${node.name}`);
+  const deletedAgain = Date.now();
+  await eventOn(keepPv, 'NodeForgotten', (FORGET_AFTER + 90) * 1000);
+  const forgottenAfter = (Date.now() - deletedAgain) / 1000;
+  cluster.timings['Node deleted -> NodeForgotten event'] = forgottenAfter;
+  expect(forgottenAfter).toBeGreaterThanOrEqual(FORGET_AFTER);
+  expect(await eventsOn(gone.metadata?.name ?? '')).toEqual(
+    expect.arrayContaining([expect.stringMatching(/^NodeForgotten: durable-csi forgot node /)]),
+  );
+  await work.deleteClaim('nd-gone');
+  await work.waitGone(`/api/v1/persistentvolumes/${gone.metadata?.name}`, 'PV of nd-gone', 120_000);
+  expect(fs.existsSync(volumeDir(node, gone))).toBe(true);
+  const back = Date.now();
+  await node.resume();
+  await eventually(
+    `written-off ${keyOf(gone)} deleted from ${node.name}'s disk`,
+    async () => !fs.existsSync(volumeDir(node, gone)),
+    180_000,
+    500,
+  );
+  cluster.timings['forgotten Node re-created -> its written-off volume deleted'] = (Date.now() - back) / 1000;
+  expect(await eventOn(node.name, 'WrittenOffDeleted')).toContain(gone.spec?.csi?.volumeHandle ?? 'no handle');
+  await podReadsItsData('nd-keep');
+  expect(fs.existsSync(volumeDir(node, keep))).toBe(true);
+  // Live again: a new volume goes there, and a deletion deletes (nothing written off any more).
+  const fresh = await claimOn(node, 'nd-new', false);
+  await work.deleteClaim('nd-new');
+  await work.waitGone(`/api/v1/persistentvolumes/${fresh.metadata?.name}`, 'PV of nd-new', 120_000);
+  expect(fs.existsSync(volumeDir(node, fresh))).toBe(false);
+}, 900_000);
+
+test('a node rebooted, its pool disk mounted only after the agent started: a deletion meanwhile waits, nothing is reported absent, nothing lost', async () => {
+  const { node: cluster, work } = real;
+  const node = await nodeWithoutController();
+  const keep = await claimOn(node, 'rb-keep');
+  const del = await claimOn(node, 'rb-del', false);
+  await createSnapshot(cluster.api, APP_NAMESPACE, 'rb-snap', 'rb-keep');
+  const { content } = await readySnapshot(cluster.api, APP_NAMESPACE, 'rb-snap');
+  const copyDir = () => path.join(node.poolDir, 'snapshots', 'data', keyOfId(content.status?.snapshotHandle));
+  expect(fs.existsSync(copyDir())).toBe(true);
+  // What lies under the pool's mount point: the node's root filesystem. Nothing may ever be written there.
+  const underneath = path.join(node.dir, 'host', 'var-lib-durable-csi', 'pool');
+  expect(fs.readdirSync(underneath)).toEqual([]);
+  const delPv = del.metadata?.name ?? '';
+  const keepPv = keep.metadata?.name ?? 'no PV';
+  const contentPath = `${CONTENTS}/${content.metadata?.name}`;
+
+  // Sampled from before the power-off to the end: when the PV and the content went (neither may go before the
+  // pool's disk is mounted again: until then the agent cannot know whether their data is gone).
+  const goneAt = new Map<string, number>();
+  let sampling = Promise.resolve();
+  const sampler = setInterval(() => {
+    sampling = sampling.then(async () => {
+      for (const [what, objectPath] of [
+        ['PV', `/api/v1/persistentvolumes/${delPv}`],
+        ['content', contentPath],
+      ] as const)
+        if (!goneAt.has(what) && (await getOrGone(cluster.api, objectPath)) === undefined) goneAt.set(what, Date.now());
+    });
+  }, 250);
+  let mountedAt = Number.POSITIVE_INFINITY;
+  try {
+    await rebootWithLateDisk();
+  } finally {
+    clearInterval(sampler);
+    await sampling;
+    // A failure before the disk came back: mounted now, so that the next scenarios find the node whole.
+    if (!Number.isFinite(mountedAt) && node.ns?.alive()) node.mountPoolDisk();
+  }
+  expect(goneAt.size).toBe(2);
+  for (const [what, at] of goneAt) expect([what, at >= mountedAt]).toEqual([what, true]);
+  expect(fs.existsSync(volumeDir(node, del))).toBe(false);
+  expect(fs.existsSync(copyDir())).toBe(false);
+  expect(fs.existsSync(volumeDir(node, keep))).toBe(true);
+  expect(fs.readdirSync(underneath)).toEqual([]);
+
+  async function rebootWithLateDisk(): Promise<void> {
+    const off = Date.now();
+    await node.powerOff();
+    expect(node.pluginRunning()).toBe(false);
+    await work.deleteClaim('rb-del');
+    await cluster.api.delete(`${snapshotsPath(APP_NAMESPACE)}/rb-snap`);
+    await node.boot(real.images, { mountPoolLater: true });
+    cluster.timings['reboot: powered off -> Node Ready again (pool disk not mounted)'] = (Date.now() - off) / 1000;
+    // The agent runs and finds an empty directory where its record remembers a pool: it waits, saying so.
+    await eventually(
+      `${node.name}'s agent holds its storage work: the pool it remembers is not mounted`,
+      () => /has no pool identity \(an empty directory\).* runs no storage work/.test(pluginLog(node)),
+      180_000,
+      1000,
+    );
+    // Held so for a while (csi-provisioner, snapshot-controller and kubelet retry meanwhile): nothing may give.
+    const until = Date.now() + 25_000;
+    while (Date.now() < until) {
+      expect(await pvExists(delPv)).toBe(true);
+      expect(await getOrGone(cluster.api, contentPath)).toBeDefined();
+      // kubelet's NodeStage and NodePublish of the kept volume answer UNAVAILABLE: no mount of it on the node.
+      expect(node.mountinfo()).not.toContain(keepPv);
+      expect(fs.readdirSync(node.poolDir)).toEqual([]);
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+    mountedAt = Date.now();
+    node.mountPoolDisk();
+    await work.waitGone(`/api/v1/persistentvolumes/${delPv}`, 'PV of rb-del', 180_000);
+    cluster.timings['reboot: pool disk mounted -> the deletion made meanwhile done'] = (Date.now() - mountedAt) / 1000;
+    await work.waitGone(contentPath, 'VolumeSnapshotContent of rb-snap', 180_000);
+    await podReadsItsData('rb-keep');
+    cluster.timings['reboot: pool disk mounted -> its Pod running again on its data'] = (Date.now() - mountedAt) / 1000;
+  }
+}, 900_000);
+
+/** An app as a Deployment of one Pod on `node` holding `claim` (a bare Pod is not drained without --force). */
+async function appOn(name: string, claim: string, node: ClusterNode): Promise<void> {
+  await real.node.api.create(`/apis/apps/v1/namespaces/${APP_NAMESPACE}/deployments`, {
+    metadata: { name },
+    spec: {
+      replicas: 1,
+      selector: { matchLabels: { app: name } },
+      template: {
+        metadata: { labels: { app: name } },
+        spec: {
+          terminationGracePeriodSeconds: 1,
+          automountServiceAccountToken: false,
+          nodeSelector: { 'kubernetes.io/hostname': node.name },
+          containers: [
+            {
+              name: 'app',
+              image: busyboxRef(),
+              imagePullPolicy: 'Never',
+              command: ['sh', '-c', `[ -f /data/f ] || echo ${name} > /data/f; exec sleep 3600`],
+              volumeMounts: [{ name: 'data', mountPath: '/data' }],
+            },
+          ],
+          volumes: [{ name: 'data', persistentVolumeClaim: { claimName: claim } }],
+        },
+      },
+    },
+  });
+}
+
+const busyboxRef = () => imageRef(real.images, 'library/busybox');
+
+async function appPods(name: string): Promise<V1Pod[]> {
+  return (await real.node.api.get<V1PodList>(`/api/v1/namespaces/${APP_NAMESPACE}/pods?labelSelector=app%3D${name}`))
+    .items;
+}
+
+async function runningAppPod(name: string): Promise<V1Pod> {
+  return eventually(
+    `a Pod of ${name} Running and ready`,
+    async () =>
+      (await appPods(name)).find(
+        (pod) =>
+          !pod.metadata?.deletionTimestamp &&
+          pod.status?.phase === 'Running' &&
+          (pod.status.containerStatuses ?? []).every((status) => status.ready),
+      ),
+    180_000,
+    500,
+  );
+}
+
+test('kubectl drain of a node while claims on it are deleted and others made: PodDisruptionBudgets hold, the node plugin stays, nothing lost', async () => {
+  const { node: cluster, work } = real;
+  const controllers = await cluster.api.get<V1PodList>(
+    `/api/v1/namespaces/${NAMESPACE}/pods?labelSelector=app.kubernetes.io/component%3Dcontroller`,
+  );
+  // A node with a controller replica: deploy/'s PDB lets the drain evict it, one replica at a time.
+  const drained = cluster.node(controllers.items[0]?.spec?.nodeName ?? '');
+  await work.claim('dr-app', 'durable-csi-dir');
+  await appOn('dr-app', 'dr-app', drained);
+  await cluster.api.create(`/apis/policy/v1/namespaces/${APP_NAMESPACE}/poddisruptionbudgets`, {
+    metadata: { name: 'dr-app' },
+    spec: { minAvailable: 1, selector: { matchLabels: { app: 'dr-app' } } },
+  });
+  const appPod = await runningAppPod('dr-app');
+  const appPv = await work.volumeOf('dr-app');
+  expect(nodeOfVolume(appPv)).toBe(drained.name);
+  const del = await claimOn(drained, 'dr-del', false);
+  const pluginOf = async () =>
+    (
+      await cluster.api.get<V1PodList>(
+        `/api/v1/namespaces/${NAMESPACE}/pods?labelSelector=app.kubernetes.io/component%3Dnode&fieldSelector=spec.nodeName%3D${drained.name}`,
+      )
+    ).items.map((pod) => pod.metadata?.uid);
+  const plugin = await pluginOf();
+  expect(plugin).toHaveLength(1);
+  const watched: Watched[] = [{ pv: del.metadata?.name ?? '', dir: volumeDir(drained, del), node: drained.name }];
+  const deletion: { at?: number } = {};
+  const watch = new RolloutWatch(
+    cluster,
+    watched,
+    () => deletion.at,
+    (name) => (name === undefined ? cluster.nodes.some((n) => n.pluginRunning()) : cluster.node(name).pluginRunning()),
+  );
+  watch.start();
+  const drain = (timeout: string) =>
+    cluster.kubectlAsync([
+      'drain',
+      drained.name,
+      '--ignore-daemonsets',
+      '--delete-emptydir-data',
+      `--timeout=${timeout}`,
+    ]);
+  try {
+    // The app's PDB (minAvailable 1) holds its only Pod: the drain gives up, the Pod untouched. Meanwhile the claim
+    // on the drained node is deleted and new claims are made (they go elsewhere: the node is cordoned).
+    const held = drain('40s');
+    deletion.at = Date.now();
+    await work.deleteClaim('dr-del');
+    const news = ['dr-new-0', 'dr-new-1', 'dr-new-2'];
+    for (const name of news) {
+      await work.claim(name, 'durable-csi-dir');
+      await work.pod(name, name, { script: `echo ${name} > /data/f` });
+    }
+    const first = await held;
+    expect(first.code).not.toBe(0);
+    expect(first.output).toMatch(/disruption budget/);
+    const stillThere = await runningAppPod('dr-app');
+    expect(stillThere.metadata?.uid).toBe(appPod.metadata?.uid);
+    expect(work.exec(stillThere.metadata?.name ?? '', 'cat /data/f')).toBe('dr-app\n');
+    for (const name of news) {
+      const pod = await work.waitRunning(name, 180_000);
+      expect(pod.spec?.nodeName).not.toBe(drained.name);
+      expect(work.exec(name, 'cat /data/f')).toBe(`${name}\n`);
+    }
+    await work.waitGone(`/api/v1/persistentvolumes/${del.metadata?.name}`, 'PV of dr-del', 180_000);
+    expect(fs.existsSync(volumeDir(drained, del))).toBe(false);
+    // deploy/'s controller PDB let one replica go; the Deployment has both Ready again, none on the drained node.
+    await driverReady(cluster);
+
+    // The app's PDB lifted (its owner's decision): the drain completes. The app's Pod is evicted and its successor
+    // waits for the node (its volume lives there); the node plugin was never evicted.
+    await cluster.api.delete(`/apis/policy/v1/namespaces/${APP_NAMESPACE}/poddisruptionbudgets/dr-app`);
+    const drainedAt = Date.now();
+    const second = await drain('120s');
+    expect([second.code, second.output]).toEqual([0, expect.stringMatching(/drained/)]);
+    cluster.timings['drain: PDB lifted -> node drained'] = (Date.now() - drainedAt) / 1000;
+    const after = await cluster.api.get<V1PodList>(`/api/v1/pods?fieldSelector=spec.nodeName%3D${drained.name}`);
+    expect(
+      after.items
+        .filter((pod) => !pod.metadata?.deletionTimestamp)
+        .map((pod) => pod.metadata?.labels?.['app.kubernetes.io/component'] ?? pod.metadata?.name),
+    ).toEqual(['node']);
+    expect(await pluginOf()).toEqual(plugin);
+    expect(drained.pluginRunning()).toBe(true);
+    expect(fs.existsSync(volumeDir(drained, appPv))).toBe(true);
+    cluster.kubectl(['uncordon', drained.name]);
+    const back = await runningAppPod('dr-app');
+    expect(back.spec?.nodeName).toBe(drained.name);
+    expect(work.exec(back.metadata?.name ?? '', 'cat /data/f')).toBe('dr-app\n');
+  } finally {
+    await watch.stop();
+    cluster.kubectl(['uncordon', drained.name]);
+    await cluster.api.delete(`/apis/apps/v1/namespaces/${APP_NAMESPACE}/deployments/dr-app`).catch(() => undefined);
+    await eventually('the app Pods gone', async () => (await appPods('dr-app')).length === 0, 120_000, 500);
+  }
+  expect(watch.violations).toEqual([]);
+}, 900_000);
 
 test('nothing left on any node: no volume in any pool, no CSI mount, and after stop nothing on the host', async () => {
   const { node: cluster, work } = real;

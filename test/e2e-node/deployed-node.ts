@@ -16,6 +16,8 @@ const APPS = `/apis/apps/v1/namespaces/${NAMESPACE}`;
 export interface Deployed<T extends RealCluster> {
   node: T;
   work: Workloads;
+  /** The images every node imported: what a node booted again (ClusterNode.boot) needs. */
+  images: ImageTars;
 }
 export type DeployedNode = Deployed<RealNode>;
 
@@ -76,6 +78,7 @@ function deployedOn<T extends RealCluster>(
   beforeAll(async () => {
     const { node } = deployed;
     const images = { ...nodeImages(imageSet), ...extraImages?.() };
+    deployed.images = images;
     try {
       const started = Date.now();
       await node.start(images);

@@ -56,6 +56,9 @@ const KUBE_CONTROLLERS = [
   // volumes get their PVCs from this controller.
   'namespace-controller',
   'ephemeral-volume-controller',
+  // A PodDisruptionBudget's status (its allowed disruptions), without which every eviction is refused: `kubectl
+  // drain` (test/e2e-cluster) and deploy/'s own controller PDB.
+  'disruption-controller',
 ];
 
 /** A Proc that must keep running while its node is up: its death fails the test with its log tail. */
@@ -213,6 +216,24 @@ export class RealCluster {
     } catch (error) {
       const stderr = (error as { stderr?: string }).stderr ?? '';
       throw new Error(`kubectl ${args.join(' ')} failed: ${stderr || String(error)}`);
+    }
+  }
+
+  /**
+   * kubectl as the admin without blocking the test (a `kubectl drain` while the test creates and deletes): its exit
+   * code and its output, stdout then stderr.
+   */
+  async kubectlAsync(args: string[], timeoutMs = 300_000): Promise<{ code: number; output: string }> {
+    const [command, wrapped] = this.controlNs.launch(this.tools.kubectl, [
+      `--kubeconfig=${this.plane.adminKubeconfig()}`,
+      ...args,
+    ]);
+    try {
+      const { stdout, stderr } = await run_(command, wrapped, { encoding: 'utf8', timeout: timeoutMs });
+      return { code: 0, output: `${stdout}${stderr}` };
+    } catch (error) {
+      const { code, stdout = '', stderr = '' } = error as { code?: number | string; stdout?: string; stderr?: string };
+      return { code: typeof code === 'number' ? code : -1, output: `${stdout}${stderr}${String(error)}` };
     }
   }
 
