@@ -9,7 +9,15 @@ import { eventually } from '../support/eventually';
  */
 export const SNAPSHOT_CLASS = 'durable-csi';
 export const CONTENTS = '/apis/snapshot.storage.k8s.io/v1/volumesnapshotcontents';
-const CRDS = ['volumesnapshotclasses-crd', 'volumesnapshotcontents-crd', 'volumesnapshots-crd'] as const;
+/** The snapshot and group snapshot CRDs, each the installer's file and its name once applied. */
+export const SNAPSHOT_CRDS = [
+  ['volumesnapshotclasses-crd', 'volumesnapshotclasses.snapshot.storage.k8s.io'],
+  ['volumesnapshotcontents-crd', 'volumesnapshotcontents.snapshot.storage.k8s.io'],
+  ['volumesnapshots-crd', 'volumesnapshots.snapshot.storage.k8s.io'],
+  ['volumegroupsnapshotclasses-crd', 'volumegroupsnapshotclasses.groupsnapshot.storage.k8s.io'],
+  ['volumegroupsnapshotcontents-crd', 'volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io'],
+  ['volumegroupsnapshots-crd', 'volumegroupsnapshots.groupsnapshot.storage.k8s.io'],
+] as const;
 
 export const snapshotsPath = (namespace: string) =>
   `/apis/snapshot.storage.k8s.io/v1/namespaces/${namespace}/volumesnapshots`;
@@ -24,33 +32,24 @@ export interface VolumeSnapshotContent {
   status?: { readyToUse?: boolean; snapshotHandle?: string; restoreSize?: number };
 }
 
-/** The snapshot CRDs applied server-side as the admin (through `kubectl`), and Established. */
+/**
+ * The snapshot and group snapshot CRDs applied server-side as the admin (through `kubectl`), and Established: before
+ * the snapshot-controller and csi-snapshotter start, which look for the group kinds once and run without group
+ * snapshots when they are missing.
+ */
 export function applySnapshotCrds(kubectl: (args: string[]) => unknown, tools: K8sTools): void {
-  for (const crd of CRDS) kubectl(['apply', '--server-side', '--field-manager=e2e-admin', '-f', tools[crd]]);
-  kubectl([
-    'wait',
-    '--for=condition=Established',
-    '--timeout=60s',
-    ...['volumesnapshotclasses', 'volumesnapshotcontents', 'volumesnapshots'].map(
-      (plural) => `crd/${plural}.snapshot.storage.k8s.io`,
-    ),
-  ]);
+  for (const [file] of SNAPSHOT_CRDS)
+    kubectl(['apply', '--server-side', '--field-manager=e2e-admin', '-f', tools[file]]);
+  kubectl(['wait', '--for=condition=Established', '--timeout=60s', ...SNAPSHOT_CRDS.map(([, name]) => `crd/${name}`)]);
 }
 
 /**
  * The snapshot-controller's arguments. Upstream's Deployment runs one with leader election; one process here. Its
  * deletion retries are capped at 30 s (default 5 min), as the driver's sidecars are, so the tests do not wait for a
- * long backoff. No group snapshot CRDs here: with the gate on it looks for them for 30 s (--retry-crd-interval-max)
- * before it starts.
+ * long backoff. The group snapshot gate is GA and on by default in v8.7.0, as deploy/README.md has the cluster run it.
  */
 export function snapshotControllerArgs(kubeconfig: string): string[] {
-  return [
-    `--kubeconfig=${kubeconfig}`,
-    '--leader-election=false',
-    '--retry-interval-max=30s',
-    '--feature-gates=CSIVolumeGroupSnapshot=false',
-    '--v=2',
-  ];
+  return [`--kubeconfig=${kubeconfig}`, '--leader-election=false', '--retry-interval-max=30s', '--v=2'];
 }
 
 export async function createSnapshot(api: KubeRest, namespace: string, name: string, claim: string): Promise<void> {
