@@ -91,3 +91,71 @@ export async function getOrGone<T>(api: KubeRest, apiPath: string): Promise<T | 
     throw error;
   }
 }
+
+export const GROUP_SNAPSHOT_CLASS = 'durable-csi';
+export const GROUP_CONTENTS = '/apis/groupsnapshot.storage.k8s.io/v1/volumegroupsnapshotcontents';
+export const groupSnapshotsPath = (namespace: string) =>
+  `/apis/groupsnapshot.storage.k8s.io/v1/namespaces/${namespace}/volumegroupsnapshots`;
+
+export interface VolumeGroupSnapshot {
+  metadata?: { name?: string; deletionTimestamp?: string };
+  status?: { readyToUse?: boolean; boundVolumeGroupSnapshotContentName?: string; error?: { message?: string } };
+}
+export interface VolumeGroupSnapshotContent {
+  metadata?: { name?: string; deletionTimestamp?: string };
+  spec?: { driver?: string; deletionPolicy?: string; source?: { volumeHandles?: string[] } };
+  status?: {
+    readyToUse?: boolean;
+    volumeGroupSnapshotHandle?: string;
+    volumeSnapshotInfoList?: { volumeHandle: string; snapshotHandle: string }[];
+  };
+}
+/** A VolumeSnapshot the snapshot-controller made for a group's member: its status names the group. */
+export type MemberSnapshot = VolumeSnapshot & { status?: { volumeGroupSnapshotName?: string } };
+
+/** A VolumeGroupSnapshot of the claims of the namespace that carry every label of `matchLabels`. */
+export async function createGroupSnapshot(
+  api: KubeRest,
+  namespace: string,
+  name: string,
+  matchLabels: Record<string, string>,
+): Promise<void> {
+  await api.create(groupSnapshotsPath(namespace), {
+    apiVersion: 'groupsnapshot.storage.k8s.io/v1',
+    kind: 'VolumeGroupSnapshot',
+    metadata: { name },
+    spec: { volumeGroupSnapshotClassName: GROUP_SNAPSHOT_CLASS, source: { selector: { matchLabels } } },
+  });
+}
+
+/**
+ * The group snapshot once readyToUse, and its content. An error in its status is not yet a failure (an ABORTED
+ * create is retried), but a timeout names the last one.
+ */
+export async function readyGroupSnapshot(
+  api: KubeRest,
+  namespace: string,
+  name: string,
+): Promise<{ group: VolumeGroupSnapshot; content: VolumeGroupSnapshotContent }> {
+  const group = await eventually(
+    `VolumeGroupSnapshot ${name} readyToUse`,
+    async () => {
+      const current = await api.get<VolumeGroupSnapshot>(`${groupSnapshotsPath(namespace)}/${name}`);
+      if (current.status?.readyToUse === true) return current;
+      if (current.status?.error) throw new Error(`status error: ${current.status.error.message ?? '(no message)'}`);
+      return undefined;
+    },
+    120_000,
+    250,
+  );
+  const content = await api.get<VolumeGroupSnapshotContent>(
+    `${GROUP_CONTENTS}/${group.status?.boundVolumeGroupSnapshotContentName ?? ''}`,
+  );
+  return { group, content };
+}
+
+/** The VolumeSnapshots the snapshot-controller made for the group's members. */
+export async function memberSnapshots(api: KubeRest, namespace: string, group: string): Promise<MemberSnapshot[]> {
+  const list = await api.get<{ items: MemberSnapshot[] }>(snapshotsPath(namespace));
+  return list.items.filter((snapshot) => snapshot.status?.volumeGroupSnapshotName === group);
+}
