@@ -102,9 +102,10 @@ const SETS = [
       'csi-snapshotter': SNAPSHOTTER.version,
       'snapshot-controller': SNAPSHOTTER.version,
     },
-    // The snapshot CRDs the snapshot-controller and csi-snapshotter serve (test/e2e-k8s/snapshots.test.ts applies
-    // them; deploy/README.md has them as a cluster prerequisite): files of the published client module, copied
-    // from the module cache into `files/`. Stamped there on their own: copying them never invalidates a binary.
+    // The snapshot and group snapshot CRDs the snapshot-controller and csi-snapshotter serve
+    // (test/e2e-k8s/snapshots.test.ts applies them; deploy/README.md has them as a cluster prerequisite): files of the
+    // published client module, copied from the module cache into `files/`. Stamped there on their own: copying them
+    // never invalidates a binary.
     files: {
       module: 'github.com/kubernetes-csi/external-snapshotter/client/v8',
       version: SNAPSHOTTER.version,
@@ -112,6 +113,9 @@ const SETS = [
         'volumesnapshotclasses-crd': 'config/crd/snapshot.storage.k8s.io_volumesnapshotclasses.yaml',
         'volumesnapshotcontents-crd': 'config/crd/snapshot.storage.k8s.io_volumesnapshotcontents.yaml',
         'volumesnapshots-crd': 'config/crd/snapshot.storage.k8s.io_volumesnapshots.yaml',
+        'volumegroupsnapshotclasses-crd': 'config/crd/groupsnapshot.storage.k8s.io_volumegroupsnapshotclasses.yaml',
+        'volumegroupsnapshotcontents-crd': 'config/crd/groupsnapshot.storage.k8s.io_volumegroupsnapshotcontents.yaml',
+        'volumegroupsnapshots-crd': 'config/crd/groupsnapshot.storage.k8s.io_volumegroupsnapshots.yaml',
       },
     },
   },

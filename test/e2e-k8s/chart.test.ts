@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { findProjectRoot } from '../../common/project-root';
 import { ControlPlane } from './control-plane';
+import { SNAPSHOT_CRDS } from './snapshot-objects';
 import { k8sTools } from './tools';
 import { snippetAfterMarker, snippetContaining } from '../unit/deploy/readme-snippets';
 import {
@@ -255,9 +256,9 @@ describe('on a real API server', () => {
     await plane.start(['namespace-controller']);
     const admin = plane.adminKubeconfig();
     kubectl(['--kubeconfig', admin, 'create', 'namespace', 'durable-csi']);
-    // The snapshot CRDs, for the mixes with snapshots.enabled (the cluster's, not the chart's: deploy/README.md).
-    for (const crd of ['volumesnapshotclasses-crd', 'volumesnapshotcontents-crd', 'volumesnapshots-crd'] as const)
-      kubectl(['--kubeconfig', admin, 'apply', '--server-side', '-f', tools[crd]]);
+    // The snapshot and group snapshot CRDs, for the mixes with snapshots.enabled (the cluster's, not the chart's:
+    // deploy/README.md).
+    for (const [crd] of SNAPSHOT_CRDS) kubectl(['--kubeconfig', admin, 'apply', '--server-side', '-f', tools[crd]]);
   }, 120_000);
   afterAll(async () => {
     await plane?.stop();

@@ -9,7 +9,15 @@ import { eventually } from '../support/eventually';
  */
 export const SNAPSHOT_CLASS = 'durable-csi';
 export const CONTENTS = '/apis/snapshot.storage.k8s.io/v1/volumesnapshotcontents';
-const CRDS = ['volumesnapshotclasses-crd', 'volumesnapshotcontents-crd', 'volumesnapshots-crd'] as const;
+/** The snapshot and group snapshot CRDs, each the installer's file and its name once applied. */
+export const SNAPSHOT_CRDS = [
+  ['volumesnapshotclasses-crd', 'volumesnapshotclasses.snapshot.storage.k8s.io'],
+  ['volumesnapshotcontents-crd', 'volumesnapshotcontents.snapshot.storage.k8s.io'],
+  ['volumesnapshots-crd', 'volumesnapshots.snapshot.storage.k8s.io'],
+  ['volumegroupsnapshotclasses-crd', 'volumegroupsnapshotclasses.groupsnapshot.storage.k8s.io'],
+  ['volumegroupsnapshotcontents-crd', 'volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io'],
+  ['volumegroupsnapshots-crd', 'volumegroupsnapshots.groupsnapshot.storage.k8s.io'],
+] as const;
 
 export const snapshotsPath = (namespace: string) =>
   `/apis/snapshot.storage.k8s.io/v1/namespaces/${namespace}/volumesnapshots`;
@@ -24,33 +32,24 @@ export interface VolumeSnapshotContent {
   status?: { readyToUse?: boolean; snapshotHandle?: string; restoreSize?: number };
 }
 
-/** The snapshot CRDs applied server-side as the admin (through `kubectl`), and Established. */
+/**
+ * The snapshot and group snapshot CRDs applied server-side as the admin (through `kubectl`), and Established: before
+ * the snapshot-controller and csi-snapshotter start, which look for the group kinds once and run without group
+ * snapshots when they are missing.
+ */
 export function applySnapshotCrds(kubectl: (args: string[]) => unknown, tools: K8sTools): void {
-  for (const crd of CRDS) kubectl(['apply', '--server-side', '--field-manager=e2e-admin', '-f', tools[crd]]);
-  kubectl([
-    'wait',
-    '--for=condition=Established',
-    '--timeout=60s',
-    ...['volumesnapshotclasses', 'volumesnapshotcontents', 'volumesnapshots'].map(
-      (plural) => `crd/${plural}.snapshot.storage.k8s.io`,
-    ),
-  ]);
+  for (const [file] of SNAPSHOT_CRDS)
+    kubectl(['apply', '--server-side', '--field-manager=e2e-admin', '-f', tools[file]]);
+  kubectl(['wait', '--for=condition=Established', '--timeout=60s', ...SNAPSHOT_CRDS.map(([, name]) => `crd/${name}`)]);
 }
 
 /**
  * The snapshot-controller's arguments. Upstream's Deployment runs one with leader election; one process here. Its
  * deletion retries are capped at 30 s (default 5 min), as the driver's sidecars are, so the tests do not wait for a
- * long backoff. No group snapshot CRDs here: with the gate on it looks for them for 30 s (--retry-crd-interval-max)
- * before it starts.
+ * long backoff. The group snapshot gate is GA and on by default in v8.7.0, as deploy/README.md has the cluster run it.
  */
 export function snapshotControllerArgs(kubeconfig: string): string[] {
-  return [
-    `--kubeconfig=${kubeconfig}`,
-    '--leader-election=false',
-    '--retry-interval-max=30s',
-    '--feature-gates=CSIVolumeGroupSnapshot=false',
-    '--v=2',
-  ];
+  return [`--kubeconfig=${kubeconfig}`, '--leader-election=false', '--retry-interval-max=30s', '--v=2'];
 }
 
 export async function createSnapshot(api: KubeRest, namespace: string, name: string, claim: string): Promise<void> {
@@ -91,4 +90,72 @@ export async function getOrGone<T>(api: KubeRest, apiPath: string): Promise<T | 
     if (error instanceof KubeError && error.status === 404) return undefined;
     throw error;
   }
+}
+
+export const GROUP_SNAPSHOT_CLASS = 'durable-csi';
+export const GROUP_CONTENTS = '/apis/groupsnapshot.storage.k8s.io/v1/volumegroupsnapshotcontents';
+export const groupSnapshotsPath = (namespace: string) =>
+  `/apis/groupsnapshot.storage.k8s.io/v1/namespaces/${namespace}/volumegroupsnapshots`;
+
+export interface VolumeGroupSnapshot {
+  metadata?: { name?: string; deletionTimestamp?: string };
+  status?: { readyToUse?: boolean; boundVolumeGroupSnapshotContentName?: string; error?: { message?: string } };
+}
+export interface VolumeGroupSnapshotContent {
+  metadata?: { name?: string; deletionTimestamp?: string };
+  spec?: { driver?: string; deletionPolicy?: string; source?: { volumeHandles?: string[] } };
+  status?: {
+    readyToUse?: boolean;
+    volumeGroupSnapshotHandle?: string;
+    volumeSnapshotInfoList?: { volumeHandle: string; snapshotHandle: string }[];
+  };
+}
+/** A VolumeSnapshot the snapshot-controller made for a group's member: its status names the group. */
+export type MemberSnapshot = VolumeSnapshot & { status?: { volumeGroupSnapshotName?: string } };
+
+/** A VolumeGroupSnapshot of the claims of the namespace that carry every label of `matchLabels`. */
+export async function createGroupSnapshot(
+  api: KubeRest,
+  namespace: string,
+  name: string,
+  matchLabels: Record<string, string>,
+): Promise<void> {
+  await api.create(groupSnapshotsPath(namespace), {
+    apiVersion: 'groupsnapshot.storage.k8s.io/v1',
+    kind: 'VolumeGroupSnapshot',
+    metadata: { name },
+    spec: { volumeGroupSnapshotClassName: GROUP_SNAPSHOT_CLASS, source: { selector: { matchLabels } } },
+  });
+}
+
+/**
+ * The group snapshot once readyToUse, and its content. An error in its status is not yet a failure (an ABORTED
+ * create is retried), but a timeout names the last one.
+ */
+export async function readyGroupSnapshot(
+  api: KubeRest,
+  namespace: string,
+  name: string,
+): Promise<{ group: VolumeGroupSnapshot; content: VolumeGroupSnapshotContent }> {
+  const group = await eventually(
+    `VolumeGroupSnapshot ${name} readyToUse`,
+    async () => {
+      const current = await api.get<VolumeGroupSnapshot>(`${groupSnapshotsPath(namespace)}/${name}`);
+      if (current.status?.readyToUse === true) return current;
+      if (current.status?.error) throw new Error(`status error: ${current.status.error.message ?? '(no message)'}`);
+      return undefined;
+    },
+    120_000,
+    250,
+  );
+  const content = await api.get<VolumeGroupSnapshotContent>(
+    `${GROUP_CONTENTS}/${group.status?.boundVolumeGroupSnapshotContentName ?? ''}`,
+  );
+  return { group, content };
+}
+
+/** The VolumeSnapshots the snapshot-controller made for the group's members. */
+export async function memberSnapshots(api: KubeRest, namespace: string, group: string): Promise<MemberSnapshot[]> {
+  const list = await api.get<{ items: MemberSnapshot[] }>(snapshotsPath(namespace));
+  return list.items.filter((snapshot) => snapshot.status?.volumeGroupSnapshotName === group);
 }

@@ -7,13 +7,20 @@ import { DRIVER, K8sCluster } from './k8s-cluster';
 import { startProcess } from './processes';
 import {
   CONTENTS,
+  GROUP_CONTENTS,
+  GROUP_SNAPSHOT_CLASS,
   SNAPSHOT_CLASS,
   applySnapshotCrds,
+  createGroupSnapshot,
   createSnapshot as createSnapshotIn,
   getOrGone as getOrGoneIn,
+  groupSnapshotsPath,
+  memberSnapshots,
+  readyGroupSnapshot,
   readySnapshot as readySnapshotIn,
   snapshotControllerArgs,
   snapshotsPath,
+  type VolumeGroupSnapshotContent,
   type VolumeSnapshotContent,
 } from './snapshot-objects';
 import { eventually } from '../support/eventually';
@@ -25,6 +32,8 @@ import { eventually } from '../support/eventually';
  * deploy/components/snapshots is applied server-side, and the csi-snapshotter sidecar runs from the rendered
  * controller Pods like the other sidecars, as the controller's ServiceAccount (a missing RBAC rule fails here).
  * There is no kubelet: a volume's data is written and read in its directory in the node's pool (docs/storage.md).
+ * issue 37 item 3: VolumeGroupSnapshots likewise, with the group snapshot CRDs and the snapshot-controller's and
+ * csi-snapshotter's group snapshot gate at its default (on).
  */
 jest.setTimeout(600_000);
 
@@ -105,6 +114,10 @@ describe('deploy/components/snapshots', () => {
       'csi-snapshotter',
     ]);
     expect(containers[0]?.args).toContain('--snapshots');
+    const groupClass = await cluster.api.get<{ driver: string; deletionPolicy: string }>(
+      `/apis/groupsnapshot.storage.k8s.io/v1/volumegroupsnapshotclasses/${GROUP_SNAPSHOT_CLASS}`,
+    );
+    expect(groupClass).toMatchObject({ driver: DRIVER, deletionPolicy: 'Delete' });
     for (const pod of cluster.controllers) {
       expect(pod.procs.get('durable-csi')?.child.spawnargs).toContain('--snapshots');
       expect(pod.procs.get('csi-snapshotter')?.running()).toBe(true);
@@ -228,6 +241,160 @@ describe('VolumeSnapshots through csi-snapshotter', () => {
       );
     for (const name of ['restored', 'clone']) await claims.delete(name);
     for (const name of ['restored', 'clone']) await claims.pvGone(pvs.get(name)?.metadata?.name ?? '');
+    for (const node of NODES) expect(cluster.volumesOnDisk(node)).toEqual([]);
+  });
+});
+
+describe('VolumeGroupSnapshots through csi-snapshotter and the snapshot-controller (issue 37 item 3)', () => {
+  const MEMBERS = ['db-1', 'db-2', 'db-3'];
+  const LABELS = { 'e2e.durable-csi.io/group': 'db' };
+  const GROUPS = groupSnapshotsPath(E2E_NAMESPACE);
+  const sources = new Map<string, V1PersistentVolume>();
+  let content: VolumeGroupSnapshotContent;
+  /** Each member's snapshot handle, by the source claim's name. */
+  const handles = new Map<string, string>();
+
+  it('a VolumeGroupSnapshot of three labeled PVCs on one node becomes ready, with a VolumeSnapshot per member', async () => {
+    for (const name of MEMBERS) {
+      await claims.create(name, DIR_CLASS, '64Mi', SOURCE_NODE);
+      await cluster.api.patch(`/api/v1/namespaces/${E2E_NAMESPACE}/persistentvolumeclaims/${name}`, {
+        metadata: { labels: LABELS },
+      });
+    }
+    // A claim of the same node without the label: the selector leaves it out.
+    await claims.create('db-other', DIR_CLASS, '64Mi', SOURCE_NODE);
+    for (const name of [...MEMBERS, 'db-other']) {
+      const pv = await claims.bound(name);
+      sources.set(name, pv);
+      fs.writeFileSync(path.join(volumeDir(SOURCE_NODE, pv), 'data.txt'), `${name} before the group\n`);
+    }
+
+    const started = Date.now();
+    await createGroupSnapshot(cluster.api, E2E_NAMESPACE, 'group-1', LABELS);
+    const ready = await readyGroupSnapshot(cluster.api, E2E_NAMESPACE, 'group-1');
+    console.log(`VolumeGroupSnapshot of ${MEMBERS.length} dir volumes readyToUse in ${Date.now() - started} ms`);
+    content = ready.content;
+    expect(content.spec).toMatchObject({ driver: DRIVER, deletionPolicy: 'Delete' });
+    expect(content.status?.volumeGroupSnapshotHandle).toMatch(
+      new RegExp(`^g1_${SOURCE_NODE}_[0-9a-f]{16}_[0-9a-f]{32}$`),
+    );
+    const byVolume = new Map((content.status?.volumeSnapshotInfoList ?? []).map((i) => [i.volumeHandle, i]));
+    expect([...byVolume.keys()].sort()).toEqual(
+      MEMBERS.map((name) => sources.get(name)?.spec?.csi?.volumeHandle).sort(),
+    );
+    for (const name of MEMBERS) {
+      const handle = byVolume.get(sources.get(name)?.spec?.csi?.volumeHandle ?? '')?.snapshotHandle ?? '';
+      expect(handle).toMatch(new RegExp(`^s1_${SOURCE_NODE}_[0-9a-f]{16}_[0-9a-f]{32}$`));
+      handles.set(name, handle);
+      // The member's copy, in the source node's pool, holds its own volume's data.
+      expect(fs.readFileSync(path.join(snapshotDir(SOURCE_NODE, handle), 'data.txt'), 'utf8')).toBe(
+        `${name} before the group\n`,
+      );
+    }
+
+    // One ready VolumeSnapshot per member, each bound to a content with the member's handle.
+    const members = await eventually(
+      'three member VolumeSnapshots readyToUse',
+      async () => {
+        const found = await memberSnapshots(cluster.api, E2E_NAMESPACE, 'group-1');
+        return found.length === MEMBERS.length && found.every((m) => m.status?.readyToUse === true) && found;
+      },
+      60_000,
+      250,
+    );
+    const memberHandles = await Promise.all(
+      members.map(async (member) => {
+        const memberContent = await cluster.api.get<VolumeSnapshotContent>(
+          `${CONTENTS}/${member.status?.boundVolumeSnapshotContentName ?? ''}`,
+        );
+        return memberContent.status?.snapshotHandle;
+      }),
+    );
+    expect(memberHandles.sort()).toEqual([...handles.values()].sort());
+    for (const name of MEMBERS)
+      fs.writeFileSync(
+        path.join(volumeDir(SOURCE_NODE, sources.get(name) as V1PersistentVolume), 'data.txt'),
+        'after\n',
+      );
+  });
+
+  it("a PVC restored from a member's VolumeSnapshot binds on the node with that member's data", async () => {
+    const members = await memberSnapshots(cluster.api, E2E_NAMESPACE, 'group-1');
+    let member = '';
+    for (const candidate of members) {
+      const memberContent = await cluster.api.get<VolumeSnapshotContent>(
+        `${CONTENTS}/${candidate.status?.boundVolumeSnapshotContentName ?? ''}`,
+      );
+      if (memberContent.status?.snapshotHandle === handles.get('db-2')) member = candidate.metadata?.name ?? '';
+    }
+    expect(member).not.toBe('');
+    await claims.create('db-2-restored', IMMEDIATE_CLASS, '64Mi', undefined, {
+      apiGroup: 'snapshot.storage.k8s.io',
+      kind: 'VolumeSnapshot',
+      name: member,
+    });
+    const restored = await claims.bound('db-2-restored', 120_000);
+    sources.set('db-2-restored', restored);
+    expect(pvNode(restored)).toBe(SOURCE_NODE);
+    expect(fs.readFileSync(path.join(volumeDir(SOURCE_NODE, restored), 'data.txt'), 'utf8')).toBe(
+      'db-2 before the group\n',
+    );
+  });
+
+  it('deleting it while its node agent is stopped keeps its content and the copies; then all of it goes', async () => {
+    const contentName = content.metadata?.name ?? '';
+    const copies = [...handles.values()].map((handle) => snapshotDir(SOURCE_NODE, handle));
+    const members = await memberSnapshots(cluster.api, E2E_NAMESPACE, 'group-1');
+    const memberContents = members.map((m) => m.status?.boundVolumeSnapshotContentName ?? '');
+    await cluster.node(SOURCE_NODE).procs.get('durable-csi')?.stop();
+    await cluster.api.delete(`${GROUPS}/group-1`);
+
+    // csi-snapshotter asked DeleteVolumeGroupSnapshot and was refused (ABORTED while the node is away), then asked
+    // again after its backoff and was refused again: the deletion waits, it is not given up.
+    await eventually(
+      `two GroupSnapshotDeleteError on ${contentName}`,
+      async () => (await eventCount(contentName, 'GroupSnapshotDeleteError')) >= 2,
+      120_000,
+      500,
+    );
+    const waiting = await cluster.api.get<VolumeGroupSnapshotContent>(`${GROUP_CONTENTS}/${contentName}`);
+    expect(waiting.metadata?.deletionTimestamp).toBeDefined();
+    expect(waiting.status?.volumeGroupSnapshotHandle).toBe(content.status?.volumeGroupSnapshotHandle);
+    for (const copy of copies) expect(fs.existsSync(path.join(copy, 'data.txt'))).toBe(true);
+
+    const returned = Date.now();
+    await cluster.startAgent(SOURCE_NODE);
+    await eventually(
+      `VolumeGroupSnapshotContent ${contentName} gone`,
+      async () => (await getOrGone(`${GROUP_CONTENTS}/${contentName}`)) === undefined,
+      120_000,
+      250,
+    );
+    console.log(`VolumeGroupSnapshotContent gone ${Date.now() - returned} ms after the node agent returned`);
+    for (const copy of copies) expect(fs.existsSync(copy)).toBe(false);
+    expect(fs.readdirSync(path.join(cluster.poolDir(SOURCE_NODE), 'snapshots', 'records'))).toEqual([]);
+    await eventually(
+      'the VolumeGroupSnapshot, its member VolumeSnapshots and their contents gone',
+      async () => {
+        const left = await Promise.all([
+          getOrGone(`${GROUPS}/group-1`),
+          ...members.map((m) => getOrGone(`${SNAPSHOTS}/${m.metadata?.name ?? ''}`)),
+          ...memberContents.map((name) => getOrGone(`${CONTENTS}/${name}`)),
+        ]);
+        return left.every((object) => object === undefined);
+      },
+      120_000,
+      250,
+    );
+  });
+
+  it('the claims go with their volumes; the restored one did not depend on the group', async () => {
+    const restored = sources.get('db-2-restored') as V1PersistentVolume;
+    expect(fs.readFileSync(path.join(volumeDir(SOURCE_NODE, restored), 'data.txt'), 'utf8')).toBe(
+      'db-2 before the group\n',
+    );
+    for (const name of sources.keys()) await claims.delete(name);
+    for (const pv of sources.values()) await claims.pvGone(pv.metadata?.name ?? '');
     for (const node of NODES) expect(cluster.volumesOnDisk(node)).toEqual([]);
   });
 });

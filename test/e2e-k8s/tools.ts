@@ -14,10 +14,13 @@ export interface K8sTools {
   'csi-snapshotter': string;
   /** external-snapshotter's cluster-wide controller: a cluster prerequisite of deploy/components/snapshots. */
   'snapshot-controller': string;
-  /** The snapshot CRDs (files of external-snapshotter's client module, copied by the installer). */
+  /** The snapshot and group snapshot CRDs (files of external-snapshotter's client module, copied by the installer). */
   'volumesnapshotclasses-crd': string;
   'volumesnapshotcontents-crd': string;
   'volumesnapshots-crd': string;
+  'volumegroupsnapshotclasses-crd': string;
+  'volumegroupsnapshotcontents-crd': string;
+  'volumegroupsnapshots-crd': string;
   /** Kubernetes' external storage suite (test/e2e-node/storage-suite) and the binary of its agnhost image. */
   // Ginkgo's CLI runs a precompiled suite only by its .test name.
   'e2e-storage.test': string;

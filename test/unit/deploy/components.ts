@@ -17,7 +17,8 @@ interface PatchOp {
 }
 interface Component {
   resources?: string[];
-  patches?: { target: { kind: string; name: string }; patch: string }[];
+  /** Without a target: a strategic merge patch naming its object (deploy/ uses them for `$patch: delete` only). */
+  patches?: { target?: { kind: string; name: string }; patch: string }[];
 }
 interface KubeObject {
   kind?: string;
@@ -37,11 +38,16 @@ export function componentResources<T>(name: string): T[] {
   return (readComponent(name).resources ?? []).flatMap((file) => loadDeploy<T>(path.join('components', name, file)));
 }
 
-/** A copy of `object` with every patch of the component that targets its kind and name applied. */
+/** The component's patches as written. */
+export function componentPatches(name: string): NonNullable<Component['patches']> {
+  return readComponent(name).patches ?? [];
+}
+
+/** A copy of `object` with every JSON patch of the component that targets its kind and name applied. */
 export function withComponent<T extends KubeObject>(object: T, name: string): T {
   const copy = structuredClone(object);
-  for (const { target, patch } of readComponent(name).patches ?? []) {
-    if (target.kind !== object.kind || target.name !== object.metadata?.name) continue;
+  for (const { target, patch } of componentPatches(name)) {
+    if (!target || target.kind !== object.kind || target.name !== object.metadata?.name) continue;
     applyPatch(copy, loadYaml(patch) as PatchOp[]);
   }
   return copy;

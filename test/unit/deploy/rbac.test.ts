@@ -4,12 +4,12 @@
  * code uses, fails here; the e2e (test/e2e-k8s) runs the controller as this ServiceAccount against a real API server.
  */
 import type { V1ClusterRole, V1Deployment, V1PolicyRule, V1Role } from '@kubernetes/client-node';
-import { loadAll as loadAllYaml } from 'js-yaml';
+import { load as loadYaml, loadAll as loadAllYaml } from 'js-yaml';
 import fs from 'node:fs';
 import path from 'node:path';
 import { findProjectRoot } from '../../../common/project-root';
 import { SNAPSHOT_CONTENTS } from '../../../kubernetes/snapshot-contents';
-import { componentResources, loadDeploy, withComponent } from './components';
+import { componentPatches, componentResources, loadDeploy, withComponent } from './components';
 
 const ROOT = findProjectRoot();
 const KUBERNETES_CODE = path.join(ROOT, 'kubernetes');
@@ -126,12 +126,17 @@ describe('components/snapshots', () => {
     if (!found) throw new Error(`components/snapshots has no ClusterRole ${name}`);
     return found;
   };
+  const apiGroupOf = (resource: string) =>
+    resource === 'events'
+      ? ''
+      : resource.startsWith('volumegroup')
+        ? 'groupsnapshot.storage.k8s.io'
+        : 'snapshot.storage.k8s.io';
   const snapshotGrants = (rules: V1PolicyRule[]) => {
     for (const rule of rules)
-      for (const resource of rule.resources ?? [])
-        expect(rule.apiGroups).toEqual([resource === 'events' ? '' : 'snapshot.storage.k8s.io']);
+      for (const resource of rule.resources ?? []) expect(rule.apiGroups).toEqual([apiGroupOf(resource)]);
     // grants() names a resource with its API group; the group was checked above, the names below are upstream's.
-    return [...grants(rules)].map((grant) => grant.replace('.snapshot.storage.k8s.io ', ' ')).sort();
+    return [...grants(rules)].map((grant) => grant.replace(/\.(group)?snapshot\.storage\.k8s\.io /, ' ')).sort();
   };
   const [controller] = loadDeploy<V1Deployment>('base/controller.yaml');
   const rendered = controller && withComponent(controller, 'snapshots');
@@ -139,19 +144,38 @@ describe('components/snapshots', () => {
 
   it("csi-snapshotter v8.7.0 gets exactly upstream's rules for its watches, status updates and Events", () => {
     // external-snapshotter v8.7.0 deploy/kubernetes/csi-snapshotter/rbac-csi-snapshotter.yaml, less the optional
-    // Secrets (no class names any) and the groupsnapshot.storage.k8s.io rules (group snapshots are switched off).
+    // Secrets (no class names any).
     expect(snapshotGrants(clusterRole('durable-csi-external-snapshotter').rules ?? [])).toEqual(
       [
-        'volumesnapshotclasses get',
-        'volumesnapshotclasses list',
-        'volumesnapshotclasses watch',
-        ...['get', 'list', 'watch', 'update', 'patch'].map((verb) => `volumesnapshotcontents ${verb}`),
-        'volumesnapshotcontents/status update',
-        'volumesnapshotcontents/status patch',
+        ...['volumesnapshotclasses', 'volumegroupsnapshotclasses'].flatMap((resource) =>
+          ['get', 'list', 'watch'].map((verb) => `${resource} ${verb}`),
+        ),
+        ...['volumesnapshotcontents', 'volumegroupsnapshotcontents'].flatMap((resource) => [
+          ...['get', 'list', 'watch', 'update', 'patch'].map((verb) => `${resource} ${verb}`),
+          `${resource}/status update`,
+          `${resource}/status patch`,
+        ]),
         ...['list', 'watch', 'create', 'update', 'patch'].map((verb) => `events ${verb}`),
       ].sort(),
     );
-    expect(sidecar('csi-snapshotter')?.args).toContain('--feature-gates=CSIVolumeGroupSnapshot=false');
+  });
+
+  it('group snapshots are on (the GA gate at its default); components/snapshots-without-groups turns them off', () => {
+    const gate = (args: string[] | undefined) => (args ?? []).filter((arg) => arg.startsWith('--feature-gates'));
+    expect(gate(sidecar('csi-snapshotter')?.args)).toEqual([]);
+    expect(objects.filter((object) => object.kind === 'VolumeGroupSnapshotClass').map((o) => o.metadata?.name)).toEqual(
+      ['durable-csi'],
+    );
+    const off = rendered && withComponent(rendered, 'snapshots-without-groups');
+    const offSidecar = off?.spec?.template.spec?.containers.find((c) => c.name === 'csi-snapshotter');
+    expect(gate(offSidecar?.args)).toEqual(['--feature-gates=CSIVolumeGroupSnapshot=false']);
+    // Its other patch deletes the class (kustomize's `$patch: delete`; chart.test.ts renders it with kubectl).
+    expect(componentPatches('snapshots-without-groups').map((patch) => loadYaml(patch.patch))).toContainEqual({
+      $patch: 'delete',
+      apiVersion: 'groupsnapshot.storage.k8s.io/v1',
+      kind: 'VolumeGroupSnapshotClass',
+      metadata: { name: 'durable-csi' },
+    });
   });
 
   it('csi-provisioner reads snapshots for restores and manages their source-protection finalizer; nothing more', () => {
@@ -212,12 +236,15 @@ describe('components/snapshots', () => {
     ]);
   });
 
-  it('the VolumeSnapshotClass durable-csi names the CSIDriver of deploy/base and deletes the copy with the snapshot', () => {
-    const [driver] = loadDeploy<{ metadata: { name: string } }>('base/csidriver.yaml');
-    const snapshotClass = objects.find((object) => object.kind === 'VolumeSnapshotClass');
-    expect(snapshotClass?.metadata?.name).toBe('durable-csi');
-    expect(snapshotClass?.driver).toBe(driver?.metadata.name);
-    expect(snapshotClass?.deletionPolicy).toBe('Delete');
-    expect(snapshotClass?.parameters).toBeUndefined();
-  });
+  it.each(['VolumeSnapshotClass', 'VolumeGroupSnapshotClass'])(
+    'the %s durable-csi names the CSIDriver of deploy/base and deletes the copies with the snapshot',
+    (kind) => {
+      const [driver] = loadDeploy<{ metadata: { name: string } }>('base/csidriver.yaml');
+      const snapshotClass = objects.find((object) => object.kind === kind);
+      expect(snapshotClass?.metadata?.name).toBe('durable-csi');
+      expect(snapshotClass?.driver).toBe(driver?.metadata.name);
+      expect(snapshotClass?.deletionPolicy).toBe('Delete');
+      expect(snapshotClass?.parameters).toBeUndefined();
+    },
+  );
 });

@@ -1,7 +1,7 @@
 /**
- * scripts/install-k8s-tools.js copies the snapshot CRDs from the external-snapshotter client module into the
- * build's cache directory: from the directory `go mod download -json` names, stamped on their own so that
- * a present copy is not fetched again and the binaries (and their stamp) are never touched. `go` is a
+ * scripts/install-k8s-tools.js copies the snapshot and group snapshot CRDs from the external-snapshotter client
+ * module into the build's cache directory: from the directory `go mod download -json` names, stamped on their own
+ * so that a present copy is not fetched again and the binaries (and their stamp) are never touched. `go` is a
  * script here that logs its calls and answers for a module directory of the test's.
  */
 import fs from 'node:fs';
@@ -63,10 +63,13 @@ afterAll(() => {
 const goCalls = () => (fs.existsSync(goLog) ? fs.readFileSync(goLog, 'utf8').trim().split('\n') : []);
 
 describe('the snapshot CRDs of the sidecars set', () => {
-  it('are the three snapshot.storage.k8s.io CRDs of the client module, at the snapshotter version', () => {
+  it('are the three snapshot.storage.k8s.io and three groupsnapshot CRDs of the client module, at its version', () => {
     expect(sidecars?.files?.module).toBe('github.com/kubernetes-csi/external-snapshotter/client/v8');
     expect(sidecars?.files?.version).toBe('v8.7.0');
     expect(Object.values(sidecars?.files?.copy ?? {}).sort()).toEqual([
+      'config/crd/groupsnapshot.storage.k8s.io_volumegroupsnapshotclasses.yaml',
+      'config/crd/groupsnapshot.storage.k8s.io_volumegroupsnapshotcontents.yaml',
+      'config/crd/groupsnapshot.storage.k8s.io_volumegroupsnapshots.yaml',
       'config/crd/snapshot.storage.k8s.io_volumesnapshotclasses.yaml',
       'config/crd/snapshot.storage.k8s.io_volumesnapshotcontents.yaml',
       'config/crd/snapshot.storage.k8s.io_volumesnapshots.yaml',

@@ -85,6 +85,8 @@ beforeAll(() => {
   fs.mkdirSync(crds, { recursive: true });
   for (const kind of ['volumesnapshotclasses', 'volumesnapshotcontents', 'volumesnapshots'])
     fs.writeFileSync(path.join(crds, `snapshot.storage.k8s.io_${kind}.yaml`), `kind: CustomResourceDefinition\n`);
+  for (const kind of ['volumegroupsnapshotclasses', 'volumegroupsnapshotcontents', 'volumegroupsnapshots'])
+    fs.writeFileSync(path.join(crds, `groupsnapshot.storage.k8s.io_${kind}.yaml`), `kind: CustomResourceDefinition\n`);
   // `go build -o <dir>/ pkg...` names each binary after the package's last element (a /vN suffix skipped).
   fs.writeFileSync(
     fakeGo,
