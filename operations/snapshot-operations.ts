@@ -339,16 +339,21 @@ export class SnapshotOperations {
       nodeId: parts.nodeId,
       only: { poolIdPrefix: parts.poolIdPrefix, groupKey: parts.key },
     };
-    const page = await this.listPage('', MAX_PAGE_ENTRIES, lookup);
-    if (page.forgotten) {
-      throw new DriverError(
-        FailureType.NotFound,
-        `group snapshot ${groupSnapshotId} was on node ${parts.nodeId}, forgotten for good (${page.forgotten.reason})`,
-      );
-    }
-    if (page.unreachableNodes.includes(parts.nodeId)) throw silentNode(parts.nodeId);
-    // Filtered here too: an agent of the previous release ignores the group filter and lists its whole pool.
-    const members = page.snapshots.filter((snapshot) => snapshot.groupSnapshotId === groupSnapshotId);
+    // Every page, not the first: an agent of the previous release ignores the group filter and lists its whole pool,
+    // whose first page need not hold a member (NOT_FOUND, "deleted", for a group that is there), and a node's answer
+    // is bounded in bytes as well as entries. Filtered here too for that agent.
+    const every = await everyPage(async (after) => {
+      const { snapshots, forgotten, ...page } = await this.listPage(after, MAX_PAGE_ENTRIES, lookup);
+      if (forgotten) {
+        throw new DriverError(
+          FailureType.NotFound,
+          `group snapshot ${groupSnapshotId} was on node ${parts.nodeId}, forgotten for good (${forgotten.reason})`,
+        );
+      }
+      return { entries: snapshots, ...page };
+    });
+    if (every.unreachableNodes.includes(parts.nodeId)) throw silentNode(parts.nodeId);
+    const members = every.entries.filter((snapshot) => snapshot.groupSnapshotId === groupSnapshotId);
     if (members.length === 0) {
       throw new DriverError(
         FailureType.NotFound,
