@@ -35,13 +35,12 @@ export async function controllerVolumeHealth(
   volumeId: string,
   lookUp: (volumeId: string) => Promise<unknown>,
   now = new Date(),
+  readRecord: (nodeId: string) => Promise<NodeRecordView | undefined> = (nodeId) =>
+    readNodeRecord(client, driverName, nodeId),
 ): Promise<VolumeProblem[]> {
   const parts = parseVolumeId(volumeId);
   if (!parts) throw new DriverError(FailureType.NotFound, `volume ${volumeId} was not issued by this driver`);
-  const [record, deletion] = await Promise.all([
-    readNodeRecord(client, driverName, parts.nodeId),
-    deletionOf(client, driverName, volumeId),
-  ]);
+  const [record, deletion] = await Promise.all([readRecord(parts.nodeId), deletionOf(client, driverName, volumeId)]);
   if (deletion?.done) {
     const { outcome, reason } = deletion.done;
     if (outcome !== 'node-forgotten')
@@ -162,10 +161,23 @@ export async function listVolumeHealth(
   }
   const entries: VolumeHealthEntry[] = [];
   const sorted = [...volumeIds].sort();
+  // One read of each node's record for the page, not one per volume: a page's volumes share a few nodes.
+  const records = new Map<string, Promise<NodeRecordView | undefined>>();
+  const readRecord = (nodeId: string) => {
+    if (!records.has(nodeId)) records.set(nodeId, readNodeRecord(client, driverName, nodeId));
+    return records.get(nodeId)!;
+  };
   for (const [index, volumeId] of sorted.entries()) {
     if (maxEntries > 0 && entries.length === maxEntries) return { entries, nextToken: sorted[index - 1] ?? '' };
     try {
-      const problems = await controllerVolumeHealth(client, driverName, volumeId, async () => undefined, now);
+      const problems = await controllerVolumeHealth(
+        client,
+        driverName,
+        volumeId,
+        async () => undefined,
+        now,
+        readRecord,
+      );
       if (problems.length > 0) entries.push({ volumeId, problems });
     } catch (error) {
       // Deleted since its node went away: not a volume any more.
