@@ -11,9 +11,12 @@
 //   phase 2   prod-temporal project                                  needs: temporal-server
 //   phase 3   dev project, test/e2e-k8s                              needs: the control plane, sidecars, helm
 //   phase 4   dev project, test/e2e-node but the storage suite       needs: kubelet, sidecars, helm, the images
-//   phase 5   dev project, test/e2e-node/storage-suite               needs: all of it
-// Phases 2 to 5 start once phase 1 is done, each as soon as its needs are ready, side by side, but phases 4 and 5 one
-// after the other (each starts a real node, of which a machine runs one at a time).
+//   phase 5   dev project, test/e2e-node/storage-suite               needs: all of it but the release
+//   phase 6   dev project, the three-node cluster: the upgrade from   needs: kubelet, sidecars, helm, the images,
+//             the newest release and a node lost (test/e2e-cluster)         the release's image
+// Phases 2 to 6 start once phase 1 is done, each as soon as its needs are ready, side by side, but phases 4, 5 and 6
+// one after the other (each starts real nodes, of which a machine runs one set at a time). The rest of
+// test/e2e-cluster runs in `npm run test:cluster` (docs/testing.md).
 const { spawn } = require('child_process');
 const os = require('os');
 const path = require('path');
@@ -25,6 +28,8 @@ const jest = path.join(root, 'node_modules', 'jest', 'bin', 'jest.js');
 const E2E_K8S = 'test/e2e-k8s/';
 const E2E_NODE = 'test/e2e-node/';
 const STORAGE_SUITE = 'test/e2e-node/storage-suite/';
+// The seed's scenario (issue 35): an upgrade from the release and back, and a node lost, on three real nodes.
+const CLUSTER_SUITES = ['test/e2e-cluster/upgrade.test.ts', 'test/e2e-cluster/node-lost.test.ts'];
 const TIMING_REPORTER = path.join(root, 'test', 'support', 'timing-reporter.js');
 
 /**
@@ -103,9 +108,16 @@ const LATER_PHASES = [
   {
     name: 'phase 5 (storage suite)',
     timing: 'phase5',
-    needs: ['all'],
+    needs: ['control plane', 'sidecars', 'chart tools', 'images', 'storage suite', 'temporal-server'],
     realNode: true,
     args: [STORAGE_SUITE, '--selectProjects', 'dev'],
+  },
+  {
+    name: 'phase 6 (three-node cluster)',
+    timing: 'phase6',
+    needs: ['control plane', 'sidecars', 'chart tools', 'images', 'release image'],
+    realNode: true,
+    args: [...CLUSTER_SUITES, '--selectProjects', 'dev'],
   },
 ];
 

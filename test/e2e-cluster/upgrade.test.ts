@@ -12,7 +12,7 @@ import { writeOverlay } from '../e2e-node/deploy-overlay';
 import { NAMESPACE, deployedCluster, driverReady } from '../e2e-node/deployed-node';
 import { nodeImages, type ImageTars } from '../e2e-node/images';
 import { CLUSTER_TEMPORAL_ADDRESS, type ClusterNode } from '../e2e-node/real-cluster';
-import { releaseBuild, type Release } from '../e2e-node/release';
+import { UPGRADE_FROM, releaseBuild, type Release } from '../e2e-node/release';
 import { RolloutWatch, type Watched } from '../e2e-node/rollout-watch';
 import { APP_NAMESPACE } from '../e2e-node/workloads';
 import { eventually } from '../support/eventually';
@@ -28,7 +28,7 @@ import { eventually } from '../support/eventually';
 jest.setTimeout(300_000);
 
 const NODES = ['dcsi-u1', 'dcsi-u2', 'dcsi-u3'];
-const FROM = 'v0.2.0';
+const FROM = UPGRADE_FROM;
 let release: Release;
 /** The current build's images but the driver: the release's. */
 const releaseImages = (images: ImageTars): ImageTars => ({

@@ -23,7 +23,7 @@ export interface Release {
  */
 export function releaseBuild(tag: string): Release {
   const root = findProjectRoot();
-  const commit = execFileSync('git', ['-C', root, 'rev-parse', `${tag}^{commit}`], { encoding: 'utf8' }).trim();
+  const commit = releaseCommit(root, tag);
   const dir = path.join(releasesCache(), commit);
   const done = path.join(dir, 'release.json');
   if (fs.existsSync(done)) return JSON.parse(fs.readFileSync(done, 'utf8')) as Release;
@@ -82,6 +82,40 @@ export function releaseBuild(tag: string): Release {
   }
 }
 
+/** The release the upgrade starts from and the downgrade returns to (test/e2e-cluster/upgrade.test.ts). */
+export const UPGRADE_FROM = 'v0.2.0';
+
+/**
+ * Each release's commit, for a clone made without its tags (a clone of one branch, or a CI checkout that fetches
+ * none): the upgrade runs in `npm test`, and a missing tag must not fail it when the commit is there. A release
+ * commit never changes; a tag that names another commit is refused rather than trusted.
+ */
+const RELEASE_COMMITS: Record<string, string> = { 'v0.2.0': 'fbdc33a73cab580c4b07dc16dc4f8603c4915bb2' };
+
+function releaseCommit(root: string, tag: string): string {
+  const git = (args: string[]) =>
+    execFileSync('git', ['-C', root, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  const pinned = RELEASE_COMMITS[tag];
+  let tagged: string | undefined;
+  try {
+    tagged = git(['rev-parse', '--verify', '--quiet', `refs/tags/${tag}^{commit}`]);
+  } catch {
+    tagged = undefined;
+  }
+  if (tagged && pinned && tagged !== pinned)
+    throw new Error(`the tag ${tag} names ${tagged}, but the release ${tag} is ${pinned}: fix the tag, or this table`);
+  const commit = tagged ?? pinned;
+  if (!commit) throw new Error(`no tag ${tag} in ${root} and no known commit for it: run \`git fetch --tags\``);
+  try {
+    git(['cat-file', '-e', `${commit}^{commit}`]);
+  } catch {
+    throw new Error(
+      `the release ${tag} (${commit}) is not in ${root}: a shallow clone? run \`git fetch --unshallow --tags\``,
+    );
+  }
+  return commit;
+}
+
 /** npm run image's cache (scripts/image/cache.js). */
 function imagesCache(): string {
   if (process.env.DURABLE_CSI_IMAGES) return path.resolve(process.env.DURABLE_CSI_IMAGES);
@@ -91,4 +125,14 @@ function imagesCache(): string {
 function releasesCache(): string {
   if (process.env.DURABLE_CSI_RELEASES) return path.resolve(process.env.DURABLE_CSI_RELEASES);
   return path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'durable-csi', 'releases');
+}
+
+// `node dist/test/e2e-node/release.js [TAG...]` builds each release (UPGRADE_FROM by default), or finds it built:
+// scripts/background-build.js runs it before the cluster's phase of `npm test`, so that the phase does not wait on it.
+if (require.main === module) {
+  const tags = process.argv.slice(2);
+  for (const tag of tags.length > 0 ? tags : [UPGRADE_FROM]) {
+    const release = releaseBuild(tag);
+    console.log(`${release.tag} (${release.commit}): ${release.ref}, ${release.tar}`);
+  }
 }
