@@ -22,6 +22,7 @@ import { formatGrowth, summarizeSnapshot } from './heap-diff';
 import { probeMemory, probeSnapshot, withHeapProbe, type ProbeMemory } from './heap-probe';
 import { CostMeter } from './phase-cost';
 import { ProcessWatch, residentMbOf } from './process-usage';
+import { slope } from './stats';
 
 interface Options {
   lifecycles: number;
@@ -100,18 +101,10 @@ const HEADER =
 
 /** Least-squares slope of `value` against the lifecycles, per 1,000 lifecycles. */
 export function growthPerThousand(samples: readonly MemorySample[], value: (sample: MemorySample) => number): number {
-  if (samples.length < 2) return NaN;
-  const xs = samples.map((sample) => sample.lifecycles / 1000);
-  const ys = samples.map(value);
-  const meanX = xs.reduce((a, b) => a + b, 0) / xs.length;
-  const meanY = ys.reduce((a, b) => a + b, 0) / ys.length;
-  let num = 0;
-  let den = 0;
-  xs.forEach((x, index) => {
-    num += (x - meanX) * ((ys[index] ?? 0) - meanY);
-    den += (x - meanX) ** 2;
-  });
-  return num / den;
+  return slope(
+    samples.map((sample) => sample.lifecycles / 1000),
+    samples.map(value),
+  );
 }
 
 async function main(): Promise<number> {
@@ -124,6 +117,7 @@ async function main(): Promise<number> {
   process.once('SIGINT', () => void cleanUp().finally(() => process.exit(130)));
   const problems: string[] = [];
   const samples: MemorySample[] = [];
+  let beforeSnapshot: MemorySample | undefined;
   const diffs: Record<string, string[]> = {};
   try {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'durable-csi-bench-memory-'));
@@ -165,8 +159,10 @@ async function main(): Promise<number> {
       agent: await figuresOf(probeDir, pids.agent),
     });
     const started = performance.now();
+    // Writing a snapshot costs the process memory that the allocator keeps: the samples' RSS includes it.
+    beforeSnapshot = await sample(0, started);
     const startSnapshots = await probeSnapshot(probeDir, pids.controller, 'start');
-    process.stdout.write(`${HEADER}\n`);
+    process.stdout.write(`${HEADER}\n${sampleLine(beforeSnapshot)}   (before the first heap snapshot)\n`);
     samples.push(await sample(0, started));
     process.stdout.write(`${sampleLine(samples[0]!)}\n`);
     let done = 0;
@@ -185,7 +181,9 @@ async function main(): Promise<number> {
       `\n${done} lifecycles in ${Math.round(samples[samples.length - 1]!.seconds)} s (concurrency ` +
         `${options.concurrency}); growth per 1,000 (least squares): controller RSS ${rate((s) => s.controller.rss)} ` +
         `MB, main heap ${rate((s) => s.controller.heaps[0] ?? NaN)} MB, workflow thread heap ` +
-        `${rate((s) => s.controller.heaps[1] ?? NaN)} MB; agent RSS ${rate((s) => s.agent.rss)} MB\n`,
+        `${rate((s) => s.controller.heaps[1] ?? NaN)} MB; agent RSS ${rate((s) => s.agent.rss)} MB\n` +
+        `controller RSS after the first batch -> at the end (the lower of the last two samples): ` +
+        `${fixed(samples[1]?.controller.rss ?? NaN)} -> ${fixed(Math.min(...samples.slice(-2).map((s) => s.controller.rss)))} MB\n`,
     );
     // Snapshots by thread: the file names end in -t<threadId>.heapsnapshot.
     const byThread = (files: string[]) =>
@@ -204,7 +202,7 @@ async function main(): Promise<number> {
     await cleanUp();
   }
   fs.mkdirSync(path.dirname(options.out), { recursive: true });
-  fs.writeFileSync(options.out, `${JSON.stringify({ options, samples, diffs, problems }, null, 2)}\n`);
+  fs.writeFileSync(options.out, `${JSON.stringify({ options, beforeSnapshot, samples, diffs, problems }, null, 2)}\n`);
   for (const problem of problems) process.stdout.write(`problem: ${problem}\n`);
   progress(`wrote ${options.out}`);
   return problems.length === 0 ? 0 : 1;
