@@ -31,6 +31,8 @@ interface Options {
   warmup: number;
   minutes: number;
   snapshots?: string;
+  /** False with --no-heap-snapshots: RSS without what writing snapshots leaves in the allocator. */
+  heapSnapshots: boolean;
   out: string;
 }
 
@@ -62,6 +64,10 @@ function parseOptions(argv: string[]): Options {
     .option('--warmup <n>', 'unmeasured lifecycles first (fills the workflow cache, compiles code)', integer(0), 200)
     .option('--minutes <n>', 'stop after the batch that ends past this many minutes', positiveInt, 30)
     .option('--snapshots <dir>', "keep the controller's heap snapshots (start, end) in dir")
+    .option(
+      '--no-heap-snapshots',
+      "take none: writing one leaves the controller's allocator about 100 MB larger, which the RSS figures then include",
+    )
     .option('--out <file>', 'JSON report', path.join(findProjectRoot(), 'test-artifacts', 'bench-memory.json'))
     .parse(argv)
     .opts<Options>();
@@ -161,7 +167,9 @@ async function main(): Promise<number> {
     const started = performance.now();
     // Writing a snapshot costs the process memory that the allocator keeps: the samples' RSS includes it.
     beforeSnapshot = await sample(0, started);
-    const startSnapshots = await probeSnapshot(probeDir, pids.controller, 'start');
+    const takeSnapshots = (label: string) =>
+      options.heapSnapshots ? probeSnapshot(probeDir, pids.controller, label) : Promise.resolve([]);
+    const startSnapshots = await takeSnapshots('start');
     process.stdout.write(`${HEADER}\n${sampleLine(beforeSnapshot)}   (before the first heap snapshot)\n`);
     samples.push(await sample(0, started));
     process.stdout.write(`${sampleLine(samples[0]!)}\n`);
@@ -175,11 +183,12 @@ async function main(): Promise<number> {
       samples.push(await sample(done, started));
       process.stdout.write(`${sampleLine(samples[samples.length - 1]!)}\n`);
     }
-    const endSnapshots = await probeSnapshot(probeDir, pids.controller, 'end');
-    const rate = (value: (s: MemorySample) => number) => fixed(growthPerThousand(samples, value));
+    const endSnapshots = await takeSnapshots('end');
+    // From the first batch on, as in lifecycles.ts: the first fills the caches and compiles code.
+    const rate = (value: (s: MemorySample) => number) => fixed(growthPerThousand(samples.slice(1), value));
     process.stdout.write(
       `\n${done} lifecycles in ${Math.round(samples[samples.length - 1]!.seconds)} s (concurrency ` +
-        `${options.concurrency}); growth per 1,000 (least squares): controller RSS ${rate((s) => s.controller.rss)} ` +
+        `${options.concurrency}); growth per 1,000 after the first batch (least squares): controller RSS ${rate((s) => s.controller.rss)} ` +
         `MB, main heap ${rate((s) => s.controller.heaps[0] ?? NaN)} MB, workflow thread heap ` +
         `${rate((s) => s.controller.heaps[1] ?? NaN)} MB; agent RSS ${rate((s) => s.agent.rss)} MB\n` +
         `controller RSS after the first batch -> at the end (the lower of the last two samples): ` +
