@@ -25,7 +25,8 @@ export const LOADER_OPTIONS = {
 /**
  * csi.proto imports it only to `extend` six of its option messages (csi_secret, alpha_field, ...): no CSI message
  * holds a descriptor. Those six, declared extensible, stand in for the whole file, whose reflection cost every agent
- * about 1.7 MB of heap (docs/scale.md, "Memory"); the options parse the same (test/unit/csi/redact.test.ts).
+ * about 1.7 MB of heap when loaded (docs/scale.md, "Memory"); the options parse the same
+ * (test/unit/csi/redact.test.ts).
  */
 const DESCRIPTOR_PROTO = 'google/protobuf/descriptor.proto';
 const DESCRIPTOR_OPTIONS = `syntax = "proto2";
@@ -48,8 +49,9 @@ let cachedRoot: protobuf.Root | undefined;
 /**
  * The gRPC service definitions, built from csiRoot() as @grpc/proto-loader would build them (the same protobufjs
  * conversions, LOADER_OPTIONS), without proto-loader: it loads protobufjs's descriptor extension and keeps a
- * descriptor object per message and a second copy of the reflection, about 4 MB of heap in every node agent and
- * controller (docs/scale.md, "Memory"). test/unit/csi-proto.test.ts checks the wire and the objects against it.
+ * descriptor object per message and a second copy of the reflection: 3.6 MB more heap when loaded, 1.6 MB of it still
+ * live in a settled node agent (docs/scale.md, "Memory"). test/unit/csi-proto.test.ts checks the wire and the
+ * objects against it.
  */
 export function csiPackage(): CsiServices {
   cached ??= grpcServices(csiRoot(), CSI_PACKAGE, LOADER_OPTIONS) as unknown as CsiServices;
