@@ -1,9 +1,10 @@
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import * as protobuf from 'protobufjs';
 import fs from 'node:fs';
 import path from 'node:path';
 import { call, connectCsi, withDeadline } from '../csi/client';
 import { removeStaleSocket } from '../csi/endpoint';
+import { grpcServices } from '../csi/proto';
 import type { Logger } from '../common/logger';
 
 /**
@@ -107,11 +108,10 @@ export async function startPluginRegistration(options: PluginRegistrationOptions
 }
 
 function registrationService(): grpc.ServiceDefinition {
-  const definition = protoLoader.loadSync(PROTO_PATH, { keepCase: true, defaults: true });
-  const loaded = grpc.loadPackageDefinition(definition) as unknown as {
-    pluginregistration: { Registration: { service: grpc.ServiceDefinition } };
-  };
-  return loaded.pluginregistration.Registration.service;
+  const root = new protobuf.Root().loadSync(PROTO_PATH, { keepCase: true }).resolveAll();
+  const service = grpcServices(root, 'pluginregistration', { defaults: true }).Registration;
+  if (!service) throw new Error(`${PROTO_PATH} declares no pluginregistration.Registration`);
+  return service.service;
 }
 
 function bind(server: grpc.Server, address: string): Promise<void> {

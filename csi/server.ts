@@ -5,7 +5,7 @@ import type { Logger } from '../common/logger';
 import type { ProcessMetrics } from '../metrics/registry';
 import { parseEndpoint, removeStaleSocket } from './endpoint';
 import { toGrpcStatus } from './errors';
-import { CSI_PACKAGE, csiPackage } from './proto';
+import { CSI_PACKAGE, csiPackage, type CsiMethodDefinition } from './proto';
 import { redactSecrets } from './redact';
 
 /** A CSI service written as plain async functions; the server adds transport, logging and error mapping. */
@@ -36,8 +36,8 @@ export async function serveCsi(
 ): Promise<RunningServer> {
   const csi = csiPackage();
   const server = new grpc.Server();
-  const add = (definition: grpc.ServiceDefinition & RequestTypes, service: AsyncService): void =>
-    server.addService(definition, wrapService(definition, service, logger, metrics));
+  const add = (definition: grpc.ServiceDefinition, service: AsyncService): void =>
+    server.addService(definition, wrapService(definition as unknown as RequestTypes, service, logger, metrics));
   add(csi.Identity.service, services.identity);
   if (services.controller) add(csi.Controller.service, services.controller);
   if (services.groupController) add(csi.GroupController.service, services.groupController);
@@ -64,8 +64,8 @@ export async function serveCsi(
   };
 }
 
-/** What the wrapper reads of a service definition: each method's request message, as proto-loader describes it. */
-type RequestTypes = Record<string, { requestType?: { type: { name?: string } } } | undefined>;
+/** What the wrapper reads of a service definition: each method's request message (csi/proto.ts). */
+type RequestTypes = Record<string, Pick<CsiMethodDefinition, 'requestTypeName'> | undefined>;
 
 /** The one wrapper around every call: redacted request logging, duration, and the single error-to-code map. */
 
@@ -79,7 +79,7 @@ function wrapService(
   for (const [method, handler] of Object.entries(service)) {
     // The request's message type says which of its fields redactSecrets masks. A method the definition lacks is
     // never called.
-    const requestName = definition[method]?.requestType?.type.name;
+    const requestName = definition[method]?.requestTypeName;
     if (!requestName) continue;
     const redacted = (request: unknown): unknown => redactSecrets(request, `${CSI_PACKAGE}.${requestName}`);
     wrapped[method] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {

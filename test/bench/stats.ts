@@ -54,3 +54,18 @@ export async function runPool<T>(
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, lane));
 }
+
+/** The least-squares slope of ys against xs; NaN with fewer than two points. */
+export function slope(xs: readonly number[], ys: readonly number[]): number {
+  if (xs.length < 2) return NaN;
+  const mean = (values: readonly number[]) => values.reduce((a, b) => a + b, 0) / values.length;
+  const meanX = mean(xs);
+  const meanY = mean(ys);
+  let covariance = 0;
+  let variance = 0;
+  xs.forEach((x, index) => {
+    covariance += (x - meanX) * ((ys[index] ?? NaN) - meanY);
+    variance += (x - meanX) ** 2;
+  });
+  return covariance / variance;
+}

@@ -4,7 +4,7 @@ import * as path from 'path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import * as protobuf from 'protobufjs';
-import { LOADER_OPTIONS } from '../../csi/proto';
+import { csiPackage, LOADER_OPTIONS, type CsiMethodDefinition } from '../../csi/proto';
 
 // Guards csi/csi.proto against drifting from CSI spec v1.13.0 (wire numbers checked against
 // github.com/container-storage-interface/spec v1.13.0's csi.proto, as the Go module proxy serves it).
@@ -246,6 +246,45 @@ describe('csi/csi.proto', () => {
     });
   });
 
+  describe("the driver's own service definitions (csi/proto.ts, without proto-loader)", () => {
+    const reference = (
+      grpc.loadPackageDefinition(protoLoader.loadSync(PROTO_PATH, LOADER_OPTIONS)).csi as grpc.GrpcObject
+    ).v1 as grpc.GrpcObject;
+    const ours = csiPackage() as unknown as Record<string, grpc.ServiceClientConstructor>;
+    const methods = [...Object.keys(EXPECTED_RPCS), 'SnapshotMetadata'].flatMap((service) =>
+      Object.keys((reference[service] as grpc.ServiceClientConstructor).service).map((rpc) => [service, rpc] as const),
+    );
+
+    it('has every service and method proto-loader has, with the same paths, streaming and client names', () => {
+      for (const [service, rpc] of methods) {
+        const theirs = (reference[service] as grpc.ServiceClientConstructor).service[rpc]!;
+        const mine = ours[service]?.service[rpc] as CsiMethodDefinition | undefined;
+        expect({ service, rpc, ...pick(mine) }).toEqual({ service, rpc, ...pick(theirs) });
+        expect(mine?.requestTypeName).toBe(
+          (theirs as unknown as { requestType: { type: { name: string } } }).requestType.type.name,
+        );
+      }
+    });
+
+    it.each(methods)('%s.%s encodes and decodes every field as proto-loader does', (service, rpc) => {
+      const theirs = (reference[service] as grpc.ServiceClientConstructor).service[rpc]!;
+      const mine = ours[service]!.service[rpc]!;
+      const method = root.lookupService(`csi.v1.${service}`).methods[rpc]!;
+      for (const [type, serialize, deserialize] of [
+        [method.resolvedRequestType!, 'requestSerialize', 'requestDeserialize'],
+        [method.resolvedResponseType!, 'responseSerialize', 'responseDeserialize'],
+      ] as const) {
+        const sample = sampleOf(type, 0);
+        const bytes = theirs[serialize](sample);
+        if (type.fieldsArray.length > 0) expect(bytes.length).toBeGreaterThan(0);
+        expect(mine[serialize](sample)).toEqual(bytes);
+        expect(mine[deserialize](bytes)).toEqual(theirs[deserialize](bytes));
+        // Absent fields come back as proto-loader's defaults (defaults: true), oneofs named (oneofs: true).
+        expect(mine[deserialize](Buffer.alloc(0))).toEqual(theirs[deserialize](Buffer.alloc(0)));
+      }
+    });
+  });
+
   it.each(FIELD_NUMBERS)('%s.%s has field number %i', (message, field, id) => {
     expect(root.lookupType(`csi.v1.${message}`).fields[field]?.id).toBe(id);
   });
@@ -361,3 +400,57 @@ describe('csi/csi.proto', () => {
     ]);
   });
 });
+
+/** What grpc-js reads of a method definition, besides its functions. */
+function pick(
+  definition:
+    | Pick<grpc.MethodDefinition<unknown, unknown>, 'path' | 'requestStream' | 'responseStream' | 'originalName'>
+    | undefined,
+) {
+  return {
+    path: definition?.path,
+    requestStream: definition?.requestStream,
+    responseStream: definition?.responseStream,
+    originalName: definition?.originalName,
+  };
+}
+
+/**
+ * A message of `type` with every field set (the first member of each oneof, maps and repeated fields with one entry,
+ * enums by their last value's name, 64-bit integers as decimal strings), nested messages to a depth of three.
+ */
+function sampleOf(type: protobuf.Type, depth: number): Record<string, unknown> {
+  const sample: Record<string, unknown> = {};
+  const inOneofs = new Set(type.oneofsArray.flatMap((oneof) => oneof.fieldsArray.slice(1).map((field) => field.name)));
+  for (const field of type.fieldsArray) {
+    if (inOneofs.has(field.name)) continue;
+    const value = sampleValue(field, depth);
+    if (value === undefined) continue;
+    if (field.map) sample[field.name] = { key: value };
+    else sample[field.name] = field.repeated ? [value] : value;
+  }
+  return sample;
+}
+
+function sampleValue(field: protobuf.Field, depth: number): unknown {
+  field.resolve();
+  const resolved = field.resolvedType;
+  if (resolved instanceof protobuf.Enum) return Object.keys(resolved.values).at(-1);
+  if (resolved instanceof protobuf.Type) return depth < 3 ? sampleOf(resolved, depth + 1) : undefined;
+  switch (field.type) {
+    case 'string':
+      return `${field.name}-value`;
+    case 'bool':
+      return true;
+    case 'bytes':
+      return Buffer.from('bytes');
+    case 'int64':
+    case 'uint64':
+    case 'sint64':
+    case 'fixed64':
+    case 'sfixed64':
+      return '9007199254740993';
+    default:
+      return 7;
+  }
+}
