@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createWorkflowId } from '../../common/names';
 import { parseQuantity } from '../../common/quantity';
-import { createSnapshot, readySnapshot } from '../e2e-k8s/snapshot-objects';
+import { CONTENTS, createSnapshot, readySnapshot, snapshotsPath } from '../e2e-k8s/snapshot-objects';
 import { DRIVER, NAMESPACE, deployedCluster, nodeDaemonSet } from '../e2e-node/deployed-node';
 import type { ClusterNode } from '../e2e-node/real-cluster';
 import { APP_NAMESPACE, nodeOfVolume } from '../e2e-node/workloads';
@@ -201,7 +201,7 @@ test('a restore and a clone of a volume on one node go to that node, though thei
   const [elsewhere, , home] = cluster.nodes as [ClusterNode, ClusterNode, ClusterNode];
   const source = await claimOn('source', home, '1Gi', 'echo source > /data/f');
   await createSnapshot(cluster.api, APP_NAMESPACE, 'source-snap', 'source');
-  await readySnapshot(cluster.api, APP_NAMESPACE, 'source-snap');
+  const { content } = await readySnapshot(cluster.api, APP_NAMESPACE, 'source-snap');
 
   // Both Pods prefer another node: left to itself the scheduler would choose it, where no copy can be made.
   const started = Date.now();
@@ -222,4 +222,6 @@ test('a restore and a clone of a volume on one node go to that node, though thei
   }
   cluster.timings['restore and clone created -> both Pods Running on the source node'] = (Date.now() - started) / 1000;
   expect(nodeOfVolume(source)).toBe(home.name);
+  await cluster.api.delete(`${snapshotsPath(APP_NAMESPACE)}/source-snap`);
+  await real.work.waitGone(`${CONTENTS}/${content.metadata?.name}`, 'the VolumeSnapshotContent of source-snap');
 });
