@@ -73,7 +73,9 @@ async function capacityBecomes(expected: Record<string, number>): Promise<number
       const seen = JSON.stringify(
         Object.keys(expected).map((node) => [node, published.get(node)?.capacity, published.get(node)?.maximum]),
       );
-      return seen === want || (seen as unknown as false);
+      // A throw is "not yet" to eventually(), and its message what a timeout reports.
+      if (seen !== want) throw new Error(`published ${seen}, want ${want}`);
+      return true;
     },
     90_000,
     500,
