@@ -28,7 +28,7 @@ export async function startControllerKubernetes(deps: {
   const core = coreApi(kubeConfig);
   registerOrphanMetrics(deps.registry, { ...deps, kubernetes: { core, custom: customObjectsApi(kubeConfig) }, logger });
   const watch = await startNodeDeletedWatch({ ...deps, kubeConfig, policy: deps.nodeDeleted, logger });
-  const copies = await startCopyPlacement(kubeConfig, deps.driverName, logger);
+  const copies = startCopyPlacement(kubeConfig, deps.driverName, logger);
   return {
     stop: async () => {
       await copies.stop();
@@ -39,14 +39,12 @@ export async function startControllerKubernetes(deps: {
 }
 
 /**
- * Watches claims (every namespace) and hands each one added or changed to CopyPlacement. The watch restarts after an
- * error (client-node's informer stops on one); its re-list hands every claim again, so none waiting is missed.
+ * Watches claims (every namespace) and hands each one added or changed to CopyPlacement. Never holds the controller
+ * up: a watch that cannot start (the API server away, or a ClusterRole of an earlier release without `watch` on
+ * claims during a rollout) is logged and tried again every 10 s, as after an error (client-node's informer stops on
+ * one); its re-list hands every claim again, so none waiting is missed.
  */
-async function startCopyPlacement(
-  kubeConfig: KubeConfig,
-  driverName: string,
-  logger: Logger,
-): Promise<{ stop(): Promise<void> }> {
+function startCopyPlacement(kubeConfig: KubeConfig, driverName: string, logger: Logger): { stop(): Promise<void> } {
   const core = coreApi(kubeConfig);
   const informer = makeInformer<V1PersistentVolumeClaim>(kubeConfig, '/api/v1/persistentvolumeclaims', () =>
     core.listPersistentVolumeClaimForAllNamespaces(),
@@ -75,18 +73,18 @@ async function startCopyPlacement(
   informer.on('add', handle);
   informer.on('update', handle);
   let stopped = false;
+  const start = () => {
+    if (stopped) return;
+    informer.start().catch((error: unknown) => {
+      logger.warn({ err: error }, 'claim watch could not start; retrying in 10 s');
+      setTimeout(start, 10_000);
+    });
+  };
   informer.on('error', (error) => {
-    logger.warn({ err: error }, 'claim watch failed; restarting it');
-    const restart = () => {
-      if (!stopped)
-        informer.start().catch((startError: unknown) => {
-          logger.warn({ err: startError }, 'claim watch could not start; retrying');
-          setTimeout(restart, 10_000);
-        });
-    };
-    setTimeout(restart, 10_000);
+    logger.warn({ err: error }, 'claim watch failed; restarting it in 10 s');
+    setTimeout(start, 10_000);
   });
-  await informer.start();
+  start();
   return {
     async stop() {
       stopped = true;
