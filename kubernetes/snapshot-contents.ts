@@ -16,6 +16,8 @@ export interface DriverSnapshotContent {
   requestedName: string | undefined;
   /** Being deleted: it goes, with its copy or without; never "lost". */
   deleting: boolean;
+  /** The VolumeSnapshot it is bound to (spec.volumeSnapshotRef): where a restore names it (copy-placement.ts). */
+  snapshotRef?: { namespace: string; name: string };
 }
 
 /** The API the snapshot CRDs serve (external-snapshotter's client/config/crd). */
@@ -30,7 +32,7 @@ interface VolumeSnapshotContent {
   spec?: {
     driver?: string;
     source?: { snapshotHandle?: string };
-    volumeSnapshotRef?: { uid?: string };
+    volumeSnapshotRef?: { uid?: string; namespace?: string; name?: string };
   };
   status?: { snapshotHandle?: string };
 }
@@ -55,12 +57,14 @@ export async function listDriverSnapshotContents(
 
 function toDriverContent(content: VolumeSnapshotContent): DriverSnapshotContent {
   const snapshotHandle = content.status?.snapshotHandle || content.spec?.source?.snapshotHandle || undefined;
-  const uid = content.spec?.volumeSnapshotRef?.uid;
+  const ref = content.spec?.volumeSnapshotRef;
+  const uid = ref?.uid;
   return {
     name: content.metadata?.name ?? '',
     snapshotHandle,
     nodeId: snapshotHandle ? parseSnapshotId(snapshotHandle)?.nodeId : undefined,
     requestedName: !snapshotHandle && uid ? `snapshot-${uid}` : undefined,
     deleting: content.metadata?.deletionTimestamp !== undefined,
+    ...(ref?.namespace && ref.name ? { snapshotRef: { namespace: ref.namespace, name: ref.name } } : {}),
   };
 }

@@ -15,6 +15,25 @@ const CORE = `/api/v1/namespaces/${APP_NAMESPACE}`;
 /** The PVC conditions of a resize in progress or failed (k8s.io/api core/v1 PersistentVolumeClaimConditionType). */
 const RESIZE_CONDITIONS = new Set(['Resizing', 'FileSystemResizePending', 'ControllerResizeError', 'NodeResizeError']);
 
+/** The node a PV's volume lives on, from its node affinity (the driver's topology key, the only term it writes). */
+export function nodeOfVolume(pv: V1PersistentVolume): string | undefined {
+  const terms = pv.spec?.nodeAffinity?.required?.nodeSelectorTerms ?? [];
+  return terms.flatMap((term) => term.matchExpressions ?? []).flatMap((e) => e.values ?? [])[0];
+}
+
+function preferNode(node: string) {
+  return {
+    nodeAffinity: {
+      preferredDuringSchedulingIgnoredDuringExecution: [
+        {
+          weight: 100,
+          preference: { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [node] }] },
+        },
+      ],
+    },
+  };
+}
+
 /** Claims and Pods of the scenarios, in the default namespace, through the admin's REST client. */
 export class Workloads {
   constructor(
@@ -44,12 +63,13 @@ export class Workloads {
 
   /**
    * A Pod holding the claim at /data (or the raw device at /dev/xvda), running `script`, then sleeping; on `node`
-   * when named (a WaitForFirstConsumer claim then gets its volume there).
+   * when named (a WaitForFirstConsumer claim then gets its volume there); `prefer`: a node the scheduler should
+   * choose when it can (a preferred node affinity of the highest weight), which steers its choice without binding it.
    */
   async pod(
     name: string,
     claim: string,
-    options: { script?: string; fsGroup?: number; block?: boolean; node?: string } = {},
+    options: { script?: string; fsGroup?: number; block?: boolean; node?: string; prefer?: string } = {},
   ) {
     const volume = options.block
       ? { volumeDevices: [{ name: 'data', devicePath: '/dev/xvda' }] }
@@ -61,6 +81,7 @@ export class Workloads {
         automountServiceAccountToken: false,
         securityContext: options.fsGroup ? { fsGroup: options.fsGroup } : {},
         ...(options.node ? { nodeSelector: { 'kubernetes.io/hostname': options.node } } : {}),
+        ...(options.prefer ? { affinity: preferNode(options.prefer) } : {}),
         containers: [
           {
             name: 'app',

@@ -29,10 +29,15 @@ const METHOD_NEEDS: Record<string, { resource: string; verb: string; namespaced:
   listNode: { resource: 'nodes', verb: 'list', namespaced: false },
   readNode: { resource: 'nodes', verb: 'get', namespaced: false },
   listPersistentVolume: { resource: 'persistentvolumes', verb: 'list', namespaced: false },
+  readPersistentVolume: { resource: 'persistentvolumes', verb: 'get', namespaced: false },
+  patchNamespacedPersistentVolumeClaim: { resource: 'persistentvolumeclaims', verb: 'patch', namespaced: false },
   listPersistentVolumeClaimForAllNamespaces: { resource: 'persistentvolumeclaims', verb: 'list', namespaced: false },
   createNamespacedEvent: { resource: 'events', verb: 'create', namespaced: true },
 };
-const INFORMER_RESOURCES: Record<string, string> = { '/api/v1/nodes': 'nodes' };
+const INFORMER_RESOURCES: Record<string, string> = {
+  '/api/v1/nodes': 'nodes',
+  '/api/v1/persistentvolumeclaims': 'persistentvolumeclaims',
+};
 /** client-node's CustomObjectsApi method -> the verb it needs of the resource its request names. */
 const CUSTOM_METHOD_VERBS: Record<string, string> = { listClusterCustomObject: 'list' };
 /** The custom resources the code names (`{ group, version, plural }` constants), by the constant's name. */
