@@ -28,12 +28,12 @@ const STEPS = [
   // helm (built) and promtool (Debian's): the chart's tests in phases 3 and 4 (scripts/install-chart-tools.js).
   { name: 'chart tools', args: [path.join('scripts', 'install-chart-tools.js')] },
   { name: 'images', args: [path.join('scripts', 'image', 'build.js'), '--all'], afterSetup: true },
+  // The release the cluster's upgrade starts from (phase 6, which runs beside phase 4), built from its commit with
+  // its own scripts and cached by commit. It seeds its image parts from the images step's cache
+  // (test/e2e-node/release.ts), hence after it.
+  { name: 'release image', args: [path.join('dist', 'test', 'e2e-node', 'release.js')], afterSetup: true },
   { name: 'storage suite', args: [K8S_TOOLS, 'storage-suite'] },
   { name: 'temporal-server', args: [path.join('scripts', 'install-temporal-server.js')] },
-  // The release the cluster's upgrade starts from (phase 6), built from its commit with its own scripts and cached
-  // by commit: last, since phase 6 runs after the storage suite's phase. It seeds its image parts from the images
-  // step's cache (test/e2e-node/release.ts), hence after it.
-  { name: 'release image', args: [path.join('dist', 'test', 'e2e-node', 'release.js')], afterSetup: true },
 ];
 
 /** `nice -n 19 [ionice -c 3]`: ionice is util-linux's, present on Debian but not everywhere. */

@@ -11,12 +11,12 @@
 //   phase 2   prod-temporal project                                  needs: temporal-server
 //   phase 3   dev project, test/e2e-k8s                              needs: the control plane, sidecars, helm
 //   phase 4   dev project, test/e2e-node but the storage suite       needs: kubelet, sidecars, helm, the images
-//   phase 5   dev project, test/e2e-node/storage-suite               needs: all of it but the release
-//   phase 6   dev project, the three-node cluster: the upgrade from   needs: kubelet, sidecars, helm, the images,
-//             the newest release and a node lost (test/e2e-cluster)         the release's image
-// Phases 2 to 6 start once phase 1 is done, each as soon as its needs are ready, side by side, but phases 4, 5 and 6
-// one after the other (each starts real nodes, of which a machine runs one set at a time). The rest of
-// test/e2e-cluster runs in `npm run test:cluster` (docs/testing.md).
+//   phase 5   dev project, test/e2e-node/storage-suite               needs: phase 4's and the suite's binaries
+//   phase 6   dev project, the three-node cluster: the upgrade from   needs: phase 4's and the release's image
+//             the newest release and a node lost (test/e2e-cluster)
+// Phases 2 to 6 start once phase 1 is done, each as soon as its needs are ready, side by side; phases 4 and 5 one
+// after the other (one lane of real nodes), phase 6 in a lane of its own beside them (node-lock.ts: two real-node
+// runs at once; they mostly wait). The rest of test/e2e-cluster runs in `npm run test:cluster` (docs/testing.md).
 const { spawn } = require('child_process');
 const os = require('os');
 const path = require('path');
@@ -102,38 +102,39 @@ const LATER_PHASES = [
     name: 'phase 4 (real node)',
     timing: 'phase4',
     needs: ['control plane', 'sidecars', 'chart tools', 'images'],
-    realNode: true,
+    lane: 'node',
     args: [E2E_NODE, `--testPathIgnorePatterns=${STORAGE_SUITE}`, '--selectProjects', 'dev'],
   },
   {
     name: 'phase 5 (storage suite)',
     timing: 'phase5',
-    needs: ['control plane', 'sidecars', 'chart tools', 'images', 'storage suite', 'temporal-server'],
-    realNode: true,
+    needs: ['control plane', 'sidecars', 'chart tools', 'images', 'storage suite'],
+    lane: 'node',
     args: [STORAGE_SUITE, '--selectProjects', 'dev'],
   },
   {
     name: 'phase 6 (three-node cluster)',
     timing: 'phase6',
     needs: ['control plane', 'sidecars', 'chart tools', 'images', 'release image'],
-    realNode: true,
+    lane: 'cluster',
     args: [...CLUSTER_SUITES, '--selectProjects', 'dev'],
   },
 ];
 
 /**
  * Runs each later phase as soon as its needs are built, side by side (they mostly wait, and on different servers),
- * but the real node's phases one at a time: a machine runs one real node (test/e2e-node/node-lock.ts).
+ * but the phases of one lane of real nodes one at a time, in the order they become ready: a lane is one of the
+ * machine's real-node slots (test/e2e-node/node-lock.ts).
  */
 async function laterPhases(background) {
-  let realNode = Promise.resolve();
+  const lanes = new Map();
   const run = async (phase) => {
     const readies = await Promise.all(phase.needs.map((need) => background.ready(need)));
     const failed = readies.find((ready) => !ready.ok);
     if (failed) return { ...failed, name: `${phase.name}: ${failed.name}` };
-    if (!phase.realNode) return jestRun(phase.name, phase.timing, phase.args);
-    const turn = realNode.then(() => jestRun(phase.name, phase.timing, phase.args));
-    realNode = turn;
+    if (!phase.lane) return jestRun(phase.name, phase.timing, phase.args);
+    const turn = (lanes.get(phase.lane) ?? Promise.resolve()).then(() => jestRun(phase.name, phase.timing, phase.args));
+    lanes.set(phase.lane, turn);
     return turn;
   };
   return Promise.all(LATER_PHASES.map(run));

@@ -3,7 +3,7 @@ import {
   ApplicationFailure,
   condition,
   makeContinueAsNewFunc,
-  patched,
+  deprecatePatch,
   proxyActivities,
   setHandler,
   TimeoutFailure,
@@ -130,7 +130,9 @@ function startRun(input: NodePresenceInput): RecordRun {
  * 0.3.0: each hold is scheduled with the heartbeat timeout the node's agent reported (its --presence-timeout, 60 s
  * by default), not the fixed 30 s of 0.2.0: the agent heartbeats at a cadence derived from it, so a longer timeout
  * costs Temporal fewer heartbeats per idle node (docs/scale.md). A report without one (an agent before 0.3.0) keeps
- * 30 s, and so does every hold of a history written before the patch.
+ * 30 s. Only an option of the hold changes, which replay does not compare, so both releases replay each other's
+ * histories; the marker is a deprecated one, which 0.2.0 (calling nothing for it) skips: with patched() its marker
+ * stopped every node record of a cluster downgraded to 0.2.0 (TMPRL1100, docs/workflow-changes.md).
  */
 const PRESENCE_TIMEOUT_FROM_REPORT = 'presence-timeout-from-report';
 
@@ -158,7 +160,7 @@ function presenceActivities(input: NodePresenceInput) {
 
 /** The heartbeat timeout of the next hold: the agent's, as its latest report says. */
 function holdTimeoutMs(run: RecordRun): number {
-  if (!patched(PRESENCE_TIMEOUT_FROM_REPORT)) return PRESENCE_HEARTBEAT_TIMEOUT_MS;
+  deprecatePatch(PRESENCE_TIMEOUT_FROM_REPORT);
   const reported = run.memo.record?.presenceTimeoutMs;
   // Bounds again here: a report is the agent's word, and a timeout of 0 would hold presence with none at all.
   if (typeof reported !== 'number' || !(reported >= MIN_PRESENCE_TIMEOUT_MS)) return PRESENCE_HEARTBEAT_TIMEOUT_MS;

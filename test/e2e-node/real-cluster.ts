@@ -93,8 +93,9 @@ export interface ClusterOptions {
  * and pool. The nodes reach the control plane and each other's Pods through a bridge in the control plane's
  * namespace; nothing leaves the namespaces the test made. A node can be halted (kubelet and its Pods stopped),
  * resumed, powered off, rebooted or removed without touching the others (ClusterNode). deploy/ runs on it as Pods.
- * Torn down fully by stop(); leftovers() says what is still there. One per machine (node-lock.ts): addresses inside
- * the namespaces are fixed and cgroups are the machine's.
+ * Torn down fully by stop(); leftovers() says what is still there. Clusters on one machine do not see each other
+ * (the same fixed addresses, but inside each one's own namespaces; a cgroup root per run): node-lock.ts bounds how
+ * many run at once.
  */
 export class RealCluster {
   readonly run: string;

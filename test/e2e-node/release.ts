@@ -92,7 +92,8 @@ export const UPGRADE_FROM = 'v0.2.0';
  */
 const RELEASE_COMMITS: Record<string, string> = { 'v0.2.0': 'fbdc33a73cab580c4b07dc16dc4f8603c4915bb2' };
 
-function releaseCommit(root: string, tag: string): string {
+/** The commit of the release `tag` in the repository at `root`: its tag's, or the table's when the clone has no tags. */
+export function releaseCommit(root: string, tag: string): string {
   const git = (args: string[]) =>
     execFileSync('git', ['-C', root, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
   const pinned = RELEASE_COMMITS[tag];
