@@ -152,7 +152,12 @@ export class ControlPlane {
       contexts: [{ name: 'e2e', context: { cluster: 'e2e', user: fileName } }],
       'current-context': 'e2e',
     };
-    fs.writeFileSync(file, JSON.stringify(config, null, 2), { mode: 0o600 });
+    // Written aside and renamed over: a process already started (a controller, kubectl) may be reading the file
+    // when a later call writes it again, and a file truncated in place reads as "no configuration has been provided"
+    // (seen under load: the snapshot-controller died of it).
+    const aside = `${file}.${process.pid}.tmp`;
+    fs.writeFileSync(aside, JSON.stringify(config, null, 2), { mode: 0o600 });
+    fs.renameSync(aside, file);
     return file;
   }
 

@@ -52,6 +52,8 @@ export function deployedCluster(
   options: ClusterOptions,
   how: {
     components?: string[];
+    /** The images every node imports: the driver's ('node'), or those and the storage suite's ('suite'). */
+    imageSet?: 'node' | 'suite';
     extraImages?: () => ImageTars;
     install?: (cluster: RealCluster, images: ImageTars) => Promise<void>;
   } = {},
@@ -60,7 +62,7 @@ export function deployedCluster(
     new RealCluster(options),
     `real cluster of ${options.nodes.length}`,
     how.components ?? [],
-    'node',
+    how.imageSet ?? 'node',
     how.install,
     how.extraImages,
   );

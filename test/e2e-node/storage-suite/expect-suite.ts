@@ -1,15 +1,23 @@
 import fs from 'node:fs';
-import type { RealNode } from '../real-node';
-import { countSpecs, itSpecs, report, runSuite, type SuiteDriver } from './run-suite';
+import type { RealCluster } from '../real-cluster';
+import { countSpecs, itSpecs, report, runSuite, type SuiteDriver, type SuiteOutcome } from './run-suite';
 import { skipReason } from './skips';
 import { focusFor, fullRun } from './scope';
 
 /** The whole suite may take this long for one driver; CI's subset takes far less (docs/storage-suite.md). */
 const RUN_TIMEOUT_MS = (fullRun() ? 180 : 60) * 60_000;
 
-/** Runs the suite for one driver YAML and fails on any failed spec, an empty run or an unexplained skip. */
-export async function expectSuitePasses(node: RealNode, driver: SuiteDriver): Promise<void> {
-  const outcome = await runSuite(node, { driver, focus: focusFor(driver), timeoutMs: RUN_TIMEOUT_MS });
+/**
+ * Runs the suite for one driver YAML (its focus for this run, or `focus`) and fails on any failed spec, an empty run
+ * or an unexplained skip; returns the outcome for a caller's own checks.
+ */
+export async function expectSuitePasses(
+  node: RealCluster,
+  driver: SuiteDriver,
+  focus = focusFor(driver),
+  reportSuffix = '',
+): Promise<SuiteOutcome> {
+  const outcome = await runSuite(node, { driver, focus, timeoutMs: RUN_TIMEOUT_MS }, reportSuffix);
   console.log(report(outcome));
   const tail = (): string => fs.readFileSync(outcome.outputFile, 'utf8').slice(-6000);
   if (outcome.specs.length === 0)
@@ -24,4 +32,5 @@ export async function expectSuitePasses(node: RealNode, driver: SuiteDriver): Pr
     .map((spec) => `${spec.name}: ${spec.message}`);
   expect(unexplained).toEqual([]);
   expect(outcome.exitCode).toBe(0);
+  return outcome;
 }

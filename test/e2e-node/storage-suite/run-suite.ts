@@ -4,7 +4,7 @@ import path from 'node:path';
 import { findProjectRoot } from '../../../temporal-dev/project-root';
 import { k8sTools } from '../../e2e-k8s/tools';
 import { parseGinkgoSummary, parseJunit, type GinkgoSummary, type SpecResult } from '../../support/ginkgo-junit';
-import type { RealNode } from '../real-node';
+import type { RealCluster } from '../real-cluster';
 import { ciSkip } from './scope';
 import { skipPattern } from './skips';
 
@@ -52,8 +52,8 @@ export function suiteProcs(): number {
   return procs;
 }
 
-/** Ginkgo's flags, the suite's binary, then the suite's own: the node's kubeconfig and the driver's YAML. */
-export function suiteArgs(node: RealNode, run: SuiteRun, reportDir: string, suite: string): string[] {
+/** Ginkgo's flags, the suite's binary, then the suite's own: the cluster's kubeconfig and the driver's YAML. */
+export function suiteArgs(node: RealCluster, run: SuiteRun, reportDir: string, suite: string): string[] {
   return [
     `--procs=${suiteProcs()}`,
     `--focus=${run.focus}`,
@@ -68,22 +68,25 @@ export function suiteArgs(node: RealNode, run: SuiteRun, reportDir: string, suit
     `-kubectl-path=${node.tools.kubectl}`,
     `-storage.testdriver=${driverYaml(run.driver)}`,
     `-report-dir=${reportDir}`,
-    // One schedulable node: the suite's pre-flight waits for every node to be Ready.
+    // The suite's pre-flight waits for every node to be Ready.
     '-allowed-not-ready-nodes=0',
   ];
 }
 
 /**
- * Runs the suite inside the node's network and mount namespace (where its API server and kubelet are), keeps the
- * JUnit report and the full output under test-artifacts/storage-suite/<driver>/ and returns what it found.
+ * Runs the suite inside the cluster's namespaces (a single node's own, where its kubelet is; the control plane's for
+ * several, which reach every node), keeps the JUnit report and the full output under
+ * test-artifacts/storage-suite/<driver><reportSuffix>/ and returns what it found.
  */
-export async function runSuite(node: RealNode, run: SuiteRun): Promise<SuiteOutcome> {
-  const reportDir = path.join(ROOT, 'test-artifacts', 'storage-suite', run.driver);
+export async function runSuite(node: RealCluster, run: SuiteRun, reportSuffix = ''): Promise<SuiteOutcome> {
+  const reportDir = path.join(ROOT, 'test-artifacts', 'storage-suite', `${run.driver}${reportSuffix}`);
   fs.rmSync(reportDir, { recursive: true, force: true });
   fs.mkdirSync(reportDir, { recursive: true });
   const outputFile = path.join(reportDir, 'output.log');
   const { suite, ginkgo } = suiteBinaries();
-  const [command, args] = node.ns.launch(ginkgo, suiteArgs(node, run, reportDir, suite));
+  const where = node.nodes.length === 1 ? node.nodes[0]?.ns : node.controlNs;
+  if (!where) throw new Error('the storage suite needs a started cluster');
+  const [command, args] = where.launch(ginkgo, suiteArgs(node, run, reportDir, suite));
   const started = Date.now();
   const out = fs.openSync(outputFile, 'w');
   const exitCode = await new Promise<number | null>((resolve, reject) => {

@@ -40,3 +40,11 @@ export function focusFor(driver: SuiteDriver): string {
   if (narrowed) return `${EVERYTHING}.*${narrowed}`;
   return fullRun() ? EVERYTHING : CI_FOCUS[driver];
 }
+
+/**
+ * The specs that need several nodes, run on three (test/e2e-cluster/storage-suite.test.ts): topology's (a pod
+ * scheduled within a class's AllowedTopologies; one whose node conflicts with them never scheduled) and
+ * multiVolume's "on different node" (skipped by the suite itself for a singleNodeVolume driver: a node-local volume
+ * does not follow its Pod to another node).
+ */
+export const MULTI_NODE_FOCUS = `${EVERYTHING}.*( topology |on different node)`;

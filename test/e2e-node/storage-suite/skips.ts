@@ -83,7 +83,10 @@ const DECLARED_FALSE = 'A capability the driver YAML declares false (docs/storag
 
 const ONE_NODE =
   'The test cluster has one schedulable node (the suite asks for several, or for topology segments to tell ' +
-  'apart); a node-local driver has nothing more to show there.';
+  'apart): these run on three nodes in test/e2e-cluster/storage-suite.test.ts.';
+/** The suite's own skips for too few nodes or topology segments: allowed on one node, a failure on three. */
+export const TOO_FEW_NODES =
+  /Not enough topologies in cluster|Number of available nodes|at least 2 nodes|No topology with at least/;
 
 export const SELF_SKIPS: readonly SelfSkip[] = [
   {
@@ -112,7 +115,7 @@ export const SELF_SKIPS: readonly SelfSkip[] = [
       'A topology driver needs WaitForFirstConsumer (every durable-csi class has it); the suite skips its ' +
       'Immediate-binding variants for such drivers.',
   },
-  { message: /Not enough topologies in cluster|Number of available nodes|at least 2 nodes/, reason: ONE_NODE },
+  { message: TOO_FEW_NODES, reason: ONE_NODE },
   { message: /doesn't support RWX -- skipping/, reason: `${DECLARED_FALSE} RWX.` },
   {
     message: /Driver "durable-csi\.io" does not support filesystem resizing - skipping/,
