@@ -617,7 +617,14 @@ export class Workload {
       },
       'groups',
     );
-    void this.running.get(op.id)?.then(() => (group.busy = false));
+    // Names used again: half the background deletions are followed by the same name of the same volumes, which
+    // must be a new group (new ID, new members), as a re-created snapshot must (issue 33). Chosen now: replayable.
+    const again = origin === 'background' && this.prng.chance(0.5);
+    void this.running.get(op.id)?.then(() => {
+      group.busy = false;
+      if (again && op.outcome === 'ok' && this.model.recreatableGroups().includes(group))
+        this.launchGroupCreate(group, origin, undefined, true);
+    });
     return op;
   }
 
