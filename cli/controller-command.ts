@@ -15,7 +15,8 @@ export function controllerCommand(defaultDriverName: string): Command {
     .option('--health-address <host:port>', "serve the Pod's liveness probe at http://host:port/healthz")
     .option(
       '--snapshots',
-      'serve CreateSnapshot, DeleteSnapshot, ListSnapshots and volumes from a snapshot or a clone (docs/snapshots.md)',
+      'serve CreateSnapshot, DeleteSnapshot, ListSnapshots, volumes from a snapshot or a clone, and group ' +
+        'snapshots (the GroupController) (docs/snapshots.md)',
     )
     .option('--kubernetes', 'watch Kubernetes (KUBECONFIG, else the in-cluster ServiceAccount): Node-deleted policy')
     .option(

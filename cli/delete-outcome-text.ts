@@ -1,4 +1,4 @@
-import { parseSnapshotId, parseVolumeId } from '../common/names';
+import { parseGroupSnapshotId, parseSnapshotId, parseVolumeId } from '../common/names';
 
 /**
  * What `volumes delete` prints after a successful DeleteVolume. CSI answers success for a volume that does not
@@ -24,9 +24,18 @@ export function describeSnapshotDeleteOutcome(snapshotId: string, outcome: strin
   );
 }
 
+/** What `snapshots delete` prints once a group snapshot's deletion has answered (every member, or none, gone). */
+export function describeGroupSnapshotDeleteOutcome(groupSnapshotId: string, outcome: string, reason?: string): string {
+  const node = parseGroupSnapshotId(groupSnapshotId)?.nodeId ?? '?';
+  return (
+    describeOutcome('group snapshot', groupSnapshotId, node, outcome, reason) ??
+    `the deletion of ${groupSnapshotId} ended with ${outcome}`
+  );
+}
+
 /** The outcomes a volume's and a snapshot's deletion share (docs/snapshots.md, DeleteSnapshot). */
 function describeOutcome(
-  what: 'volume' | 'snapshot',
+  what: 'volume' | 'snapshot' | 'group snapshot',
   id: string,
   node: string,
   outcome: string | undefined,

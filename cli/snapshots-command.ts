@@ -6,7 +6,8 @@ import { formatBytes } from '../common/quantity';
 import { toGrpcStatus } from '../csi/errors';
 import { SnapshotOperations, silentNode, snapshotLookup } from '../operations/snapshot-operations';
 import type { ListedSnapshot } from '../workflows/listing';
-import { describeSnapshotDeleteOutcome } from './delete-outcome-text';
+import { parseGroupSnapshotId } from '../common/names';
+import { describeGroupSnapshotDeleteOutcome, describeSnapshotDeleteOutcome } from './delete-outcome-text';
 import { describeUnanswered } from './list-all-volumes';
 import { addOperatorOptions, printJson, withTemporalClient } from './operator-options';
 import type { OperatorFlags } from './operator-options';
@@ -58,9 +59,13 @@ function createCommand(): Command {
 
 function deleteCommand(): Command {
   const command = new Command('delete')
-    .description('DeleteSnapshot once; a deletion waiting for its node is reported, and keeps going durably')
+    .description(
+      'DeleteSnapshot once, or DeleteVolumeGroupSnapshot of a group snapshot ID (g1_: every member the pool holds); ' +
+        'a deletion waiting for its node is reported, and keeps going durably',
+    )
     .argument('<snapshot-id>');
   return addSnapshotOptions(command).action(async (snapshotId: string, flags: SnapshotFlags) => {
+    if (parseGroupSnapshotId(snapshotId)) return deleteGroup(snapshotId, flags);
     checkSnapshotId(snapshotId);
     const wait = waitMs(flags);
     const result = await withSnapshots(flags, (operations) => operations.delete(snapshotId, wait));
@@ -68,6 +73,36 @@ function deleteCommand(): Command {
     if (flags.output === 'json') return printJson({ snapshotId, ...result });
     process.stdout.write(`${describeSnapshotDeleteOutcome(snapshotId, result.outcome, result.reason)}\n`);
   });
+}
+
+/**
+ * A group snapshot is deleted whole (a member's DeleteSnapshot is refused): its members are asked of its node's pool
+ * first (GetVolumeGroupSnapshot's lookup), since the deletion must name exactly them. A group the pool no longer
+ * holds (or whose node was forgotten) has nothing to delete; a silent node is UNAVAILABLE and nothing starts.
+ */
+async function deleteGroup(groupSnapshotId: string, flags: SnapshotFlags): Promise<void> {
+  const wait = waitMs(flags);
+  const result = await withSnapshots(flags, async (operations) => {
+    let members: ListedSnapshot[];
+    try {
+      members = await operations.getGroup(groupSnapshotId, []);
+    } catch (error) {
+      if (error instanceof DriverError && error.type === FailureType.NotFound) return { gone: error.message };
+      throw error;
+    }
+    const snapshotIds = members.map((member) => member.snapshotId);
+    const deleted = await operations.deleteGroup(groupSnapshotId, snapshotIds, wait);
+    if (deleted === 'never-issued')
+      throw new Error(`"${groupSnapshotId}" is not a group snapshot ID this driver issues`);
+    return { snapshotIds, ...deleted };
+  });
+  if ('gone' in result) {
+    if (flags.output === 'json') return printJson({ groupSnapshotId, outcome: 'absent', reason: result.gone });
+    process.stdout.write(`nothing to delete: ${result.gone}\n`);
+    return;
+  }
+  if (flags.output === 'json') return printJson({ groupSnapshotId, ...result });
+  process.stdout.write(`${describeGroupSnapshotDeleteOutcome(groupSnapshotId, result.outcome, result.reason)}\n`);
 }
 
 function listCommand(): Command {

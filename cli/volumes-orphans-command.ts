@@ -33,6 +33,7 @@ export function printOrphanReport(report: OrphanReport): void {
     report.lostVolumes.length +
     report.deletionsWithoutPv.length +
     report.unclaimedSnapshots.length +
+    report.unclaimedGroupSnapshots.length +
     report.lostSnapshots.length +
     report.snapshotDeletionsWithoutContent.length;
   if (found === 0) process.stdout.write('no orphans\n');
@@ -67,6 +68,19 @@ function printSnapshotOrphans(report: OrphanReport): void {
     '\nUnclaimed snapshots: on a pool, named by no VolumeSnapshotContent, no pending operation\n',
     ['SNAPSHOT ID', 'NAME', 'NODE', 'SIZE'],
     report.unclaimedSnapshots.map((s) => [s.snapshotId, s.name, s.nodeId, formatBytes(s.sizeBytes)]),
+  );
+  printSection(
+    '\nUnclaimed group snapshots: members on a pool, named by no VolumeGroupSnapshotContent or VolumeSnapshotContent, ' +
+      'no pending operation; a member alone cannot be deleted: `durable-csi snapshots delete GROUP_SNAPSHOT_ID` ' +
+      'deletes the whole group\n',
+    ['GROUP SNAPSHOT ID', 'NAME', 'NODE', 'MEMBERS', 'SIZE'],
+    report.unclaimedGroupSnapshots.map((g) => [
+      g.groupSnapshotId,
+      g.name,
+      g.nodeId,
+      g.memberSnapshotIds.join(','),
+      formatBytes(g.sizeBytes),
+    ]),
   );
   printSection(
     '\nLost snapshots: a VolumeSnapshotContent whose snapshot no pool reports\n',

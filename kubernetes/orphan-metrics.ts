@@ -27,7 +27,7 @@ export function registerOrphanMetrics(
   };
   new Gauge({
     name: 'durable_csi_orphans',
-    help: 'Volumes on a pool with no PV (unclaimed), PVs whose volume no pool reports (lost), pending deletions whose PV is gone (deletion-without-pv), snapshots no VolumeSnapshotContent names (unclaimed-snapshot), VolumeSnapshotContents whose snapshot no pool reports (lost-snapshot), pending snapshot deletions whose VolumeSnapshotContent is gone (snapshot-deletion-without-content); no snapshot kinds without the snapshot CRDs',
+    help: 'Volumes on a pool with no PV (unclaimed), PVs whose volume no pool reports (lost), pending deletions whose PV is gone (deletion-without-pv), snapshots no VolumeSnapshotContent names (unclaimed-snapshot), group snapshots nothing owns (unclaimed-group-snapshot), VolumeSnapshotContents whose snapshot no pool reports (lost-snapshot), pending snapshot deletions whose VolumeSnapshotContent is gone (snapshot-deletion-without-content); no snapshot kinds without the snapshot CRDs',
     labelNames: ['kind'],
     registers: [registry],
     async collect() {
@@ -39,6 +39,7 @@ export function registerOrphanMetrics(
         this.set({ kind: 'deletion-without-pv' }, current.deletionsWithoutPv.length);
         if (!current.snapshotCrdsInstalled) return; // snapshots not checked
         this.set({ kind: 'unclaimed-snapshot' }, current.unclaimedSnapshots.length);
+        this.set({ kind: 'unclaimed-group-snapshot' }, current.unclaimedGroupSnapshots.length);
         this.set({ kind: 'lost-snapshot' }, current.lostSnapshots.length);
         this.set({ kind: 'snapshot-deletion-without-content' }, current.snapshotDeletionsWithoutContent.length);
       } catch (error) {

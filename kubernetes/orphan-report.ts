@@ -1,15 +1,30 @@
 import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { createSnapshotWorkflowId, deleteWorkflowId, parseVolumeId } from '../common/names';
+import {
+  createGroupSnapshotWorkflowId,
+  createSnapshotWorkflowId,
+  deleteWorkflowId,
+  parseVolumeId,
+} from '../common/names';
 import { listPendingOperations } from '../operations/pending-operations';
 import type { OperationSummary } from '../operations/pending-operations';
 import { SnapshotOperations } from '../operations/snapshot-operations';
 import { VolumeOperations } from '../operations/volume-operations';
 import type { ListedSnapshot, ListedVolume } from '../workflows/listing';
 import { listDriverPvs, type DriverPv } from './driver-pvs';
-import { listDriverSnapshotContents, type DriverSnapshotContent } from './snapshot-contents';
-import { judgeSnapshots, type LostSnapshot, type PendingSnapshotDeletion } from './snapshot-orphans';
+import {
+  listDriverGroupSnapshotContents,
+  listDriverSnapshotContents,
+  type DriverGroupSnapshotContent,
+  type DriverSnapshotContent,
+} from './snapshot-contents';
+import {
+  judgeSnapshots,
+  type LostSnapshot,
+  type PendingSnapshotDeletion,
+  type UnclaimedGroupSnapshot,
+} from './snapshot-orphans';
 
 /**
  * Where the pools and Kubernetes disagree. Read-only: nothing here deletes anything; an operator decides.
@@ -19,6 +34,9 @@ import { judgeSnapshots, type LostSnapshot, type PendingSnapshotDeletion } from 
  * - deletionsWithoutPv: deletions still pending whose PV is gone (someone removed the PV by hand).
  * - unclaimedSnapshots, lostSnapshots and snapshotDeletionsWithoutContent: the same three for snapshots and
  *   VolumeSnapshotContents (kubernetes/snapshot-orphans.ts); not judged when the cluster has no snapshot CRDs.
+ * - unclaimedGroupSnapshots: group snapshots whose members are on a pool with nothing owning them (no
+ *   VolumeGroupSnapshotContent, no member's VolumeSnapshotContent, no running group operation); judged with the
+ *   snapshots. A member is never listed as an unclaimed snapshot: only its whole group can be deleted.
  */
 export interface OrphanReport {
   generatedAt: Date;
@@ -26,6 +44,7 @@ export interface OrphanReport {
   lostVolumes: LostVolume[];
   deletionsWithoutPv: PendingDeletion[];
   unclaimedSnapshots: ListedSnapshot[];
+  unclaimedGroupSnapshots: UnclaimedGroupSnapshot[];
   lostSnapshots: LostSnapshot[];
   snapshotDeletionsWithoutContent: PendingSnapshotDeletion[];
   /** False: the cluster serves no VolumeSnapshotContents (the CRDs are not installed); snapshots were not judged. */
@@ -61,12 +80,13 @@ export async function buildOrphanReport(
   { core, custom }: OrphanKubernetes,
   driverName: string,
 ): Promise<OrphanReport> {
-  const [listing, pending, pvs, provisioning, contents] = await Promise.all([
+  const [listing, pending, pvs, provisioning, contents, groupContents] = await Promise.all([
     new VolumeOperations(client, driverName).list(),
     listPendingOperations(client, driverName),
     listDriverPvs(core, driverName),
     claimsBeingProvisioned(core),
     listDriverSnapshotContents(custom, driverName),
+    listDriverGroupSnapshotContents(custom, driverName),
   ]);
   const handles = new Set(pvs.map((pv) => pv.volumeHandle));
   const pendingNames = new Set(pending.map((operation) => operation.volumeName).filter(isString));
@@ -110,7 +130,15 @@ export async function buildOrphanReport(
       startTime: operation.startTime,
     }));
   const snapshots =
-    contents === 'not-installed' ? undefined : await snapshotOrphans(client, driverName, pending, contents);
+    contents === 'not-installed'
+      ? undefined
+      : await snapshotOrphans(
+          client,
+          driverName,
+          pending,
+          contents,
+          groupContents === 'not-installed' ? [] : groupContents,
+        );
   for (const node of snapshots?.uncheckedNodes ?? []) unchecked.add(node);
   return {
     generatedAt: new Date(),
@@ -118,6 +146,7 @@ export async function buildOrphanReport(
     lostVolumes,
     deletionsWithoutPv,
     unclaimedSnapshots: snapshots?.unclaimedSnapshots ?? [],
+    unclaimedGroupSnapshots: snapshots?.unclaimedGroupSnapshots ?? [],
     lostSnapshots: snapshots?.lostSnapshots ?? [],
     snapshotDeletionsWithoutContent: snapshots?.snapshotDeletionsWithoutContent ?? [],
     snapshotCrdsInstalled: snapshots !== undefined,
@@ -131,9 +160,11 @@ async function snapshotOrphans(
   driverName: string,
   pending: OperationSummary[],
   contents: DriverSnapshotContent[],
+  groupContents: DriverGroupSnapshotContent[],
 ) {
   const listing = await new SnapshotOperations(client, driverName).list();
   const createPrefix = createSnapshotWorkflowId(driverName, '');
+  const createGroupPrefix = createGroupSnapshotWorkflowId(driverName, '');
   const judged = judgeSnapshots({
     onPools: listing.snapshots,
     answeredNodes: listing.answeredNodes ?? [],
@@ -146,6 +177,16 @@ async function snapshotOrphans(
       op.type === 'deleteSnapshot' && op.volumeId
         ? [{ workflowId: op.workflowId, snapshotId: op.volumeId, nodeId: op.nodeId, startTime: op.startTime }]
         : [],
+    ),
+    groupContents,
+    pendingGroupCreateNames: new Set(
+      pending
+        .filter((op) => op.type === 'createVolumeGroupSnapshot')
+        .map((op) => op.workflowId.slice(createGroupPrefix.length)),
+    ),
+    // A group's deletion carries the group snapshot ID in its VolumeId attribute.
+    pendingGroupDeletionIds: new Set(
+      pending.flatMap((op) => (op.type === 'deleteVolumeGroupSnapshot' && op.volumeId ? [op.volumeId] : [])),
     ),
   });
   return { ...judged, uncheckedNodes: [...judged.uncheckedNodes, ...listing.unreachableNodes] };

@@ -1,5 +1,5 @@
 import type { CustomObjectsApi } from '@kubernetes/client-node';
-import { parseSnapshotId } from '../common/names';
+import { parseGroupSnapshotId, parseSnapshotId } from '../common/names';
 import { statusOf } from './api-status';
 
 /** A VolumeSnapshotContent of this driver, reduced to what the orphan report reasons about. */
@@ -66,5 +66,75 @@ function toDriverContent(content: VolumeSnapshotContent): DriverSnapshotContent 
     requestedName: !snapshotHandle && uid ? `snapshot-${uid}` : undefined,
     deleting: content.metadata?.deletionTimestamp !== undefined,
     ...(ref?.namespace && ref.name ? { snapshotRef: { namespace: ref.namespace, name: ref.name } } : {}),
+  };
+}
+
+/** A VolumeGroupSnapshotContent of this driver, reduced to what the orphan report reasons about. */
+export interface DriverGroupSnapshotContent {
+  name: string;
+  /**
+   * status.volumeGroupSnapshotHandle (made by CreateVolumeGroupSnapshot) or
+   * spec.source.groupSnapshotHandles.volumeGroupSnapshotHandle (pre-provisioned); none yet.
+   */
+  groupSnapshotHandle: string | undefined;
+  nodeId: string | undefined;
+  /**
+   * The CSI name csi-snapshotter gives the group it is creating for this content: `groupsnapshot-<UID of the
+   * VolumeGroupSnapshot>` (its default --groupsnapshot-name-prefix); the members are named `<that>/<volume key>` on
+   * the pool. The members may exist a moment before the handle does.
+   */
+  requestedName: string | undefined;
+  deleting: boolean;
+}
+
+/** The API the group snapshot CRDs serve (external-snapshotter's client/config/crd, groupsnapshot.storage.k8s.io). */
+export const GROUP_SNAPSHOT_CONTENTS = {
+  group: 'groupsnapshot.storage.k8s.io',
+  version: 'v1',
+  plural: 'volumegroupsnapshotcontents',
+} as const;
+
+interface VolumeGroupSnapshotContent {
+  metadata?: { name?: string; deletionTimestamp?: string };
+  spec?: {
+    driver?: string;
+    source?: { groupSnapshotHandles?: { volumeGroupSnapshotHandle?: string } };
+    volumeGroupSnapshotRef?: { uid?: string };
+  };
+  status?: { volumeGroupSnapshotHandle?: string };
+}
+
+/**
+ * Every VolumeGroupSnapshotContent whose driver is ours, or 'not-installed' when the cluster serves none (the group
+ * snapshot CRDs come with the snapshot ones, but a cluster may lack them: then no group can be claimed there).
+ */
+export async function listDriverGroupSnapshotContents(
+  custom: CustomObjectsApi,
+  driverName: string,
+): Promise<DriverGroupSnapshotContent[] | 'not-installed'> {
+  let list: { items?: VolumeGroupSnapshotContent[] };
+  try {
+    list = (await custom.listClusterCustomObject({ ...GROUP_SNAPSHOT_CONTENTS })) as {
+      items?: VolumeGroupSnapshotContent[];
+    };
+  } catch (error) {
+    if (statusOf(error) === 404) return 'not-installed';
+    throw error;
+  }
+  return (list.items ?? []).filter((content) => content.spec?.driver === driverName).map(toDriverGroupContent);
+}
+
+function toDriverGroupContent(content: VolumeGroupSnapshotContent): DriverGroupSnapshotContent {
+  const groupSnapshotHandle =
+    content.status?.volumeGroupSnapshotHandle ||
+    content.spec?.source?.groupSnapshotHandles?.volumeGroupSnapshotHandle ||
+    undefined;
+  const uid = content.spec?.volumeGroupSnapshotRef?.uid;
+  return {
+    name: content.metadata?.name ?? '',
+    groupSnapshotHandle,
+    nodeId: groupSnapshotHandle ? parseGroupSnapshotId(groupSnapshotHandle)?.nodeId : undefined,
+    requestedName: !groupSnapshotHandle && uid ? `groupsnapshot-${uid}` : undefined,
+    deleting: content.metadata?.deletionTimestamp !== undefined,
   };
 }

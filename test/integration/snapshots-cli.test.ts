@@ -1,11 +1,17 @@
 import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import * as grpc from '@grpc/grpc-js';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import fs from 'node:fs';
 import path from 'node:path';
 import { call, withDeadline } from '../../csi/client';
+import { parseEndpoint } from '../../csi/endpoint';
 import type { CreateSnapshotResponse__Output } from '../../csi/generated/csi/v1/CreateSnapshotResponse';
+import type { CreateVolumeGroupSnapshotResponse__Output } from '../../csi/generated/csi/v1/CreateVolumeGroupSnapshotResponse';
+import { csiPackage } from '../../csi/proto';
 import { deleteSnapshotWorkflowId, parseSnapshotId } from '../../common/names';
+import { printOrphanReport } from '../../cli/volumes-orphans-command';
 import { buildOrphanReport } from '../../kubernetes/orphan-report';
+import { GROUP_SNAPSHOT_CONTENTS } from '../../kubernetes/snapshot-contents';
 import { TestCluster } from '../support/cluster';
 import { MiB, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { runCli } from '../support/run-cli';
@@ -26,6 +32,8 @@ interface StuckJson {
  * server: the CLI's create is the controller's workflow (a CSI CreateSnapshot of the name answers the same
  * snapshot), bad input starts nothing, and a deletion whose node is stopped is reported and listed by
  * `volumes stuck` (and, no content naming it, by the orphan report) until the node returns and the copy is gone.
+ * A group snapshot's members nothing owns are reported as that group (what it is, what deletes it), and `snapshots
+ * delete` of its ID deletes every member from the pool; groups a VolumeGroupSnapshotContent owns are not reported.
  */
 describe('snapshots CLI', () => {
   const cluster = new TestCluster('snapshots-cli');
@@ -169,19 +177,141 @@ describe('snapshots CLI', () => {
       30_000,
     );
   }, 300_000);
+
+  it('reports a group snapshot nothing owns, with its members and what deletes it, and no group a content owns', async () => {
+    await cluster.startNode('node-2');
+    const { endpoint } = await cluster.startController('controller-groups', ['--snapshots']);
+    const clients = cluster.csi(endpoint);
+    const group = new (csiPackage().GroupController)(
+      parseEndpoint(endpoint).address,
+      grpc.credentials.createInsecure(),
+    );
+    const volumeIds: string[] = [];
+    for (const name of ['pvc-g1', 'pvc-g2']) {
+      const made = await retryLikeCo(() => createVolume(clients, createRequest(name, 16 * MiB, onNode('node-2'))));
+      volumeIds.push(made.volume!.volume_id);
+    }
+    // Named as csi-snapshotter names them (groupsnapshot-<VolumeGroupSnapshot UID>); their members are the pool's
+    // snapshot copies `<group name>/<volume key>`.
+    const makeGroup = async (name: string) => {
+      const made = await retryLikeCo(() =>
+        call<CreateVolumeGroupSnapshotResponse__Output>((done) =>
+          group.CreateVolumeGroupSnapshot({ name, source_volume_ids: volumeIds }, withDeadline(15_000), done),
+        ),
+      );
+      return {
+        id: made.group_snapshot!.group_snapshot_id,
+        members: made.group_snapshot!.snapshots.map((m) => m.snapshot_id),
+      };
+    };
+    const waiting = await makeGroup('groupsnapshot-uid-waiting'); // its content waits for its handle
+    const owned = await makeGroup('groupsnapshot-uid-owned'); // its content names its handle
+    const orphan = await makeGroup('groupsnapshot-uid-orphan'); // no content: a CO that lost it
+    const copy = (snapshotId: string) =>
+      path.join(cluster.pool('node-2'), 'snapshots', 'data', parseSnapshotId(snapshotId)!.key);
+    expect([...waiting.members, ...owned.members, ...orphan.members].map((id) => fs.existsSync(copy(id)))).toEqual(
+      Array(6).fill(true),
+    );
+
+    const client = await cluster.temporal();
+    const groupContents = {
+      items: [
+        {
+          metadata: { name: 'groupcontent-waiting' },
+          spec: { driver: cluster.driverName, volumeGroupSnapshotRef: { uid: 'uid-waiting' } },
+        },
+        {
+          metadata: { name: 'groupcontent-owned' },
+          spec: { driver: cluster.driverName, volumeGroupSnapshotRef: { uid: 'uid-owned' } },
+          status: { volumeGroupSnapshotHandle: owned.id },
+        },
+      ],
+    };
+    const report = async () =>
+      eventually(
+        'every node answering the orphan report',
+        async () => {
+          const built = await buildOrphanReport(client, kubernetes({ items: [] }, groupContents), cluster.driverName);
+          return built.uncheckedNodes.length === 0 ? built : undefined;
+        },
+        30_000,
+      );
+    const found = await report();
+    // No member is offered as a snapshot to delete alone (DeleteSnapshot of a member is refused), and the members of
+    // a group a content owns (or waits for) are nobody's orphans.
+    expect(found.unclaimedSnapshots.map((snapshot) => snapshot.name)).toEqual([]);
+    expect(found.unclaimedGroupSnapshots).toEqual([
+      {
+        groupSnapshotId: orphan.id,
+        name: 'groupsnapshot-uid-orphan',
+        nodeId: 'node-2',
+        memberSnapshotIds: expect.arrayContaining(orphan.members),
+        sizeBytes: 32 * MiB,
+      },
+    ]);
+    expect(found.unclaimedGroupSnapshots[0]?.memberSnapshotIds).toHaveLength(2);
+    const text = printed(() => printOrphanReport(found));
+    expect(text).toContain('Unclaimed group snapshots: members on a pool, named by no VolumeGroupSnapshotContent');
+    expect(text).toContain('`durable-csi snapshots delete GROUP_SNAPSHOT_ID` deletes the whole group');
+    expect(text).toMatch(new RegExp(`\\n${orphan.id} +groupsnapshot-uid-orphan +node-2 +s1_\\S+,s1_\\S+ +32Mi\\n`));
+
+    // What the report says to do: the group deleted whole, every member copy gone from the pool.
+    const deleted = await cli('snapshots', 'delete', orphan.id);
+    expect(deleted).toMatchObject({ code: 0, stdout: `deleted ${orphan.id}\n` });
+    expect(orphan.members.map((id) => fs.existsSync(copy(id)))).toEqual([false, false]);
+    expect([...waiting.members, ...owned.members].map((id) => fs.existsSync(copy(id)))).toEqual(Array(4).fill(true));
+    expect((await report()).unclaimedGroupSnapshots).toEqual([]);
+    const again = await cli('snapshots', 'delete', orphan.id);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toMatch(
+      new RegExp(`^nothing to delete: group snapshot ${orphan.id} is not in node node-2's pool`),
+    );
+    // Without the group snapshot CRDs no group can be claimed: both others are reported.
+    const noGroupCrds = await buildOrphanReport(
+      client,
+      kubernetes({ items: [] }, Object.assign(new Error('404'), { code: 404 })),
+      cluster.driverName,
+    );
+    expect(noGroupCrds.unclaimedGroupSnapshots.map((g) => g.groupSnapshotId).sort()).toEqual(
+      [waiting.id, owned.id].sort(),
+    );
+    group.close();
+  }, 300_000);
 });
 
-/** The Kubernetes API as the orphan report reads it: no PV, no claim, and this answer for VolumeSnapshotContents. */
-function kubernetes(contents: { items: unknown[] } | Error) {
+/** What a print function writes to stdout. */
+function printed(print: () => void): string {
+  const written: string[] = [];
+  const write = jest.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    written.push(String(chunk));
+    return true;
+  });
+  try {
+    print();
+  } finally {
+    write.mockRestore();
+  }
+  return written.join('');
+}
+
+/**
+ * The Kubernetes API as the orphan report reads it: no PV, no claim, and these answers for VolumeSnapshotContents and
+ * VolumeGroupSnapshotContents.
+ */
+function kubernetes(
+  contents: { items: unknown[] } | Error,
+  groupContents: { items: unknown[] } | Error = { items: [] },
+) {
   return {
     core: {
       listPersistentVolume: async () => ({ items: [] }),
       listPersistentVolumeClaimForAllNamespaces: async () => ({ items: [] }),
     } as unknown as CoreV1Api,
     custom: {
-      listClusterCustomObject: async () => {
-        if (contents instanceof Error) throw contents;
-        return contents;
+      listClusterCustomObject: async ({ plural }: { plural: string }) => {
+        const answer = plural === GROUP_SNAPSHOT_CONTENTS.plural ? groupContents : contents;
+        if (answer instanceof Error) throw answer;
+        return answer;
       },
     } as unknown as CustomObjectsApi,
   };

@@ -3,7 +3,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { loopMountsUnder, type Cluster } from './cluster';
 import type { Model } from './model';
-import { NODE_RECORD_WORKFLOW_TYPES, parseSnapshotId, parseVolumeId, poolIdPrefix } from '../../common/names';
+import {
+  NODE_RECORD_WORKFLOW_TYPES,
+  parseGroupSnapshotId,
+  parseSnapshotId,
+  parseVolumeId,
+  poolIdPrefix,
+} from '../../common/names';
 import { isFrozen } from '../unit/storage/mount-helpers';
 
 /** One volume found on disk: a directory under volumes/, a record under records/, or both. */
@@ -22,8 +28,10 @@ export interface DiskSnapshot {
   key: string;
   hasData: boolean;
   hasRecord: boolean;
-  /** From the record: the CSI snapshot name. */
+  /** From the record: the CSI snapshot name (a group member's: `<group name>/<volume key>`). */
   name?: string;
+  /** From the record: the key of the group snapshot it is a member of. */
+  groupKey?: string;
 }
 
 export interface PoolSummary {
@@ -38,10 +46,15 @@ export interface PoolSummary {
   intents: string[];
 }
 
-/** The snapshot half of the audit: every pool's snapshots/ against the snapshots the orchestrator holds. */
+/**
+ * The snapshot half of the audit: every pool's snapshots/ against the snapshots the orchestrator holds, group
+ * snapshot members included (each member is a snapshot copy of its pool; a leaked one's reason names its group).
+ */
 export interface SnapshotAudit {
   known: number;
   onDisk: number;
+  /** Group snapshots the orchestrator holds, their members, and member copies on disk (records with a groupKey). */
+  groups: { known: number; members: number; membersOnDisk: number };
   leaked: (DiskSnapshot & { reason: string })[];
   lost: { name: string; snapshotId: string; reason: string }[];
   duplicated: { name: string; snapshots: string[] }[];
@@ -124,6 +137,7 @@ function readPool(
     try {
       const record = JSON.parse(fs.readFileSync(path.join(root, 'snapshots', 'records', file), 'utf8'));
       found.name = (record as { name?: string }).name;
+      found.groupKey = (record as { groupKey?: string }).groupKey;
     } catch {
       found.name = undefined;
     }
@@ -208,8 +222,21 @@ export function auditPools(cluster: Cluster, model: Model, pending: AuditResult[
     pool.summary.poolId ? [{ node: pool.node, poolId: pool.summary.poolId }] : [],
   );
   const misaddressed = model.ops.flatMap((op) => {
-    const id = op.kind === 'create' ? op.volumeId : op.kind === 'snapshot' ? op.snapshotId : undefined;
-    const parts = id ? (op.kind === 'create' ? parseVolumeId(id) : parseSnapshotId(id)) : undefined;
+    const id =
+      op.kind === 'create'
+        ? op.volumeId
+        : op.kind === 'snapshot'
+          ? op.snapshotId
+          : op.kind === 'group'
+            ? op.groupSnapshotId
+            : undefined;
+    const parts = id
+      ? op.kind === 'create'
+        ? parseVolumeId(id)
+        : op.kind === 'group'
+          ? parseGroupSnapshotId(id)
+          : parseSnapshotId(id)
+      : undefined;
     const owner = poolIds.find((pool) => parts && poolIdPrefix(pool.poolId) === parts.poolIdPrefix)?.node;
     return parts && owner && owner !== parts.nodeId
       ? [{ op: op.id, name: op.name, volumeId: id as string, poolOf: owner }]
@@ -234,9 +261,22 @@ export function auditPools(cluster: Cluster, model: Model, pending: AuditResult[
   const deletesAckedWhileNodeDown = model.ops
     .filter((op) => op.outcome === 'ok' && op.endedAt !== undefined)
     .flatMap((op) => {
-      const id = op.kind === 'delete' ? op.volumeId : op.kind === 'snapshot-delete' ? op.snapshotId : undefined;
+      const id =
+        op.kind === 'delete'
+          ? op.volumeId
+          : op.kind === 'snapshot-delete'
+            ? op.snapshotId
+            : op.kind === 'group-delete'
+              ? op.groupSnapshotId
+              : undefined;
       if (!id) return [];
-      const node = (op.kind === 'delete' ? parseVolumeId(id) : parseSnapshotId(id))?.nodeId;
+      const node = (
+        op.kind === 'delete'
+          ? parseVolumeId(id)
+          : op.kind === 'group-delete'
+            ? parseGroupSnapshotId(id)
+            : parseSnapshotId(id)
+      )?.nodeId;
       const process = node ? cluster.nodes.find((candidate) => candidate.name === node) : undefined;
       const forgotten = model.forgotten.some(
         (window) =>
@@ -287,7 +327,9 @@ function auditSnapshots(
   pools: { node: string; summary: PoolSummary; snapshots: DiskSnapshot[] }[],
   model: Model,
 ): SnapshotAudit {
-  const known = model.knownSnapshots();
+  // A group's members are held as any snapshot is, under the name their node records (`<group>/<volume key>`).
+  const members = model.knownGroupMembers();
+  const known = new Map([...model.knownSnapshots(), ...members]);
   const knownKeys = new Set<string>();
   const lost: SnapshotAudit['lost'] = [];
   for (const [name, snapshotId] of known) {
@@ -321,6 +363,26 @@ function auditSnapshots(
     const reason = `DeleteSnapshot op ${entry.op} answered OK with the copy on disk; ${snapshotHistory(model, { node: parts.nodeId, key: parts.key, hasData: true, hasRecord: true, name: entry.name })}`;
     leaked.push({ node: parts.nodeId, key: parts.key, hasData: true, hasRecord: true, name: entry.name, reason });
   }
+  // The same for a group's deletion: each member copy on disk when it answered OK is leaked.
+  for (const entry of model.falseGroupDeletes) {
+    for (const snapshotId of entry.snapshotIds) {
+      const parts = parseSnapshotId(snapshotId);
+      if (!parts || leaked.some((copy) => copy.node === parts.nodeId && copy.key === parts.key)) continue;
+      const groupKey = parseGroupSnapshotId(entry.groupSnapshotId)?.key;
+      const copy = {
+        node: parts.nodeId,
+        key: parts.key,
+        hasData: true,
+        hasRecord: true,
+        name: `${entry.name}/?`,
+        groupKey,
+      };
+      const reason =
+        `DeleteVolumeGroupSnapshot op ${entry.op} of ${entry.groupSnapshotId} answered OK with member ` +
+        `${snapshotId} on disk; ${snapshotHistory(model, copy)}`;
+      leaked.push({ ...copy, reason });
+    }
+  }
   const byName = new Map<string, string[]>();
   for (const snapshot of disk) {
     if (snapshot.name)
@@ -329,6 +391,11 @@ function auditSnapshots(
   return {
     known: known.size,
     onDisk: disk.length,
+    groups: {
+      known: new Set([...members.keys()].map((name) => name.split('/')[0])).size,
+      members: members.size,
+      membersOnDisk: disk.filter((snapshot) => snapshot.groupKey !== undefined).length,
+    },
     leaked,
     lost,
     duplicated: [...byName.entries()]
@@ -340,19 +407,32 @@ function auditSnapshots(
 
 /** What the orchestrator was told about a leaked snapshot: the ops of its name, or that none answered it. */
 function snapshotHistory(model: Model, snapshot: DiskSnapshot): string {
+  const ofKey = (id: string) => id.endsWith(`_${snapshot.key}`);
   const ops = model.ops.filter(
-    (op) => (op.kind === 'snapshot' || op.kind === 'snapshot-delete') && op.snapshotId?.endsWith(`_${snapshot.key}`),
+    (op) =>
+      ((op.kind === 'snapshot' || op.kind === 'snapshot-delete') &&
+        op.snapshotId !== undefined &&
+        ofKey(op.snapshotId)) ||
+      ((op.kind === 'group' || op.kind === 'group-delete') && (op.memberIds ?? []).some(ofKey)),
   );
-  const byName = model.ops.filter((op) => op.kind === 'snapshot' && op.name === snapshot.name);
+  // A member's record names `<group name>/<volume key>`: the group's ops, by the group's name.
+  const group = snapshot.groupKey !== undefined ? snapshot.name?.split('/')[0] : undefined;
+  const byName = model.ops.filter(
+    (op) => (op.kind === 'snapshot' && op.name === snapshot.name) || (op.kind === 'group' && op.name === group),
+  );
   const shown = ops.length > 0 ? ops : byName;
-  if (shown.length === 0) return `never asked for by the orchestrator (record name "${snapshot.name ?? '?'}")`;
-  return shown
-    .map(
-      (op) =>
-        `op ${op.id} ${op.kind} ${op.outcome ?? 'running'}${op.endedByForget ? ' (ended by a forget)' : ''} ` +
-        `(${op.snapshotId ?? 'no ID answered'})`,
-    )
-    .join('; ');
+  const member = snapshot.groupKey !== undefined ? `member of group snapshot key ${snapshot.groupKey}; ` : '';
+  if (shown.length === 0) return `${member}never asked for by the orchestrator (record name "${snapshot.name ?? '?'}")`;
+  return (
+    member +
+    shown
+      .map(
+        (op) =>
+          `op ${op.id} ${op.kind} ${op.outcome ?? 'running'}${op.endedByForget ? ' (ended by a forget)' : ''} ` +
+          `(${(op.kind.startsWith('group') ? op.groupSnapshotId : op.snapshotId) ?? 'no ID answered'})`,
+      )
+      .join('; ')
+  );
 }
 
 /** What the orchestrator was told about a leaked volume: which create answered it, which delete "deleted" it. */

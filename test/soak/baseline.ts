@@ -48,6 +48,16 @@ export function supportsSnapshots(build: Build | undefined): boolean {
   return build !== undefined && /(^|\s)--snapshots[\s,=<]/m.test(build.help.controller);
 }
 
+/**
+ * Whether a build's controller serves the GroupController (group snapshots): `controller --help` says so under
+ * `--snapshots` since the GroupController came (issue 37); 0.2.0 has none and answers the group calls UNIMPLEMENTED,
+ * so the workload sends them only to controllers that serve it, as a snapshot sidecar beside an older controller
+ * finds no group capability (faults/version-skew.ts asks an old controller to show it).
+ */
+export function supportsGroups(build: Build | undefined): boolean {
+  return supportsSnapshots(build) && /GroupController/.test(build?.help.controller ?? '');
+}
+
 export function currentBuild(): Build {
   return {
     label: 'new',

@@ -12,7 +12,14 @@ import { listNodeViews } from '../../node-records/reads';
 import { connectionOptions } from '../../temporal/config';
 import { startRunTemporal } from '../support/run-temporal';
 import { auditPools, pendingWorkflows, snapshotCopyProbe } from './audit';
-import { currentBuild, defaultBaselineRev, prepareBaseline, supportsSnapshots, type Build } from './baseline';
+import {
+  currentBuild,
+  defaultBaselineRev,
+  prepareBaseline,
+  supportsGroups,
+  supportsSnapshots,
+  type Build,
+} from './baseline';
 import { Cluster } from './cluster';
 import { planSchedule, runSchedule } from './faults/schedule';
 import type { FaultContext, FaultRecord, TemporalControl } from './faults/types';
@@ -123,10 +130,17 @@ async function main(): Promise<number> {
     await activeCluster.startAll(first, firstNodes);
 
     const clients = activeCluster.controllers.map((controller) =>
-      connectController(controller.name, controller.endpoint, () => supportsSnapshots(controller.build)),
+      connectController(
+        controller.name,
+        controller.endpoint,
+        () => supportsSnapshots(controller.build),
+        () => supportsGroups(controller.build),
+      ),
     );
     if (baseline && !supportsSnapshots(baseline))
       activeCluster.adaptations.add('old controllers: no --snapshots; snapshot calls and restores go to new ones only');
+    if (baseline && !supportsGroups(baseline))
+      activeCluster.adaptations.add('old controllers: no GroupController; group snapshot calls go to new ones only');
     cleanups.push(async () => clients.forEach((client) => client.close()));
     const activeWorkload = new Workload(model, prng.fork(), clients, {
       ops: options.ops,

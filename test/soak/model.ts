@@ -1,11 +1,14 @@
-import { parseSnapshotId, parseVolumeId } from '../../common/names';
+import { parseGroupSnapshotId, parseSnapshotId, parseVolumeId } from '../../common/names';
 
 /** One CSI operation as the orchestrator saw it, from its first attempt to its last answer. */
 export interface OpRecord {
   id: number;
-  /** CreateVolume (a restore too: see fromSnapshot), DeleteVolume, CreateSnapshot, DeleteSnapshot. */
-  kind: 'create' | 'delete' | 'snapshot' | 'snapshot-delete';
-  /** The volume's name, or the snapshot's (CreateSnapshot, DeleteSnapshot). */
+  /**
+   * CreateVolume (a restore too: see fromSnapshot), DeleteVolume, CreateSnapshot, DeleteSnapshot, and the
+   * GroupController's CreateVolumeGroupSnapshot, DeleteVolumeGroupSnapshot and GetVolumeGroupSnapshot.
+   */
+  kind: 'create' | 'delete' | 'snapshot' | 'snapshot-delete' | 'group' | 'group-delete' | 'group-get';
+  /** The volume's name, or the snapshot's (CreateSnapshot, DeleteSnapshot), or the group's (group ops). */
   name: string;
   /** 'background', or the fault that issued it. */
   origin: string;
@@ -13,6 +16,12 @@ export interface OpRecord {
   volumeId?: string;
   /** A CreateSnapshot's answer, a DeleteSnapshot's snapshot. */
   snapshotId?: string;
+  /** A group op's group (g1_ ID): CreateVolumeGroupSnapshot's answer, the group deleted or asked for. */
+  groupSnapshotId?: string;
+  /** A group op's members (s1_ IDs): the create's answer, those named by the deletion, the Get's answer. */
+  memberIds?: string[];
+  /** A GetVolumeGroupSnapshot answered NOT_FOUND (its outcome is ok: a definite answer). */
+  notFound?: boolean;
   /** A restore: CreateVolume with volume_content_source.snapshot of this snapshot ID. */
   fromSnapshot?: string;
   /** A CreateSnapshot of a name used before: after its snapshot was deleted, or while its deletion was in flight. */
@@ -20,8 +29,9 @@ export interface OpRecord {
   /** The node a create preferred, a delete's home node, a snapshot op's or restore's node (the source's). */
   node?: string;
   /**
-   * A CreateSnapshot answered NOT_FOUND because its source's node was forgotten meanwhile (docs/snapshots.md): the
-   * CO holds no snapshot, and the copy, if made, is written off on the node's record.
+   * A CreateSnapshot (or CreateVolumeGroupSnapshot) answered NOT_FOUND because its source's node was forgotten
+   * meanwhile (docs/snapshots.md): the CO holds no snapshot, and the copy, if made, is written off on the node's
+   * record.
    */
   endedByForget?: boolean;
   startedAt: number;
@@ -74,6 +84,28 @@ export interface SnapshotState {
   supersedes?: string;
 }
 
+/**
+ * A group snapshot name (`soak-g<n>`) and what the orchestrator was told about it (a VolumeGroupSnapshot and its
+ * content). Its members are snapshot copies of the node's pool, each recorded as `<group name>/<volume key>`.
+ */
+export interface GroupState {
+  name: string;
+  /** The volumes asked for (all of one node), in the order asked; a re-create of the name asks for the same. */
+  sources: { name: string; volumeId: string }[];
+  node: string;
+  /** Set by a CreateVolumeGroupSnapshot answered OK, cleared by a DeleteVolumeGroupSnapshot answered OK. */
+  groupId?: string;
+  /** The members answered with groupId: snapshot ID and source volume ID. */
+  members: { snapshotId: string; sourceVolumeId: string }[];
+  /** The ID once answered, and its members, kept after a deletion (for Get and the audit's history). */
+  answeredId?: string;
+  answeredMembers: { snapshotId: string; sourceVolumeId: string }[];
+  busy: boolean;
+  deleted: boolean;
+  /** Group IDs of this name whose deletion answered OK: a re-create must not answer one again. */
+  deletedIds: string[];
+}
+
 export interface Anomaly {
   at: string;
   op: number;
@@ -96,10 +128,17 @@ export class Model {
   readonly falseSnapshotDeletes: { op: number; name: string; snapshotId: string }[] = [];
   /** Whether a snapshot's copy is on its node's disk now (set by the harness; undefined: not known). */
   copyOnDisk?: (snapshotId: string) => boolean | undefined;
+  /**
+   * DeleteVolumeGroupSnapshot answered OK while a member's copy was on disk (its node not forgotten): leaked member
+   * copies, when answered.
+   */
+  readonly falseGroupDeletes: { op: number; name: string; groupSnapshotId: string; snapshotIds: string[] }[] = [];
   /** While a node was forgotten (faults/forget-then-return.ts): deletes acknowledged then are the operator's call. */
   readonly forgotten: { node: string; from: number; to?: number }[] = [];
   private readonly names = new Map<string, NameState>();
   private readonly snapshots = new Map<string, SnapshotState>();
+  private readonly groups = new Map<string, GroupState>();
+  private uniqueGroup = 0;
   private unique = 0;
   private uniqueSnapshot = 0;
   /** Counts issues and answers, so their order is known even within one millisecond. */
@@ -330,6 +369,171 @@ export class Model {
   knownSnapshots(): Map<string, string> {
     const known = new Map<string, string>();
     for (const state of this.snapshots.values()) if (state.snapshotId) known.set(state.name, state.snapshotId);
+    return known;
+  }
+
+  /** A new group name (`soak-g<n>`) of these volumes, all on `node`. */
+  newGroup(node: string, sources: NameState[]): GroupState {
+    const state: GroupState = {
+      name: `soak-g${++this.uniqueGroup}`,
+      sources: sources.map((source) => ({ name: source.name, volumeId: source.volumeId as string })),
+      node,
+      members: [],
+      answeredMembers: [],
+      busy: false,
+      deleted: false,
+      deletedIds: [],
+    };
+    this.groups.set(state.name, state);
+    return state;
+  }
+
+  groupState(name: string): GroupState {
+    const state = this.groups.get(name);
+    if (!state) throw new Error(`unknown group snapshot ${name}`);
+    return state;
+  }
+
+  /** Groups that exist (as far as the orchestrator knows) and have nothing in flight, optionally on one node. */
+  idleGroups(node?: string): GroupState[] {
+    return [...this.groups.values()].filter(
+      (g) => !g.busy && g.groupId !== undefined && (node === undefined || g.node === node),
+    );
+  }
+
+  groupCount(): number {
+    return [...this.groups.values()].filter((g) => g.groupId !== undefined).length;
+  }
+
+  /** Deleted groups with nothing in flight: asked for again by ID (Get must say NOT_FOUND), or re-created by name. */
+  deletedGroups(): GroupState[] {
+    return [...this.groups.values()].filter((g) => g.deleted && !g.busy && g.groupId === undefined);
+  }
+
+  /** Deleted groups whose every volume is still the one the name was made of, and idle: the name can be asked again. */
+  recreatableGroups(): GroupState[] {
+    return this.deletedGroups().filter((g) =>
+      g.sources.every((source) => {
+        const volume = this.names.get(source.name);
+        return volume?.volumeId === source.volumeId && !volume.busy;
+      }),
+    );
+  }
+
+  /**
+   * A CreateVolumeGroupSnapshot answered OK: one ID of the volumes' node, every member ready, one member per volume
+   * asked (and none other), each a snapshot of that node whose copy is on disk; never an ID deleted before.
+   */
+  groupCreated(op: OpRecord, groupSnapshotId: string, members: { snapshotId: string; sourceVolumeId: string }[]): void {
+    const state = this.groupState(op.name);
+    const parts = parseGroupSnapshotId(groupSnapshotId);
+    if (!parts) this.anomaly(op, `CreateVolumeGroupSnapshot ${op.name} answered ${groupSnapshotId}, not a group ID`);
+    else if (parts.nodeId !== state.node)
+      this.anomaly(
+        op,
+        `CreateVolumeGroupSnapshot ${op.name} answered ${groupSnapshotId}: not ${state.node}, its volumes' node`,
+      );
+    const asked = state.sources.map((source) => source.volumeId).sort();
+    const answered = members.map((member) => member.sourceVolumeId).sort();
+    if (asked.join(',') !== answered.join(','))
+      this.anomaly(
+        op,
+        `CreateVolumeGroupSnapshot ${op.name} answered members of ${answered.join(', ')}, asked ${asked.join(', ')}`,
+      );
+    for (const member of members) {
+      const memberParts = parseSnapshotId(member.snapshotId);
+      if (!memberParts || memberParts.nodeId !== state.node || memberParts.poolIdPrefix !== parts?.poolIdPrefix)
+        this.anomaly(
+          op,
+          `group ${op.name} ${groupSnapshotId} answered member ${member.snapshotId}: not a snapshot of its pool`,
+        );
+      if (this.copyOnDisk?.(member.snapshotId) === false)
+        this.lostSnapshots.push({
+          op: op.id,
+          name: op.name,
+          snapshotId: member.snapshotId,
+          reason: `CreateVolumeGroupSnapshot op ${op.id} answered member ${member.snapshotId} ready with no copy on disk`,
+        });
+    }
+    for (const other of this.groups.values()) {
+      if (other !== state && other.answeredId === groupSnapshotId)
+        this.anomaly(
+          op,
+          `CreateVolumeGroupSnapshot ${op.name} answered ${groupSnapshotId}, the group of ${other.name}`,
+        );
+    }
+    if (state.deletedIds.includes(groupSnapshotId))
+      this.anomaly(
+        op,
+        `re-create of group ${op.name} answered ${groupSnapshotId}, already deleted (a re-create must be a new group)`,
+      );
+    else if (state.groupId !== undefined && state.groupId !== groupSnapshotId)
+      this.anomaly(
+        op,
+        `CreateVolumeGroupSnapshot ${op.name} answered ${groupSnapshotId} while ${state.groupId} exists`,
+      );
+    state.groupId = groupSnapshotId;
+    state.answeredId = groupSnapshotId;
+    state.members = members;
+    state.answeredMembers = members;
+    state.deleted = false;
+  }
+
+  /** A DeleteVolumeGroupSnapshot answered OK: every member's copy must be gone (unless its node was forgotten). */
+  groupDeleted(op: OpRecord): void {
+    const state = this.groupState(op.name);
+    const groupSnapshotId = op.groupSnapshotId as string;
+    state.deletedIds.push(groupSnapshotId);
+    const left = (op.memberIds ?? []).filter((id) => this.copyOnDisk?.(id) === true);
+    if (left.length > 0 && !this.forgottenSince(op.node, op.startedAt))
+      this.falseGroupDeletes.push({ op: op.id, name: op.name, groupSnapshotId, snapshotIds: left });
+    if (state.groupId === groupSnapshotId) {
+      state.groupId = undefined;
+      state.members = [];
+      state.deleted = true;
+    }
+  }
+
+  /**
+   * A GetVolumeGroupSnapshot's answer must agree with the disk when it arrives: OK with exactly the members the CO
+   * holds (or was answered), each copy on disk; NOT_FOUND only when no member copy is (a false NOT_FOUND tells the
+   * CO a group it holds is gone). A node forgotten meanwhile answers NOT_FOUND by decision: exempt.
+   */
+  groupGot(op: OpRecord, expected: string[], answer: { members: string[] } | 'not-found'): void {
+    const onDisk = expected.filter((id) => this.copyOnDisk?.(id) === true);
+    if (answer === 'not-found') {
+      op.notFound = true;
+      if (onDisk.length > 0 && !this.forgottenSince(op.node, op.startedAt))
+        this.anomaly(
+          op,
+          `GetVolumeGroupSnapshot ${op.groupSnapshotId} (${op.name}) answered NOT_FOUND with ${onDisk.length} of ` +
+            `${expected.length} member copies on disk: a false "deleted"`,
+        );
+      return;
+    }
+    op.memberIds = answer.members;
+    const missing = answer.members.filter((id) => this.copyOnDisk?.(id) === false);
+    if (missing.length > 0)
+      this.anomaly(
+        op,
+        `GetVolumeGroupSnapshot ${op.groupSnapshotId} (${op.name}) answered members with no copy on disk: ${missing.join(', ')}`,
+      );
+    if ([...answer.members].sort().join(',') !== [...expected].sort().join(','))
+      this.anomaly(
+        op,
+        `GetVolumeGroupSnapshot ${op.groupSnapshotId} (${op.name}) answered ${answer.members.join(', ') || 'no member'}, ` +
+          `the group's members are ${expected.join(', ')}`,
+      );
+  }
+
+  /** `<group name>/<volume key>` -> member snapshot ID, of every group the orchestrator holds (as its node records). */
+  knownGroupMembers(): Map<string, string> {
+    const known = new Map<string, string>();
+    for (const group of this.groups.values()) {
+      if (group.groupId === undefined) continue;
+      for (const member of group.members)
+        known.set(`${group.name}/${parseVolumeId(member.sourceVolumeId)?.key ?? '?'}`, member.snapshotId);
+    }
     return known;
   }
 

@@ -24,6 +24,8 @@ export interface FaultSummary {
     deletes: number;
     /** CreateSnapshot, DeleteSnapshot and restores (CreateVolume from a snapshot; also among creates). */
     snapshotOps: number;
+    /** CreateVolumeGroupSnapshot, DeleteVolumeGroupSnapshot, GetVolumeGroupSnapshot. */
+    groupOps: number;
     aimed: number;
     retried: Record<string, number>;
     ops: number[];
@@ -51,6 +53,30 @@ export interface SnapshotCounts {
   writtenOff: number;
 }
 
+/** The GroupController's operations (docs/soak.md); restores from a member count among the snapshot restores. */
+export interface GroupCounts {
+  /** CreateVolumeGroupSnapshot issued, answered OK (every member ready), and ended NOT_FOUND by a forget. */
+  creates: number;
+  created: number;
+  endedByForget: number;
+  /** Of those, of a name whose group was deleted (the same volumes again), issued and answered. */
+  recreates: number;
+  recreated: number;
+  /** Member copies the answers held. */
+  members: number;
+  /** DeleteVolumeGroupSnapshot issued, answered OK, and of those answered while the node was forgotten. */
+  deletes: number;
+  deleted: number;
+  writtenOff: number;
+  /** GetVolumeGroupSnapshot issued, answered with the members, answered NOT_FOUND. */
+  gets: number;
+  got: number;
+  notFound: number;
+  /** Restores (CreateVolume) from a member, issued and answered with a volume. */
+  restores: number;
+  restored: number;
+}
+
 export interface SoakReport {
   ok: boolean;
   problems: string[];
@@ -68,6 +94,7 @@ export interface SoakReport {
     recreates: number;
     deletes: number;
     snapshots: SnapshotCounts;
+    groups: GroupCounts;
     ok: number;
     failed: number;
     unsettled: number;
@@ -104,6 +131,7 @@ export function summarizeFault(record: FaultRecord, ops: OpRecord[]): FaultSumma
       creates: hit.filter((op) => op.kind === 'create').length,
       deletes: hit.filter((op) => op.kind === 'delete').length,
       snapshotOps: hit.filter((op) => op.kind.startsWith('snapshot') || op.fromSnapshot !== undefined).length,
+      groupOps: hit.filter((op) => op.kind.startsWith('group')).length,
       aimed: record.issuedOps.length,
       retried,
       ops: hit.map((op) => op.id),
@@ -135,6 +163,40 @@ function snapshotCounts(ops: OpRecord[], forgotten: ForgottenWindow[]): Snapshot
   };
 }
 
+function groupCounts(ops: OpRecord[], forgotten: ForgottenWindow[]): GroupCounts {
+  const of = (kind: OpRecord['kind']) => ops.filter((op) => op.kind === kind);
+  const ok = (op: OpRecord) => op.outcome === 'ok';
+  const creates = of('group');
+  const created = creates.filter((op) => ok(op) && op.groupSnapshotId !== undefined);
+  const deletes = of('group-delete');
+  const gets = of('group-get');
+  const members = new Set(created.flatMap((op) => op.memberIds ?? []));
+  const restores = ops.filter(
+    (op) => op.kind === 'create' && op.fromSnapshot !== undefined && members.has(op.fromSnapshot),
+  );
+  const whileForgotten = (op: OpRecord) =>
+    forgotten.some(
+      (window) =>
+        window.node === op.node && window.from <= (op.endedAt ?? 0) && (window.to ?? Infinity) >= op.startedAt,
+    );
+  return {
+    creates: creates.length,
+    created: created.length,
+    endedByForget: creates.filter((op) => op.endedByForget).length,
+    recreates: creates.filter((op) => op.recreate).length,
+    recreated: created.filter((op) => op.recreate).length,
+    members: members.size,
+    deletes: deletes.length,
+    deleted: deletes.filter(ok).length,
+    writtenOff: deletes.filter((op) => ok(op) && whileForgotten(op)).length,
+    gets: gets.length,
+    got: gets.filter((op) => ok(op) && !op.notFound).length,
+    notFound: gets.filter((op) => ok(op) && op.notFound).length,
+    restores: restores.length,
+    restored: restores.filter((op) => ok(op) && op.volumeId !== undefined).length,
+  };
+}
+
 export function summarizeWorkload(
   ops: OpRecord[],
   unexpected: UnexpectedAnswer[],
@@ -155,6 +217,7 @@ export function summarizeWorkload(
     recreates,
     deletes: ops.filter((op) => op.kind === 'delete').length,
     snapshots: snapshotCounts(ops, forgotten),
+    groups: groupCounts(ops, forgotten),
     ok: ops.filter((op) => op.outcome === 'ok').length,
     failed: ops.filter((op) => op.outcome === 'failed').length,
     unsettled: ops.filter((op) => op.outcome !== 'ok' && op.outcome !== 'failed').length,
@@ -195,7 +258,14 @@ export function problemsOf(report: SoakReport): string[] {
   count("restores answered on another node than the snapshot's", audit?.restoresElsewhere);
   count('filesystems left frozen (or freeze records left in a pool)', audit?.frozen);
   const snapshots = audit?.snapshots;
-  count('leaked snapshots (a copy on disk the orchestrator does not hold)', snapshots?.leaked);
+  count(
+    'leaked snapshots (a copy on disk the orchestrator does not hold)',
+    snapshots?.leaked.filter((copy) => copy.groupKey === undefined),
+  );
+  count(
+    'leaked group snapshot members (a member copy on disk of a group the orchestrator does not hold)',
+    snapshots?.leaked.filter((copy) => copy.groupKey !== undefined),
+  );
   count('lost snapshots (held by the orchestrator, no copy on disk)', snapshots?.lost);
   count('snapshot names with several copies on disk', snapshots?.duplicated);
   count('torn snapshots (copy or record missing)', snapshots?.torn);
@@ -245,6 +315,15 @@ export function formatReport(report: SoakReport): string {
       `${w.snapshots.restores} restores (${w.snapshots.restored} restored), ${w.snapshots.deletes} deletes ` +
       `(${w.snapshots.deleted} deleted, ${w.snapshots.writtenOff} of them written off)` +
       (a ? `; at the end ${a.snapshots.known} held by the orchestrator, ${a.snapshots.onDisk} on disk` : ''),
+    `  group snapshots: ${w.groups.creates} creates (${w.groups.created} created with ${w.groups.members} members, ` +
+      `${w.groups.endedByForget} ended by a forget; ${w.groups.recreates} re-creates of a deleted name, ` +
+      `${w.groups.recreated} answered), ${w.groups.deletes} deletes (${w.groups.deleted} deleted, ` +
+      `${w.groups.writtenOff} of them written off), ${w.groups.gets} gets (${w.groups.got} found, ` +
+      `${w.groups.notFound} NOT_FOUND), ${w.groups.restores} restores from a member (${w.groups.restored} restored)` +
+      (a
+        ? `; at the end ${a.snapshots.groups.known} held (${a.snapshots.groups.members} members), ` +
+          `${a.snapshots.groups.membersOnDisk} member copies on disk`
+        : ''),
     `    retried answers: ${codes(w.retried)}`,
     `    unexpected answers:${list(w.unexpected, (u) => `op ${u.op} ${u.kind} ${u.code}: ${u.message.slice(0, 200)}`)}`,
     `    anomalies:${list(w.anomalies, (x) => `op ${x.op}: ${x.what}`)}`,
@@ -254,7 +333,8 @@ export function formatReport(report: SoakReport): string {
     const hit = fault.hit;
     lines.push(
       `    ${fault.kind} (round ${fault.round}, ${Math.round(fault.durationMs / 1000)} s): hit ${hit.total} ops ` +
-        `(${hit.creates} creates, ${hit.deletes} deletes, ${hit.snapshotOps} snapshot ops, ${hit.aimed} aimed); ` +
+        `(${hit.creates} creates, ${hit.deletes} deletes, ${hit.snapshotOps} snapshot ops, ${hit.groupOps} group ops, ` +
+        `${hit.aimed} aimed); ` +
         `retried ${codes(hit.retried)}` +
         (fault.error ? `; FAILED: ${fault.error.split('\n')[0]}` : ''),
     );

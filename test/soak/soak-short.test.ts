@@ -26,6 +26,17 @@ describe('soak (short run)', () => {
         deleted: true,
       });
       if (report.options.faults.includes('delete-then-create')) expect(recreates).toBeGreaterThan(0);
+      // Group snapshots (issue 37): made, asked for and deleted, under the same audit (members are snapshot copies).
+      const groups = report.workload.groups;
+      expect({
+        created: groups.created > 0,
+        deleted: groups.deleted > 0,
+        got: groups.got + groups.notFound > 0,
+      }).toEqual({
+        created: true,
+        deleted: true,
+        got: true,
+      });
       // Root (CI, this machine) runs freeze-then-kill too: `all` leaves it out only without root, and that must fail.
       expect(report.options.faults).toContain('freeze-then-kill');
       expect(new Set(report.faults.map((fault) => fault.kind))).toEqual(new Set(report.options.faults));

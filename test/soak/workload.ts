@@ -3,11 +3,14 @@ import { call, withDeadline } from '../../csi/client';
 import { parseEndpoint } from '../../csi/endpoint';
 import type { ControllerClient } from '../../csi/generated/csi/v1/Controller';
 import type { CreateSnapshotResponse__Output } from '../../csi/generated/csi/v1/CreateSnapshotResponse';
+import type { CreateVolumeGroupSnapshotResponse__Output } from '../../csi/generated/csi/v1/CreateVolumeGroupSnapshotResponse';
 import type { CreateVolumeResponse__Output } from '../../csi/generated/csi/v1/CreateVolumeResponse';
+import type { GetVolumeGroupSnapshotResponse__Output } from '../../csi/generated/csi/v1/GetVolumeGroupSnapshotResponse';
+import type { GroupControllerClient } from '../../csi/generated/csi/v1/GroupController';
 import { csiPackage } from '../../csi/proto';
 import { TOPOLOGY_NODE_KEY } from '../../common/names';
 import { createRequest } from '../support/csi-requests';
-import type { Model, NameState, OpRecord, SnapshotState } from './model';
+import type { GroupState, Model, NameState, OpRecord, SnapshotState } from './model';
 import type { Prng } from './prng';
 
 /**
@@ -19,6 +22,13 @@ const RETRIABLE = new Set(['ABORTED', 'UNAVAILABLE', 'DEADLINE_EXCEEDED', 'NOT_R
 const SNAPSHOT_SHARE = 0.13;
 /** Of those, about this share re-create a deleted snapshot's name (when there is one whose source still exists). */
 const RESNAPSHOT_SHARE = 0.25;
+
+/**
+ * About this share of background operations are group snapshot ones (CreateVolumeGroupSnapshot of 2 or 3 volumes of
+ * one node, a re-create of a deleted group's name, DeleteVolumeGroupSnapshot, GetVolumeGroupSnapshot of a group held
+ * or deleted, a restore from a member).
+ */
+const GROUP_SHARE = 0.08;
 
 /** A CreateSnapshot answer that gives the CO no snapshot yet: asked again, like UNAVAILABLE. */
 class RetryLater extends Error {
@@ -40,6 +50,13 @@ export interface ControllerTarget {
    * yes. Snapshot calls and restores go only to controllers that do (a version-skew baseline may not).
    */
   snapshots?: () => boolean;
+  /** The GroupController on the same socket. */
+  group: GroupControllerClient;
+  /**
+   * Whether the build the controller runs now serves the GroupController; absent: yes. Group calls go only to
+   * controllers that do: 0.2.0 has none, and answers them UNIMPLEMENTED (faults/version-skew.ts shows it).
+   */
+  groups?: () => boolean;
 }
 
 export interface UnexpectedAnswer {
@@ -65,15 +82,31 @@ export function connectController(
   name: string,
   endpoint: string,
   snapshots?: () => boolean,
+  groups?: () => boolean,
 ): ControllerTarget & { close(): void } {
   const { address } = parseEndpoint(endpoint);
-  const client = new (csiPackage().Controller)(address, grpc.credentials.createInsecure(), {
+  const options = {
     'grpc.initial_reconnect_backoff_ms': 100,
     'grpc.min_reconnect_backoff_ms': 100,
     'grpc.max_reconnect_backoff_ms': 1000,
-  });
-  return { name, client, snapshots, close: () => client.close() };
+  };
+  const client = new (csiPackage().Controller)(address, grpc.credentials.createInsecure(), options);
+  const group = new (csiPackage().GroupController)(address, grpc.credentials.createInsecure(), options);
+  return {
+    name,
+    client,
+    snapshots,
+    group,
+    groups,
+    close: () => {
+      client.close();
+      group.close();
+    },
+  };
 }
+
+/** Which controllers an operation may go to: any, those serving snapshots, those serving the GroupController. */
+type Needs = 'snapshots' | 'groups' | undefined;
 
 function codeOf(error: unknown): { code: string; message: string } {
   if (error instanceof RetryLater) return { code: error.label, message: error.message };
@@ -127,6 +160,10 @@ export class Workload {
   }
 
   private nextBackgroundOp(): OpRecord | undefined {
+    if (this.prng.chance(GROUP_SHARE)) {
+      const op = this.groupOp('background');
+      if (op) return op;
+    }
     if (this.prng.chance(SNAPSHOT_SHARE)) {
       const op = this.snapshotOp('background');
       if (op) return op;
@@ -440,6 +477,260 @@ export class Workload {
     }
   }
 
+  /**
+   * One group snapshot operation of the mix (docs/soak.md): a new group, a re-create of a deleted group's name and
+   * volumes, a deletion, a Get of a group held or deleted, or a restore from a member; more deletions the more groups
+   * exist. Undefined when none is possible.
+   */
+  groupOp(origin: string, options: { node?: string } = {}): OpRecord | undefined {
+    const count = this.model.groupCount();
+    const deleteWeight = count > 4 ? 0.35 : count > 1 ? 0.2 : 0.1;
+    const weights: [string, number][] = [
+      ['create', count > 4 ? 0.15 : 0.3],
+      ['recreate', 0.1],
+      ['delete', deleteWeight],
+      ['get', 0.2],
+      ['get-deleted', 0.1],
+      ['restore', 0.15],
+    ];
+    let roll = this.prng.next() * weights.reduce((sum, [, weight]) => sum + weight, 0);
+    const first = weights.find(([, weight]) => (roll -= weight) < 0)?.[0] ?? 'create';
+    for (const what of [first, 'create', 'delete', 'get']) {
+      const op =
+        what === 'create'
+          ? this.groupOne(origin, options)
+          : what === 'recreate'
+            ? options.node === undefined
+              ? this.regroupOne(origin)
+              : undefined
+            : what === 'delete'
+              ? this.deleteGroupOne(origin, options)
+              : what === 'get'
+                ? this.getGroupOne(origin, options)
+                : what === 'get-deleted'
+                  ? this.getGroupOne(origin, { ...options, deleted: true })
+                  : this.restoreMemberOne(origin, options);
+      if (op) return op;
+    }
+    return undefined;
+  }
+
+  /**
+   * CreateVolumeGroupSnapshot (a new name) of 2 or 3 idle volumes of one node (`node` if given), retried until
+   * answered with every member ready. The volumes are busy meanwhile (the group snapshot controller protects its
+   * source PVCs); afterwards they may go, the members stay.
+   */
+  groupOne(origin: string, options: { node?: string; via?: number } = {}): OpRecord | undefined {
+    const nodes = (options.node ? [options.node] : this.config.nodes).filter(
+      (node) => this.model.idleVolumes(node).length >= 2,
+    );
+    if (nodes.length === 0) return undefined;
+    const node = this.prng.pick(nodes);
+    const idle = this.model.idleVolumes(node);
+    const size = Math.min(idle.length, this.prng.int(2, 3));
+    const sources: NameState[] = [];
+    while (sources.length < size) {
+      const picked = this.prng.pick(idle.filter((volume) => !sources.includes(volume)));
+      sources.push(picked);
+    }
+    const group = this.model.newGroup(node, sources);
+    return this.launchGroupCreate(group, origin, options.via, false);
+  }
+
+  /** CreateVolumeGroupSnapshot of a deleted group's name and volumes again: it must be a new group, new members. */
+  regroupOne(origin: string): OpRecord | undefined {
+    const candidates = this.model.recreatableGroups();
+    if (candidates.length === 0) return undefined;
+    return this.launchGroupCreate(this.prng.pick(candidates), origin, undefined, true);
+  }
+
+  private launchGroupCreate(group: GroupState, origin: string, via: number | undefined, recreate: boolean): OpRecord {
+    const sources = group.sources.map((source) => this.model.state(source.name));
+    for (const source of sources) source.busy = true;
+    group.busy = true;
+    const op = this.model.newOp('group', group.name, origin, {
+      node: group.node,
+      ...(recreate ? { recreate: true } : {}),
+    });
+    const request = { name: group.name, source_volume_ids: group.sources.map((source) => source.volumeId) };
+    this.launch(
+      op,
+      via,
+      async (_client, target) => {
+        let answer: CreateVolumeGroupSnapshotResponse__Output;
+        try {
+          answer = await call<CreateVolumeGroupSnapshotResponse__Output>((done) =>
+            target.group.CreateVolumeGroupSnapshot(request, withDeadline(this.config.callTimeoutMs), done),
+          );
+        } catch (error) {
+          // The node was forgotten meanwhile: the CO has no group; members made are written off.
+          if (codeOf(error).code === 'NOT_FOUND' && this.model.forgottenSince(group.node, op.startedAt)) {
+            op.endedByForget = true;
+            op.error = codeOf(error).message;
+            return;
+          }
+          throw error;
+        }
+        const made = answer.group_snapshot;
+        if (!made?.group_snapshot_id)
+          throw new Error(`CreateVolumeGroupSnapshot ${group.name} answered without a group_snapshot_id`);
+        if (!made.ready_to_use || made.snapshots.some((member) => !member.ready_to_use))
+          throw new RetryLater('NOT_READY', `${made.group_snapshot_id} not ready to use`);
+        op.groupSnapshotId = made.group_snapshot_id;
+        op.memberIds = made.snapshots.map((member) => member.snapshot_id);
+        this.model.groupCreated(
+          op,
+          made.group_snapshot_id,
+          made.snapshots.map((member) => ({ snapshotId: member.snapshot_id, sourceVolumeId: member.source_volume_id })),
+        );
+      },
+      'groups',
+    );
+    void this.running.get(op.id)?.then(() => {
+      for (const source of sources) source.busy = false;
+      group.busy = false;
+    });
+    return op;
+  }
+
+  /** DeleteVolumeGroupSnapshot of an idle group (on `node` if given) with its members, retried while ABORTED. */
+  deleteGroupOne(origin: string, options: { node?: string; via?: number } = {}): OpRecord | undefined {
+    const candidates = this.model.idleGroups(options.node);
+    if (candidates.length === 0) return undefined;
+    const group = this.prng.pick(candidates);
+    const groupSnapshotId = group.groupId as string;
+    const memberIds = group.members.map((member) => member.snapshotId);
+    group.busy = true;
+    const op = this.model.newOp('group-delete', group.name, origin, { groupSnapshotId, memberIds, node: group.node });
+    this.launch(
+      op,
+      options.via,
+      async (_client, target) => {
+        await call<object>((done) =>
+          target.group.DeleteVolumeGroupSnapshot(
+            { group_snapshot_id: groupSnapshotId, snapshot_ids: memberIds },
+            withDeadline(this.config.callTimeoutMs),
+            done,
+          ),
+        );
+        this.model.groupDeleted(op);
+      },
+      'groups',
+    );
+    // Names used again: half the background deletions are followed by the same name of the same volumes, which
+    // must be a new group (new ID, new members), as a re-created snapshot must (issue 33). Chosen now: replayable.
+    const again = origin === 'background' && this.prng.chance(0.5);
+    void this.running.get(op.id)?.then(() => {
+      group.busy = false;
+      if (again && op.outcome === 'ok' && this.model.recreatableGroups().includes(group))
+        this.launchGroupCreate(group, origin, undefined, true);
+    });
+    return op;
+  }
+
+  /**
+   * GetVolumeGroupSnapshot of an idle group the CO holds (or, `deleted`, of one whose deletion was answered OK),
+   * with the members it knows, as csi-snapshotter asks; retried while UNAVAILABLE (its node silent). The answer must
+   * agree with the disk when it arrives (Model.groupGot).
+   */
+  getGroupOne(origin: string, options: { node?: string; deleted?: boolean } = {}): OpRecord | undefined {
+    const candidates = (options.deleted ? this.model.deletedGroups() : this.model.idleGroups()).filter(
+      (group) => options.node === undefined || group.node === options.node,
+    );
+    if (candidates.length === 0) return undefined;
+    const group = this.prng.pick(candidates);
+    const groupSnapshotId = (options.deleted ? group.deletedIds.at(-1) : group.groupId) as string;
+    const members = (options.deleted ? group.answeredMembers : group.members).map((member) => member.snapshotId);
+    group.busy = true;
+    const op = this.model.newOp('group-get', group.name, origin, { groupSnapshotId, node: group.node });
+    this.launch(
+      op,
+      undefined,
+      async (_client, target) => {
+        let answer: GetVolumeGroupSnapshotResponse__Output;
+        try {
+          answer = await call<GetVolumeGroupSnapshotResponse__Output>((done) =>
+            target.group.GetVolumeGroupSnapshot(
+              { group_snapshot_id: groupSnapshotId, snapshot_ids: members },
+              withDeadline(this.config.callTimeoutMs),
+              done,
+            ),
+          );
+        } catch (error) {
+          if (codeOf(error).code !== 'NOT_FOUND') throw error;
+          this.model.groupGot(op, members, 'not-found');
+          return;
+        }
+        this.model.groupGot(op, members, {
+          members: (answer.group_snapshot?.snapshots ?? []).map((member) => member.snapshot_id),
+        });
+      },
+      'groups',
+    );
+    void this.running.get(op.id)?.then(() => (group.busy = false));
+    return op;
+  }
+
+  /** A restore from a member of an idle group (on `node` if given): CreateVolume of a new name, the member's size. */
+  restoreMemberOne(origin: string, options: { node?: string } = {}): OpRecord | undefined {
+    const candidates = this.model.idleGroups(options.node);
+    if (candidates.length === 0) return undefined;
+    const group = this.prng.pick(candidates);
+    const member = this.prng.pick(group.members);
+    const source = group.sources.find((candidate) => candidate.volumeId === member.sourceVolumeId);
+    const state = this.model.newUnique(this.model.state(source?.name ?? group.sources[0]!.name).sizeBytes);
+    state.busy = true;
+    group.busy = true;
+    const op = this.model.newOp('create', state.name, origin, { fromSnapshot: member.snapshotId, node: group.node });
+    this.launchCreate(op, state, undefined, member.snapshotId);
+    void this.running.get(op.id)?.then(() => {
+      state.busy = false;
+      group.busy = false;
+    });
+    return op;
+  }
+
+  /**
+   * What a controller answers the GroupController: GroupControllerGetCapabilities (what csi-snapshotter asks when it
+   * starts) and a CreateVolumeGroupSnapshot with no name and no volume, which a controller serving the service
+   * refuses INVALID_ARGUMENT before anything starts. Each answer's gRPC code name, 'OK' for an answer.
+   */
+  async askGroupService(controller: string): Promise<{ capabilities: string; create: string }> {
+    const target = this.controllers.find((candidate) => candidate.name === controller);
+    if (!target) throw new Error(`no controller ${controller}`);
+    const codeOfCall = (send: (done: (error: grpc.ServiceError | null) => void) => void) =>
+      call<object>(send).then(
+        () => 'OK',
+        (error: unknown) => codeOf(error).code,
+      );
+    return {
+      capabilities: await codeOfCall((done) =>
+        target.group.GroupControllerGetCapabilities({}, withDeadline(this.config.callTimeoutMs), done),
+      ),
+      create: await codeOfCall((done) =>
+        target.group.CreateVolumeGroupSnapshot(
+          { name: '', source_volume_ids: [] },
+          withDeadline(this.config.callTimeoutMs),
+          done,
+        ),
+      ),
+    };
+  }
+
+  /** Makes groups of volumes on `node` until it holds `count` idle ones (bounded), waiting for them. */
+  async ensureGroupsOn(node: string, count: number, origin: string, timeoutMs = 60_000): Promise<void> {
+    const until = Date.now() + timeoutMs;
+    for (let tries = 0; tries < count * 3 && Date.now() < until; tries++) {
+      const missing = count - this.model.idleGroups(node).length;
+      if (missing <= 0) return;
+      await this.ensureOn(node, 3 * missing, origin, until - Date.now());
+      const ops = Array.from({ length: missing }, () => this.groupOne(origin, { node })).flatMap((op) =>
+        op ? [op] : [],
+      );
+      await Promise.race([Promise.all(ops.map((op) => this.done(op))), sleep(Math.max(0, until - Date.now()))]);
+    }
+  }
+
   /** Sends the create (preferring op.node, if any) and records its answer in the model. */
   private launchCreate(
     op: OpRecord,
@@ -503,19 +794,20 @@ export class Workload {
   private launch(
     op: OpRecord,
     via: number | undefined,
-    attempt: (client: ControllerClient) => Promise<void>,
-    snapshots = false,
+    attempt: (client: ControllerClient, target: ControllerTarget) => Promise<void>,
+    needs: Needs | boolean = undefined,
   ): void {
     this.issued++;
-    const done = this.runOp(op, via, attempt, snapshots).finally(() => this.running.delete(op.id));
+    const wanted: Needs = needs === true ? 'snapshots' : needs === false ? undefined : needs;
+    const done = this.runOp(op, via, attempt, wanted).finally(() => this.running.delete(op.id));
     this.running.set(op.id, done);
   }
 
   private async runOp(
     op: OpRecord,
     via: number | undefined,
-    attempt: (client: ControllerClient) => Promise<void>,
-    snapshots: boolean,
+    attempt: (client: ControllerClient, target: ControllerTarget) => Promise<void>,
+    needs: Needs,
   ): Promise<void> {
     let unexpected = 0;
     let delay = 250;
@@ -524,8 +816,14 @@ export class Workload {
         op.outcome = 'unsettled';
         break;
       }
-      // Snapshot calls and restores only to a controller whose build serves them; none now: wait for one.
-      const able = snapshots ? this.controllers.filter((c) => c.snapshots?.() ?? true) : this.controllers;
+      // Snapshot calls and restores only to a controller whose build serves them, group calls only to one that
+      // serves the GroupController (a sidecar beside an older controller finds none); none now: wait for one.
+      const able =
+        needs === 'snapshots'
+          ? this.controllers.filter((c) => c.snapshots?.() ?? true)
+          : needs === 'groups'
+            ? this.controllers.filter((c) => c.groups?.() ?? true)
+            : this.controllers;
       if (able.length === 0) {
         await sleep(1000);
         continue;
@@ -536,14 +834,17 @@ export class Workload {
       op.attempts++;
       op.inFlightOn = target.name;
       try {
-        await attempt(target.client);
+        await attempt(target.client, target);
         op.outcome = 'ok';
         break;
       } catch (error) {
         const { code, message } = codeOf(error);
         op.codes[code] = (op.codes[code] ?? 0) + 1;
-        // A build without snapshots that was rolled in between the choice and the call: another controller.
-        const unserved = snapshots && code === 'UNIMPLEMENTED' && target.snapshots?.() === false;
+        // A build without snapshots (or groups) rolled in between the choice and the call: another controller.
+        const unserved =
+          code === 'UNIMPLEMENTED' &&
+          ((needs === 'snapshots' && target.snapshots?.() === false) ||
+            (needs === 'groups' && target.groups?.() === false));
         if (!RETRIABLE.has(code) && !unserved) {
           unexpected++;
           op.error = `${code}: ${message}`;

@@ -4,18 +4,22 @@ import { awaitOps, sleep, step } from './types';
 /**
  * One node down for a long window (past the registry's 30 s liveness) while deletions of its volumes pile up
  * and creates prefer it, a snapshot of one of its volumes is asked for (ABORTED until the copy is recorded), one
- * of its snapshots is deleted (ABORTED until its pool confirms) and another restored (it can only land there);
- * then it comes back and every waiting operation must finish.
+ * of its snapshots is deleted (ABORTED until its pool confirms) and another restored (it can only land there), and
+ * the same for groups: one of its group snapshots deleted, a group of its volumes asked for, another group asked
+ * for by GetVolumeGroupSnapshot (UNAVAILABLE while it is down, never NOT_FOUND); then it comes back and every
+ * waiting operation must finish.
  */
 export const nodeLongDown: Fault = {
   kind: 'node-long-down',
-  plannedOps: () => 19,
+  plannedOps: () => 25,
   async run(context, record) {
     const { workload, prng, options } = context;
     const node = prng.pick(context.cluster.nodes);
     const count = prng.int(4, 8);
     await workload.ensureSnapshotsOn(node.name, 2, record.kind, 60_000);
-    await workload.ensureOn(node.name, count + 1, record.kind, 60_000);
+    await workload.ensureGroupsOn(node.name, 2, record.kind, 60_000);
+    // The deletions' volumes, a create's, and 2 or 3 for a group asked for while the node is down.
+    await workload.ensureOn(node.name, count + 4, record.kind, 60_000);
     const signal = prng.chance(0.5) ? 'SIGKILL' : 'SIGTERM';
     step(context, record, `${signal} ${node.name}; down for ${options.longDownMs / 1000} s`);
     if (signal === 'SIGKILL') await node.kill('SIGKILL');
@@ -37,6 +41,15 @@ export const nodeLongDown: Fault = {
               ? workload.restoreOne(record.kind, { node: node.name })
               : undefined;
       if (snapshotOp) piled.push(snapshotOp.id);
+      const groupOp =
+        index === 0
+          ? workload.deleteGroupOne(record.kind, { node: node.name })
+          : index === 1
+            ? workload.groupOne(record.kind, { node: node.name })
+            : index === 2
+              ? workload.getGroupOne(record.kind, { node: node.name })
+              : undefined;
+      if (groupOp) piled.push(groupOp.id);
     }
     record.issuedOps.push(...piled);
     await sleep(Math.max(0, downAt + options.longDownMs - Date.now()));

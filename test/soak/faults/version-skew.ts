@@ -1,3 +1,4 @@
+import { supportsGroups } from '../baseline';
 import type { DriverProcess } from '../cluster';
 import type { Fault } from './types';
 import { awaitOps, sleep, step } from './types';
@@ -42,6 +43,23 @@ export const versionSkew: Fault = {
     underOld.push(workload.create(record.kind, { prefer: prng.pick(downNodes).name }).id);
     const createsAt = Date.now();
     for (let index = 0; index < 6; index++) underOld.push(workload.create(record.kind).id);
+    // A fact of a mixed rollout, not a bug: a baseline without the GroupController answers its calls
+    // UNIMPLEMENTED (CSI's answer for a service not served), and group calls wait for a new controller meanwhile.
+    let groupService: { capabilities: string; create: string } | undefined;
+    if (!supportsGroups(builds.baseline)) {
+      groupService = await workload.askGroupService(first.name);
+      step(
+        context,
+        record,
+        `a. ${first.name} (${builds.baseline.rev}) answers GroupControllerGetCapabilities ${groupService.capabilities}` +
+          `, CreateVolumeGroupSnapshot ${groupService.create}: no GroupController; group calls wait for a new controller`,
+      );
+      if (groupService.capabilities !== 'UNIMPLEMENTED' || groupService.create !== 'UNIMPLEMENTED')
+        throw new Error(
+          `the baseline's controller answered the GroupController (${JSON.stringify(groupService)}), ` +
+            'though its controller --help names none: supportsGroups (test/soak/baseline.ts) is wrong for it',
+        );
+    }
     await sleep(1000);
 
     step(context, record, `b. roll ${first.name} forward: old and new controllers side by side`);
@@ -69,6 +87,16 @@ export const versionSkew: Fault = {
     mixed.push(workload.create(record.kind, { prefer: lateNode.name }).id);
     const onLate = workload.deleteOne(record.kind, { node: lateNode.name });
     if (onLate) mixed.push(onLate.id);
+    // A group of the old node's volumes, asked through a new controller: its node work waits for a new agent.
+    const groupOnLate = workload.groupOne(record.kind, { node: lateNode.name });
+    if (groupOnLate) mixed.push(groupOnLate.id);
+    step(
+      context,
+      record,
+      groupOnLate
+        ? `d. group snapshot ${groupOnLate.name} of ${lateNode.name}'s volumes asked (op ${groupOnLate.id})`
+        : `d. no group snapshot asked: ${lateNode.name} has fewer than 2 idle volumes`,
+    );
     await sleep(prng.int(1000, 3000));
     step(context, record, `d. roll ${lateNode.name} forward`);
     await lateNode.start(builds.current);
@@ -95,6 +123,7 @@ export const versionSkew: Fault = {
       startedUnderOldBuild: outcomes,
       mixedOps: mixed,
       stillRunningAfter120s: stillRunning,
+      ...(groupService ? { oldControllerGroupService: groupService } : {}),
     };
   },
 };

@@ -16,6 +16,7 @@ function report(fields: Partial<OrphanReport> = {}): OrphanReport {
     lostVolumes: [],
     deletionsWithoutPv: [],
     unclaimedSnapshots: [],
+    unclaimedGroupSnapshots: [],
     lostSnapshots: [],
     snapshotDeletionsWithoutContent: [],
     snapshotCrdsInstalled: true,

@@ -8,7 +8,7 @@ import { load as loadYaml, loadAll as loadAllYaml } from 'js-yaml';
 import fs from 'node:fs';
 import path from 'node:path';
 import { findProjectRoot } from '../../../common/project-root';
-import { SNAPSHOT_CONTENTS } from '../../../kubernetes/snapshot-contents';
+import { GROUP_SNAPSHOT_CONTENTS, SNAPSHOT_CONTENTS } from '../../../kubernetes/snapshot-contents';
 import { componentPatches, componentResources, loadDeploy, withComponent } from './components';
 
 const ROOT = findProjectRoot();
@@ -41,7 +41,10 @@ const INFORMER_RESOURCES: Record<string, string> = {
 /** client-node's CustomObjectsApi method -> the verb it needs of the resource its request names. */
 const CUSTOM_METHOD_VERBS: Record<string, string> = { listClusterCustomObject: 'list' };
 /** The custom resources the code names (`{ group, version, plural }` constants), by the constant's name. */
-const CUSTOM_RESOURCES: Record<string, { group: string; plural: string }> = { SNAPSHOT_CONTENTS };
+const CUSTOM_RESOURCES: Record<string, { group: string; plural: string }> = {
+  SNAPSHOT_CONTENTS,
+  GROUP_SNAPSHOT_CONTENTS,
+};
 
 /** `<resource> <verb>`, the resource qualified by its API group outside the core group. */
 function grants(rules: V1PolicyRule[]): Set<string> {
@@ -230,14 +233,20 @@ describe('components/snapshots', () => {
     expect(driver?.name).toBe('durable-csi');
     expect(seconds(snapshotter?.args, '--timeout')).toBeGreaterThan(seconds(driver?.args, '--call-wait'));
     expect(driver?.args).toContain('--snapshots');
-    // The base alone serves none (its clusters may have no snapshot CRDs). Its one snapshot rule is durable-csi's own
-    // read for the orphan report, which says "not checked" where the CRDs are missing.
+    // The base alone serves none (its clusters may have no snapshot CRDs). Its snapshot rules are durable-csi's own
+    // reads for the orphan report (contents and group contents), which says "not checked" where the CRDs are missing.
     expect(controller?.spec?.template.spec?.containers[0]?.args).not.toContain('--snapshots');
     const snapshotRules = manifests
       .filter((object) => (object.rules ?? []).some((rule) => rule.apiGroups?.includes('snapshot.storage.k8s.io')))
       .map((object) => [object.metadata?.name, [...grants(object.rules ?? [])].filter((g) => g.includes('snapshot'))]);
     expect(snapshotRules).toEqual([
-      ['durable-csi-controller', ['volumesnapshotcontents.snapshot.storage.k8s.io list']],
+      [
+        'durable-csi-controller',
+        [
+          'volumesnapshotcontents.snapshot.storage.k8s.io list',
+          'volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io list',
+        ],
+      ],
     ]);
   });
 

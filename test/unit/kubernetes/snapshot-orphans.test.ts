@@ -1,5 +1,10 @@
 import type { CustomObjectsApi } from '@kubernetes/client-node';
-import { deleteSnapshotWorkflowId, formatSnapshotId, formatVolumeId } from '../../../common/names';
+import {
+  deleteSnapshotWorkflowId,
+  formatGroupSnapshotId,
+  formatSnapshotId,
+  formatVolumeId,
+} from '../../../common/names';
 import { SNAPSHOT_CONTENTS, listDriverSnapshotContents } from '../../../kubernetes/snapshot-contents';
 import type { DriverSnapshotContent } from '../../../kubernetes/snapshot-contents';
 import { judgeSnapshots } from '../../../kubernetes/snapshot-orphans';
@@ -79,10 +84,56 @@ describe('snapshot orphans', () => {
     });
     expect(report).toEqual({
       unclaimedSnapshots: [],
+      unclaimedGroupSnapshots: [],
       lostSnapshots: [],
       snapshotDeletionsWithoutContent: [deletion(snapshotId('node-a', 3))],
       uncheckedNodes: [],
     });
+  });
+
+  it('group members: a group nothing owns is one orphan with its members; a content, a running operation or a member content owns one', () => {
+    const groupId = (n: number) => formatGroupSnapshotId({ nodeId: 'node-a', poolIdPrefix: PREFIX, key: key(n) });
+    const member = (group: number, n: number, name: string) => ({
+      ...onPool('node-a', n, `${name}/${key(100 + n)}`),
+      groupSnapshotId: groupId(group),
+    });
+    const groupContent = (name: string, handle: string | undefined, requestedName?: string) => ({
+      name,
+      groupSnapshotHandle: handle,
+      nodeId: handle ? 'node-a' : undefined,
+      requestedName,
+      deleting: false,
+    });
+    const report = judge({
+      onPools: [
+        member(1, 11, 'groupsnapshot-u1'), // named by a VolumeGroupSnapshotContent's handle
+        member(2, 21, 'groupsnapshot-u2'), // its content waits for its handle
+        member(3, 31, 'group-by-cli'), // its create is running
+        member(4, 41, 'groupsnapshot-u4'), // its deletion is running
+        member(5, 51, 'groupsnapshot-u5'), // one member has its VolumeSnapshotContent
+        member(5, 52, 'groupsnapshot-u5'),
+        member(6, 61, 'groupsnapshot-u6'), // nothing owns it
+        member(6, 62, 'groupsnapshot-u6'),
+        onPool('node-a', 7, 'snapshot-lone'), // a plain snapshot: unclaimed as before
+      ],
+      contents: [content('snapcontent-51', snapshotId('node-a', 51))],
+      groupContents: [
+        groupContent('groupcontent-1', groupId(1)),
+        groupContent('groupcontent-2', undefined, 'groupsnapshot-u2'),
+      ],
+      pendingGroupCreateNames: new Set(['group-by-cli']),
+      pendingGroupDeletionIds: new Set([groupId(4)]),
+    });
+    expect(report.unclaimedSnapshots.map((snapshot) => snapshot.name)).toEqual(['snapshot-lone']);
+    expect(report.unclaimedGroupSnapshots).toEqual([
+      {
+        groupSnapshotId: groupId(6),
+        name: 'groupsnapshot-u6',
+        nodeId: 'node-a',
+        memberSnapshotIds: [snapshotId('node-a', 61), snapshotId('node-a', 62)],
+        sizeBytes: 2048,
+      },
+    ]);
   });
 
   it('a pending deletion whose content is gone is reported, whatever its node; one whose content remains is not', () => {

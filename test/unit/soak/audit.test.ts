@@ -197,3 +197,83 @@ describe('the soak audit, snapshot names used again', () => {
     ]);
   });
 });
+
+describe('the soak audit, group snapshots', () => {
+  const GROUP = `g1_node-1_202e7ca433ca4e98_${'cc'.repeat(16)}`;
+  const VOLUME_2 = 'v1_node-1_202e7ca433ca4e98_' + 'dd'.repeat(16);
+
+  /** A group of soak-u1 and soak-u2, answered with members X (of soak-u1) and Y (of soak-u2), both on disk. */
+  function grouped() {
+    const { model } = setUp();
+    const second = model.newUnique(16 * 1024 ** 2);
+    model.created(model.newOp('create', second.name, 'test'), VOLUME_2);
+    const group = model.newGroup('node-1', [model.state('soak-u1'), second]);
+    const memberName = (volumeId: string) => `${group.name}/${volumeId.split('_')[3]}`;
+    copyOnDisk(X, memberName(VOLUME), true);
+    copyOnDisk(Y, memberName(VOLUME_2), true);
+    for (const [key, volumeId] of [
+      [X, VOLUME],
+      [Y, VOLUME_2],
+    ] as const) {
+      const file = path.join(root, 'node-1', 'snapshots', 'records', `${key}.json`);
+      fs.writeFileSync(file, JSON.stringify({ name: memberName(volumeId), groupKey: GROUP.split('_')[3] }));
+    }
+    const op = (kind: OpRecord['kind'], extra: Partial<OpRecord> = {}) => {
+      const record = model.newOp(kind, group.name, 'test', { node: 'node-1', ...extra });
+      record.outcome = 'ok';
+      record.endedAt = record.startedAt;
+      return record;
+    };
+    const members = [
+      { snapshotId: snapshotId(X), sourceVolumeId: VOLUME },
+      { snapshotId: snapshotId(Y), sourceVolumeId: VOLUME_2 },
+    ];
+    // As the workload records an answer: the group's ID and its members on the op, then in the model.
+    const memberIds = members.map((m) => m.snapshotId);
+    model.groupCreated(op('group', { groupSnapshotId: GROUP, memberIds }), GROUP, members);
+    return { model, group, op, memberIds };
+  }
+
+  it('holds a group answered with its members on disk: nothing leaked or lost, and a true Get is no anomaly', () => {
+    const { model, op, memberIds } = grouped();
+    model.groupGot(op('group-get', { groupSnapshotId: GROUP }), memberIds, { members: [...memberIds].reverse() });
+    const audit = auditPools(cluster(), model, []).snapshots;
+    expect(audit).toMatchObject({ leaked: [], lost: [], groups: { known: 1, members: 2, membersOnDisk: 2 } });
+    expect(model.anomalies).toEqual([]);
+  });
+
+  it('a deletion answered OK with a member left on disk leaks that member; a Get NOT_FOUND then is false', () => {
+    const { model, group, op, memberIds } = grouped();
+    copyOnDisk(Y, '', false); // the node deleted one member only
+    model.groupDeleted(op('group-delete', { groupSnapshotId: GROUP, memberIds }));
+    model.groupGot(op('group-get', { groupSnapshotId: GROUP }), memberIds, 'not-found');
+    const audit = auditPools(cluster(), model, []).snapshots;
+    expect(audit.lost).toEqual([]);
+    expect(audit.leaked).toEqual([
+      expect.objectContaining({
+        key: X,
+        name: `${group.name}/${VOLUME.split('_')[3]}`,
+        reason: expect.stringMatching(/^member of group snapshot key c+; op \d+ group ok .* op \d+ group-delete ok/),
+      }),
+    ]);
+    expect(model.anomalies.map((anomaly) => anomaly.what)).toEqual([
+      `GetVolumeGroupSnapshot ${GROUP} (${group.name}) answered NOT_FOUND with 1 of 2 member copies on disk: a false "deleted"`,
+    ]);
+  });
+
+  it('a member of a held group missing from disk is lost; a Get listing another member set is an anomaly', () => {
+    const { model, group, op, memberIds } = grouped();
+    copyOnDisk(Y, '', false);
+    model.groupGot(op('group-get', { groupSnapshotId: GROUP }), memberIds, { members: [snapshotId(X)] });
+    const audit = auditPools(cluster(), model, []).snapshots;
+    expect(audit.lost).toEqual([
+      {
+        name: `${group.name}/${VOLUME_2.split('_')[3]}`,
+        snapshotId: snapshotId(Y),
+        reason: `no copy ${Y} in the pool of node-1`,
+      },
+    ]);
+    expect(model.anomalies).toHaveLength(1);
+    expect(model.anomalies[0]?.what).toMatch(/answered s1_\S+, the group's members are /);
+  });
+});
