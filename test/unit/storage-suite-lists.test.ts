@@ -64,6 +64,23 @@ describe('the storage suite lists', () => {
     }
   });
 
+  it("declares group snapshots where the suite's groups can be made, with the class deploy/ ships", () => {
+    const shipped = fs.readFileSync(
+      path.join(__dirname, '..', '..', 'deploy', 'components', 'snapshots', 'volumesnapshotclass.yaml'),
+      'utf8',
+    );
+    expect(shipped).toMatch(/kind: VolumeGroupSnapshotClass\nmetadata:\n\s+name: durable-csi\n/);
+    // loop: every member is a mounted filesystem, frozen for the copy. dir: a volume in use cannot be frozen alone,
+    // and every group of the suite is of claims its Pods have mounted (docs/storage-suite.md).
+    const declared: Record<SuiteDriver, boolean> = { 'loop-ext4': true, 'loop-xfs': true, dir: false };
+    for (const driver of DRIVERS) {
+      const yaml = fs.readFileSync(driverYaml(driver), 'utf8');
+      expect(yaml).toContain(`groupSnapshot: ${declared[driver]}\n`);
+      const groupClass = /GroupSnapshotClass:\n\s+FromExistingClassName: (\S+)/.exec(yaml)?.[1];
+      expect(groupClass).toBe(declared[driver] ? 'durable-csi' : undefined);
+    }
+  });
+
   it("counts [It] specs only, and tells the suite's own skips from the unselected", () => {
     const spec = (name: string, status: 'passed' | 'failed' | 'skipped', message = '') => ({
       name,
