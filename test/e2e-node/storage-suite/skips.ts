@@ -68,7 +68,7 @@ export function skipPattern(driver: SuiteDriver): string {
  * The suite's own skips (Skipf, with a message in the JUnit report), each allowed for a reason. Any other message
  * fails the run: a new one means a capability was lost, or the cluster lacks something a spec needs. Since
  * Kubernetes v1.37 a test suite that rejects a driver and pattern as a whole (a volume type the harness lacks, a file
- * system the class does not hold, a capability declared false for the whole suite: block for dir, group snapshots,
+ * system the class does not hold, a capability declared false for the whole suite: block and group snapshots for dir,
  * snapshot metadata, SELinux mounts, volume limits, the stress options) registers no specs for it: they are not in
  * the report at all, so only the skips decided inside a spec are listed here.
  */
