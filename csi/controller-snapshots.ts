@@ -31,11 +31,7 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
       const receivedAt = new Date();
       const name = checkName(request.name);
       if (!request.source_volume_id) throw invalid('source_volume_id is required');
-      if (Object.keys(request.parameters ?? {}).length > 0) {
-        throw invalid(
-          `parameters: this driver takes none for snapshots (got ${Object.keys(request.parameters).join(', ')})`,
-        );
-      }
+      checkSnapshotParameters(request.parameters, 'snapshots');
       const result = await snapshots.create(name, request.source_volume_id, callWaitMs(call, options.callWaitMs), {
         receivedAt,
         abandoned: () => callAbandoned(call),
@@ -113,6 +109,29 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
  * Ready: a listed snapshot is on its pool, and a create answers only once its copy is recorded there. A member of a
  * group snapshot names its group: CSI's sign that it is deleted with the group only.
  */
+/**
+ * A snapshot or group snapshot takes no parameters, but for `deletionPolicy`: Kubernetes' storage suite (v1.37)
+ * writes each VolumeSnapshotClass's and VolumeGroupSnapshotClass's deletion policy into its parameters too, which
+ * csi-snapshotter passes on, and refused, every group of such a class failed for good. It is the class's to act on
+ * (csi-snapshotter deletes or keeps the content), not the driver's: Delete or Retain is taken and ignored. Anything
+ * else is INVALID_ARGUMENT, before anything starts.
+ */
+export function checkSnapshotParameters(
+  parameters: Record<string, string> | undefined,
+  what: 'snapshots' | 'group snapshots',
+): void {
+  const unknown = Object.keys(parameters ?? {}).filter((key) => key !== 'deletionPolicy');
+  if (unknown.length > 0)
+    throw invalid(`parameters: this driver takes none for ${what} but deletionPolicy (got ${unknown.join(', ')})`);
+  const policy = parameters?.deletionPolicy;
+  if (policy !== undefined && policy !== 'Delete' && policy !== 'Retain') {
+    throw invalid(
+      `parameters.deletionPolicy: "${policy.slice(0, 64)}" is neither Delete nor Retain (the class's own ` +
+        'deletionPolicy decides whether a deletion removes the copies; this driver ignores the parameter)',
+    );
+  }
+}
+
 export function toCsiSnapshot(snapshot: Omit<ListedSnapshot, 'nodeId' | 'name'>): Snapshot {
   const millis = Date.parse(snapshot.createdAt);
   const at = Number.isNaN(millis) ? 0 : millis;

@@ -10,7 +10,7 @@ import type { ServerUnaryCall } from '@grpc/grpc-js';
 import { DriverError, FailureType } from '../common/failures';
 import type { SnapshotOperations } from '../operations/snapshot-operations';
 import { answerDeletion, callAbandoned, callWaitMs } from './controller-service';
-import { toCsiSnapshot } from './controller-snapshots';
+import { checkSnapshotParameters, toCsiSnapshot } from './controller-snapshots';
 import type { CreateVolumeGroupSnapshotRequest__Output } from './generated/csi/v1/CreateVolumeGroupSnapshotRequest';
 import type { CreateVolumeGroupSnapshotResponse } from './generated/csi/v1/CreateVolumeGroupSnapshotResponse';
 import type { DeleteVolumeGroupSnapshotRequest__Output } from './generated/csi/v1/DeleteVolumeGroupSnapshotRequest';
@@ -50,10 +50,7 @@ export function createGroupControllerService(
       if (ids.length > MAX_GROUP_MEMBERS) {
         throw invalid(`source_volume_ids: ${ids.length} volumes, more than the ${MAX_GROUP_MEMBERS} a group takes`);
       }
-      const parameters = Object.keys(request.parameters ?? {});
-      if (parameters.length > 0) {
-        throw invalid(`parameters: this driver takes none for group snapshots (got ${parameters.join(', ')})`);
-      }
+      checkSnapshotParameters(request.parameters, 'group snapshots');
       const result = await snapshots.createGroup(name, ids, callWaitMs(call, options.callWaitMs), {
         receivedAt,
         abandoned: () => callAbandoned(call),

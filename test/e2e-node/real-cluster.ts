@@ -56,6 +56,9 @@ const KUBE_CONTROLLERS = [
   // volumes get their PVCs from this controller.
   'namespace-controller',
   'ephemeral-volume-controller',
+  // The storage suite's group snapshot specs group the claims of a StatefulSet's volumeClaimTemplates; without it
+  // the StatefulSet makes no Pods and the spec times out waiting for them.
+  'statefulset-controller',
   // A PodDisruptionBudget's status (its allowed disruptions), without which every eviction is refused: `kubectl
   // drain` (test/e2e-cluster) and deploy/'s own controller PDB.
   'disruption-controller',

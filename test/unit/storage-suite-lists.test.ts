@@ -49,6 +49,12 @@ describe('the storage suite lists', () => {
     const xfs = new RegExp(focusFor('loop-xfs'));
     expect(xfs.test(SPEC)).toBe(true);
     expect(xfs.test(SPEC.replace('volume-expand', 'multiVolume'))).toBe(false);
+    // Group snapshots run in CI with ext4 (everything) only: for xfs they are the full run's.
+    const group =
+      'External Storage [Driver: durable-csi.io] [Testpattern: Pre-provisioned VolumeGroupSnapshot (retain policy)] ' +
+      'volumegroupsnapshottable [Feature:volumegroupsnapshot] VolumeGroupSnapshottable should create snapshots';
+    expect(xfs.test(group)).toBe(false);
+    expect(new RegExp(focusFor('loop-ext4')).test(group)).toBe(true);
   });
 
   it('has a driver YAML per class, naming a class deploy/ ships', () => {
@@ -61,6 +67,23 @@ describe('the storage suite lists', () => {
       const snapshotClass = /SnapshotClass:\n\s+FromExistingClassName: (\S+)/.exec(yaml)?.[1];
       expect(snapshotClass).toBe('durable-csi');
       expect(yaml).toMatch(/snapshotDataSource: true\n\s+pvcDataSource: true/);
+    }
+  });
+
+  it("declares group snapshots where the suite's groups can be made, with the class deploy/ ships", () => {
+    const shipped = fs.readFileSync(
+      path.join(__dirname, '..', '..', 'deploy', 'components', 'snapshots', 'volumesnapshotclass.yaml'),
+      'utf8',
+    );
+    expect(shipped).toMatch(/kind: VolumeGroupSnapshotClass\nmetadata:\n\s+name: durable-csi\n/);
+    // loop: every member is a mounted filesystem, frozen for the copy. dir: a volume in use cannot be frozen alone,
+    // and every group of the suite is of claims its Pods have mounted (docs/storage-suite.md).
+    const declared: Record<SuiteDriver, boolean> = { 'loop-ext4': true, 'loop-xfs': true, dir: false };
+    for (const driver of DRIVERS) {
+      const yaml = fs.readFileSync(driverYaml(driver), 'utf8');
+      expect(yaml).toContain(`groupSnapshot: ${declared[driver]}\n`);
+      const groupClass = /GroupSnapshotClass:\n\s+FromExistingClassName: (\S+)/.exec(yaml)?.[1];
+      expect(groupClass).toBe(declared[driver] ? 'durable-csi' : undefined);
     }
   });
 

@@ -8,6 +8,7 @@ import {
   type ForgottenNode,
 } from '../../../common/names';
 import { createSnapshotHandlers } from '../../../csi/controller-snapshots';
+import { createGroupControllerService } from '../../../csi/group-controller-service';
 import type { SnapshotLookup, SnapshotOperations } from '../../../operations/snapshot-operations';
 import type { ListedSnapshot } from '../../../workflows/listing';
 
@@ -220,5 +221,70 @@ describe('GetSnapshot', () => {
       message: 'snapshot_id is required',
     });
     expect(asked).toEqual([]);
+  });
+});
+
+/**
+ * Kubernetes' storage suite (v1.37, test/e2e/storage/utils/volume_group_snapshot.go) makes each VolumeGroupSnapshotClass
+ * with its deletion policy in `parameters` too, so csi-snapshotter asks CreateVolumeGroupSnapshot with
+ * `deletionPolicy: Delete` (or Retain): refused, every group of such a class failed for good (docs/storage-suite.md).
+ */
+describe('snapshot and group snapshot parameters', () => {
+  const member = ALL[0]!;
+  function groupHandlers() {
+    const created: { name: string; ids: string[] }[] = [];
+    const operations = {
+      async create(name: string) {
+        created.push({ name, ids: [member.sourceVolumeId] });
+        return member;
+      },
+      async createGroup(name: string, ids: string[]) {
+        created.push({ name, ids });
+        return { groupSnapshotId: 'g1_node-a_0123456789abcdef_' + key(9), nodeId: 'node-a', snapshots: [member] };
+      },
+    } as unknown as SnapshotOperations;
+    const group = createGroupControllerService(operations, { callWaitMs: 1000 });
+    if (!('CreateVolumeGroupSnapshot' in group)) throw new Error('no group snapshot calls with snapshots served');
+    return {
+      created,
+      group,
+      single: createSnapshotHandlers(operations, { callWaitMs: 1000 }),
+    };
+  }
+  const createGroup = (handlers: ReturnType<typeof groupHandlers>, parameters: Record<string, string>) =>
+    handlers.group.CreateVolumeGroupSnapshot(
+      { name: 'group', source_volume_ids: [member.sourceVolumeId], parameters, secrets: {} } as never,
+      call,
+    );
+  const createSnapshot = (handlers: ReturnType<typeof groupHandlers>, parameters: Record<string, string>) =>
+    handlers.single.CreateSnapshot(
+      { name: 'snap', source_volume_id: member.sourceVolumeId, parameters, secrets: {} } as never,
+      call,
+    );
+
+  it("take a class's deletionPolicy (Delete or Retain) and ignore it", async () => {
+    const handlers = groupHandlers();
+    const made = await createGroup(handlers, { deletionPolicy: 'Delete' });
+    expect(made.group_snapshot?.snapshots?.map((s) => s.snapshot_id)).toEqual([member.snapshotId]);
+    await createGroup(handlers, { deletionPolicy: 'Retain' });
+    await createSnapshot(handlers, { deletionPolicy: 'Retain' });
+    expect(handlers.created.map((c) => c.name)).toEqual(['group', 'group', 'snap']);
+  });
+
+  it('refuse any other parameter, or another deletionPolicy, before anything starts', async () => {
+    const handlers = groupHandlers();
+    await expect(createGroup(handlers, { deletionPolicy: 'Delete', fsfreeze: 'false' })).rejects.toMatchObject({
+      type: FailureType.InvalidArgument,
+      message: 'parameters: this driver takes none for group snapshots but deletionPolicy (got fsfreeze)',
+    });
+    await expect(createGroup(handlers, { deletionPolicy: 'delete' })).rejects.toMatchObject({
+      type: FailureType.InvalidArgument,
+      message: expect.stringMatching(/^parameters\.deletionPolicy: "delete" is neither Delete nor Retain/),
+    });
+    await expect(createSnapshot(handlers, { a: 'b' })).rejects.toMatchObject({
+      type: FailureType.InvalidArgument,
+      message: 'parameters: this driver takes none for snapshots but deletionPolicy (got a)',
+    });
+    expect(handlers.created).toEqual([]);
   });
 });
