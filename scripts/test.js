@@ -12,8 +12,8 @@
 //   phase 3   dev project, test/e2e-k8s                              needs: the control plane, sidecars, helm
 //   phase 4   dev project, test/e2e-node but the storage suite       needs: kubelet, sidecars, helm, the images
 //   phase 5   dev project, test/e2e-node/storage-suite               needs: phase 4's and the suite's binaries
-//   phase 6   dev project, the three-node cluster: the upgrade from   needs: phase 4's and the release's image
-//             the newest release and a node lost (test/e2e-cluster)
+//   phase 6   dev project, the three-node cluster: the upgrade from   needs: phase 4's, the release's image and
+//             the release, a node lost, the suite's multi-node specs        the suite's binaries
 // Phases 2 to 6 start once phase 1 is done, each as soon as its needs are ready, side by side; phases 4 and 5 one
 // after the other (one lane of real nodes), phase 6 in a lane of its own beside them (node-lock.ts: two real-node
 // runs at once; they mostly wait). The rest of test/e2e-cluster runs in `npm run test:cluster` (docs/testing.md).
@@ -28,8 +28,13 @@ const jest = path.join(root, 'node_modules', 'jest', 'bin', 'jest.js');
 const E2E_K8S = 'test/e2e-k8s/';
 const E2E_NODE = 'test/e2e-node/';
 const STORAGE_SUITE = 'test/e2e-node/storage-suite/';
-// The seed's scenario (issue 35): an upgrade from the release and back, and a node lost, on three real nodes.
-const CLUSTER_SUITES = ['test/e2e-cluster/upgrade.test.ts', 'test/e2e-cluster/node-lost.test.ts'];
+// The seed's scenario (issue 35): an upgrade from the release and back, and a node lost, on three real nodes; and the
+// storage suite's specs that need several nodes. Scheduling across nodes runs in `npm run test:cluster`.
+const CLUSTER_SUITES = [
+  'test/e2e-cluster/upgrade.test.ts',
+  'test/e2e-cluster/node-lost.test.ts',
+  'test/e2e-cluster/storage-suite.test.ts',
+];
 const TIMING_REPORTER = path.join(root, 'test', 'support', 'timing-reporter.js');
 
 /**
@@ -115,7 +120,7 @@ const LATER_PHASES = [
   {
     name: 'phase 6 (three-node cluster)',
     timing: 'phase6',
-    needs: ['control plane', 'sidecars', 'chart tools', 'images', 'release image'],
+    needs: ['control plane', 'sidecars', 'chart tools', 'images', 'release image', 'storage suite'],
     lane: 'cluster',
     args: [...CLUSTER_SUITES, '--selectProjects', 'dev'],
   },
