@@ -106,10 +106,6 @@ export function createSnapshotHandlers(snapshots: SnapshotOperations, options: {
 }
 
 /**
- * Ready: a listed snapshot is on its pool, and a create answers only once its copy is recorded there. A member of a
- * group snapshot names its group: CSI's sign that it is deleted with the group only.
- */
-/**
  * A snapshot or group snapshot takes no parameters, but for `deletionPolicy`: Kubernetes' storage suite (v1.37)
  * writes each VolumeSnapshotClass's and VolumeGroupSnapshotClass's deletion policy into its parameters too, which
  * csi-snapshotter passes on, and refused, every group of such a class failed for good. It is the class's to act on
@@ -132,6 +128,10 @@ export function checkSnapshotParameters(
   }
 }
 
+/**
+ * Ready: a listed snapshot is on its pool, and a create answers only once its copy is recorded there. A member of a
+ * group snapshot names its group: CSI's sign that it is deleted with the group only.
+ */
 export function toCsiSnapshot(snapshot: Omit<ListedSnapshot, 'nodeId' | 'name'>): Snapshot {
   const millis = Date.parse(snapshot.createdAt);
   const at = Number.isNaN(millis) ? 0 : millis;
