@@ -45,14 +45,27 @@ export async function listDriverSnapshotContents(
   custom: CustomObjectsApi,
   driverName: string,
 ): Promise<DriverSnapshotContent[] | 'not-installed'> {
-  let list: { items?: VolumeSnapshotContent[] };
+  const ours = await listOurs<VolumeSnapshotContent>(custom, SNAPSHOT_CONTENTS, driverName);
+  return ours === 'not-installed' ? ours : ours.map(toDriverContent);
+}
+
+/**
+ * Every object of a cluster-scoped snapshot resource whose spec names our driver (one list call), or
+ * 'not-installed' when the cluster serves no such resource (the CRDs are an add-on: a 404 is an answer).
+ */
+async function listOurs<T extends { spec?: { driver?: string } }>(
+  custom: CustomObjectsApi,
+  resource: { group: string; version: string; plural: string },
+  driverName: string,
+): Promise<T[] | 'not-installed'> {
+  let list: { items?: T[] };
   try {
-    list = (await custom.listClusterCustomObject({ ...SNAPSHOT_CONTENTS })) as { items?: VolumeSnapshotContent[] };
+    list = (await custom.listClusterCustomObject({ ...resource })) as { items?: T[] };
   } catch (error) {
     if (statusOf(error) === 404) return 'not-installed';
     throw error;
   }
-  return (list.items ?? []).filter((content) => content.spec?.driver === driverName).map(toDriverContent);
+  return (list.items ?? []).filter((item) => item.spec?.driver === driverName);
 }
 
 function toDriverContent(content: VolumeSnapshotContent): DriverSnapshotContent {
@@ -112,16 +125,8 @@ export async function listDriverGroupSnapshotContents(
   custom: CustomObjectsApi,
   driverName: string,
 ): Promise<DriverGroupSnapshotContent[] | 'not-installed'> {
-  let list: { items?: VolumeGroupSnapshotContent[] };
-  try {
-    list = (await custom.listClusterCustomObject({ ...GROUP_SNAPSHOT_CONTENTS })) as {
-      items?: VolumeGroupSnapshotContent[];
-    };
-  } catch (error) {
-    if (statusOf(error) === 404) return 'not-installed';
-    throw error;
-  }
-  return (list.items ?? []).filter((content) => content.spec?.driver === driverName).map(toDriverGroupContent);
+  const ours = await listOurs<VolumeGroupSnapshotContent>(custom, GROUP_SNAPSHOT_CONTENTS, driverName);
+  return ours === 'not-installed' ? ours : ours.map(toDriverGroupContent);
 }
 
 function toDriverGroupContent(content: VolumeGroupSnapshotContent): DriverGroupSnapshotContent {

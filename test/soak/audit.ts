@@ -222,21 +222,7 @@ export function auditPools(cluster: Cluster, model: Model, pending: AuditResult[
     pool.summary.poolId ? [{ node: pool.node, poolId: pool.summary.poolId }] : [],
   );
   const misaddressed = model.ops.flatMap((op) => {
-    const id =
-      op.kind === 'create'
-        ? op.volumeId
-        : op.kind === 'snapshot'
-          ? op.snapshotId
-          : op.kind === 'group'
-            ? op.groupSnapshotId
-            : undefined;
-    const parts = id
-      ? op.kind === 'create'
-        ? parseVolumeId(id)
-        : op.kind === 'group'
-          ? parseGroupSnapshotId(id)
-          : parseSnapshotId(id)
-      : undefined;
+    const { id, parts } = madeOrDeleted(op, ['create', 'snapshot', 'group']);
     const owner = poolIds.find((pool) => parts && poolIdPrefix(pool.poolId) === parts.poolIdPrefix)?.node;
     return parts && owner && owner !== parts.nodeId
       ? [{ op: op.id, name: op.name, volumeId: id as string, poolOf: owner }]
@@ -261,22 +247,9 @@ export function auditPools(cluster: Cluster, model: Model, pending: AuditResult[
   const deletesAckedWhileNodeDown = model.ops
     .filter((op) => op.outcome === 'ok' && op.endedAt !== undefined)
     .flatMap((op) => {
-      const id =
-        op.kind === 'delete'
-          ? op.volumeId
-          : op.kind === 'snapshot-delete'
-            ? op.snapshotId
-            : op.kind === 'group-delete'
-              ? op.groupSnapshotId
-              : undefined;
+      const { id, parts } = madeOrDeleted(op, ['delete', 'snapshot-delete', 'group-delete']);
       if (!id) return [];
-      const node = (
-        op.kind === 'delete'
-          ? parseVolumeId(id)
-          : op.kind === 'group-delete'
-            ? parseGroupSnapshotId(id)
-            : parseSnapshotId(id)
-      )?.nodeId;
+      const node = parts?.nodeId;
       const process = node ? cluster.nodes.find((candidate) => candidate.name === node) : undefined;
       const forgotten = model.forgotten.some(
         (window) =>
@@ -442,4 +415,21 @@ function leakHistory(model: Model, volume: DiskVolume): string {
   );
   if (ops.length === 0) return `never answered to the orchestrator (record name "${volume.name ?? '?'}")`;
   return ops.map((op) => `op ${op.id} ${op.kind} ${op.outcome ?? 'running'} (${op.volumeId})`).join('; ');
+}
+
+type Op = Model['ops'][number];
+
+/**
+ * The ID an operation of one of `kinds` made or deleted (a volume's, a snapshot's or a group's), with its parts:
+ * the node and pool it names.
+ */
+function madeOrDeleted(op: Op, kinds: readonly Op['kind'][]) {
+  if (!kinds.includes(op.kind)) return { id: undefined, parts: undefined };
+  if (op.kind === 'create' || op.kind === 'delete')
+    return { id: op.volumeId, parts: op.volumeId ? parseVolumeId(op.volumeId) : undefined };
+  if (op.kind === 'group' || op.kind === 'group-delete')
+    return { id: op.groupSnapshotId, parts: op.groupSnapshotId ? parseGroupSnapshotId(op.groupSnapshotId) : undefined };
+  if (op.kind === 'snapshot' || op.kind === 'snapshot-delete')
+    return { id: op.snapshotId, parts: op.snapshotId ? parseSnapshotId(op.snapshotId) : undefined };
+  return { id: undefined, parts: undefined };
 }
