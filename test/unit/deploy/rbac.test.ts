@@ -45,6 +45,11 @@ const CUSTOM_RESOURCES: Record<string, { group: string; plural: string }> = {
   SNAPSHOT_CONTENTS,
   GROUP_SNAPSHOT_CONTENTS,
 };
+/**
+ * Helpers that make one CustomObjectsApi call on the resource passed to them as `resource`: their own call is
+ * skipped and each call site (`helper<T>(custom, CONSTANT`) is read instead, with the helper's method.
+ */
+const CUSTOM_HELPERS: Record<string, string> = { listOurs: 'listClusterCustomObject' };
 
 /** `<resource> <verb>`, the resource qualified by its API group outside the core group. */
 function grants(rules: V1PolicyRule[]): Set<string> {
@@ -75,7 +80,21 @@ function needs(): { cluster: Set<string>; namespaced: Set<string> } {
       if (!resource) throw new Error(`kubernetes/${file} watches ${apiPath}: add it to INFORMER_RESOURCES`);
       cluster.add(`${resource} list`).add(`${resource} watch`);
     }
-    for (const [, method, constant] of source.matchAll(/\bcustom\.(\w+)\(\{ \.\.\.(\w+) \}\)/g)) {
+    const helpers = Object.keys(CUSTOM_HELPERS).filter((helper) => source.includes(`function ${helper}<`));
+    const calls = [...source.matchAll(/\bcustom\.(\w+)\(\{ \.\.\.(\w+) \}\)/g)].map(([, method, constant]) => [
+      method,
+      constant,
+    ]);
+    for (const helper of helpers) {
+      const inHelper = calls.findIndex(
+        ([method, constant]) => constant === 'resource' && method === CUSTOM_HELPERS[helper],
+      );
+      if (inHelper < 0) throw new Error(`kubernetes/${file}: ${helper} no longer calls ${CUSTOM_HELPERS[helper]}`);
+      calls.splice(inHelper, 1);
+      for (const [, constant] of source.matchAll(new RegExp(`\\b${helper}<\\w+>\\(custom, (\\w+)`, 'g')))
+        calls.push([CUSTOM_HELPERS[helper], constant]);
+    }
+    for (const [method, constant] of calls) {
       const verb = method && CUSTOM_METHOD_VERBS[method];
       const resource = constant && CUSTOM_RESOURCES[constant];
       if (!verb || !resource) throw new Error(`kubernetes/${file} calls custom.${method} on ${constant}: add it here`);
