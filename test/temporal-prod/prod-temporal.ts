@@ -33,6 +33,10 @@ export interface ProdTemporalOptions {
   /** mTLS on the frontend (default true). */
   tls?: boolean;
   numHistoryShards?: number;
+  /** A Prometheus endpoint per service (metricsUrls), for the scale benchmark. */
+  metrics?: boolean;
+  /** More dynamic config (key -> value), e.g. frontend.namespaceCount. */
+  dynamicConfig?: Record<string, unknown>;
   progress?(message: string): void;
 }
 
@@ -50,12 +54,17 @@ export class ProdTemporal {
     readonly postgres: Postgres,
     readonly certificates: TestCertificates | undefined,
     readonly cli: string,
-    configFile: string,
+    configFiles: Record<ServiceName, string>,
     server: string,
     logDir: string,
+    /** Each service's Prometheus endpoint, when started with `metrics`. */
+    readonly metricsUrls: string[],
   ) {
     this.services = Object.fromEntries(
-      SERVICES.map((name) => [name, new ServiceProcess(name, server, configFile, path.join(logDir, `${name}.log`))]),
+      SERVICES.map((name) => [
+        name,
+        new ServiceProcess(name, server, configFiles[name], path.join(logDir, `${name}.log`)),
+      ]),
     ) as Record<ServiceName, ServiceProcess>;
   }
 
@@ -78,16 +87,23 @@ export class ProdTemporal {
       // The ports are checked free when picked, but a process beside (tests run side by side) can bind one before
       // the server does: then the service exits at once with EADDRINUSE, and new ports are picked.
       for (let attempt = 1; ; attempt++) {
-        const { configFile, address } = await writeConfig(options.dataDir, postgres, numHistoryShards, certificates);
+        const { configFiles, address, metricsUrls } = await writeConfig(
+          options.dataDir,
+          postgres,
+          numHistoryShards,
+          certificates,
+          options,
+        );
         cluster = new ProdTemporal(
           address,
           namespaces,
           postgres,
           certificates,
           cli,
-          configFile,
+          configFiles,
           installed.server,
           path.join(options.dataDir, 'logs'),
+          metricsUrls,
         );
         progress(`starting ${SERVICES.join(', ')} (temporal-server ${installed.version}), frontend ${address}`);
         try {
@@ -187,15 +203,19 @@ export function temporalConfigFlags(config: TemporalConfig): string[] {
 const MEMBERSHIP_PORTS = { from: 20_000, to: 32_000 };
 const PORT_ATTEMPTS = 3;
 
-/** Picks the ports and writes the server's config and dynamic config; returns the config file and the frontend. */
+/**
+ * Picks the ports and writes the server's config and dynamic config; returns each service's config file (one file
+ * for all, or one each when each has its own metrics port) and the frontend.
+ */
 async function writeConfig(
   dataDir: string,
   postgres: Postgres,
   numHistoryShards: number,
   tls: TestCertificates | undefined,
-): Promise<{ configFile: string; address: string }> {
+  options: Pick<ProdTemporalOptions, 'metrics' | 'dynamicConfig'>,
+): Promise<{ configFiles: Record<ServiceName, string>; address: string; metricsUrls: string[] }> {
   const taken = new Set<number>();
-  const free = await distinctFreePorts(SERVICES.length + 1, taken);
+  const free = await distinctFreePorts(SERVICES.length * (options.metrics ? 2 : 1) + 1, taken);
   const next = () => free.pop() as number;
   // Membership ports are stored in a smallint column: they must be below 32768, under Linux's ephemeral range.
   const membership = await distinctFreePorts(SERVICES.length, taken, MEMBERSHIP_PORTS);
@@ -203,12 +223,24 @@ async function writeConfig(
     SERVICES.map((name, index) => [name, { grpc: next(), membership: membership[index] as number }]),
   );
   const ports = { ...(servicePorts as Record<ServiceName, ServicePorts>), frontendHttp: next() };
-  const configFile = path.join(dataDir, 'config', 'temporal-server.yaml');
   const dynamicConfigFile = path.join(dataDir, 'config', 'dynamic-config.yaml');
-  fs.writeFileSync(dynamicConfigFile, renderDynamicConfig());
-  const config = renderServerConfig({ ports, postgres, numHistoryShards, dynamicConfigFile, tls });
-  fs.writeFileSync(configFile, config, { mode: 0o600 }); // it holds the database password
-  return { configFile, address: `127.0.0.1:${ports.frontend.grpc}` };
+  fs.writeFileSync(dynamicConfigFile, renderDynamicConfig(options.dynamicConfig));
+  const write = (name: string, metricsPort?: number) => {
+    const configFile = path.join(dataDir, 'config', `${name}.yaml`);
+    const config = renderServerConfig({ ports, postgres, numHistoryShards, dynamicConfigFile, tls, metricsPort });
+    fs.writeFileSync(configFile, config, { mode: 0o600 }); // it holds the database password
+    return configFile;
+  };
+  const metricsPorts = options.metrics ? SERVICES.map(() => next()) : [];
+  const shared = options.metrics ? undefined : write('temporal-server');
+  const configFiles = Object.fromEntries(
+    SERVICES.map((name, index) => [name, shared ?? write(`temporal-server-${name}`, metricsPorts[index])]),
+  ) as Record<ServiceName, string>;
+  return {
+    configFiles,
+    address: `127.0.0.1:${ports.frontend.grpc}`,
+    metricsUrls: metricsPorts.map((port) => `http://127.0.0.1:${port}/metrics`),
+  };
 }
 
 /**

@@ -16,12 +16,15 @@ export interface ServerConfigInput {
   dynamicConfigFile: string;
   /** mTLS on the frontend (required client certificates); undefined serves plain gRPC. */
   tls?: TestCertificates;
+  /** A Prometheus listener on 127.0.0.1 (each service needs its own port, so its own config file). */
+  metricsPort?: number;
 }
 
 /**
  * temporal-server's configuration, modelled on the module's config/development-postgres12.yaml: PostgreSQL for
- * persistence and visibility, every service and the membership ring on 127.0.0.1, no metrics or pprof listeners
- * (four processes would fight over their fixed ports). Returned as JSON, which is YAML too.
+ * persistence and visibility, every service and the membership ring on 127.0.0.1, no pprof listener and no metrics
+ * listener unless a port is given (four processes would fight over one: the benchmark writes a config per service).
+ * Returned as JSON, which is YAML too.
  */
 export function renderServerConfig(input: ServerConfigInput): string {
   const datastore = (databaseName: string, maxConns: number) => ({
@@ -59,6 +62,17 @@ export function renderServerConfig(input: ServerConfigInput): string {
     global: {
       membership: { maxJoinDuration: '30s', broadcastAddress: '127.0.0.1' },
       ...(input.tls ? { tls: tlsSection(input.tls) } : {}),
+      ...(input.metricsPort
+        ? {
+            metrics: {
+              prometheus: {
+                framework: 'tally',
+                timerType: 'histogram',
+                listenAddress: `127.0.0.1:${input.metricsPort}`,
+              },
+            },
+          }
+        : {}),
     },
     services: Object.fromEntries(SERVICES.map((name) => [name, service(name)])),
     clusterMetadata: {
@@ -111,14 +125,15 @@ function tlsSection(certs: TestCertificates) {
 /**
  * Dynamic config for tests: retention may go down to seconds (the retention test uses a namespace with a short
  * one), and a closed workflow is deleted right when its retention ends instead of up to 30 minutes later.
- * Never lower these on a real cluster.
+ * Never lower these on a real cluster. `more`: further settings (the scale benchmark's poll limit and partitions).
  */
-export function renderDynamicConfig(): string {
+export function renderDynamicConfig(more: Record<string, unknown> = {}): string {
   const setting = (value: unknown) => [{ value, constraints: {} }];
   return `${JSON.stringify(
     {
       'system.namespaceMinRetentionLocal': setting('1s'),
       'history.retentionTimerJitterDuration': setting('1s'),
+      ...Object.fromEntries(Object.entries(more).map(([key, value]) => [key, setting(value)])),
     },
     null,
     2,

@@ -22,3 +22,35 @@ export function difference(after: Map<string, number>, before: Map<string, numbe
   }
   return delta;
 }
+
+/** The process and all its descendants (PostgreSQL's backends are children of its postmaster). */
+export function processTree(root: number | undefined): number[] {
+  if (!root) return [];
+  const children = new Map<number, number[]>();
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      children.set(parent, [...(children.get(parent) ?? []), Number(entry)]);
+    } catch {
+      // it exited while we read
+    }
+  }
+  const tree: number[] = [];
+  for (let queue = [root]; queue.length;) {
+    const pid = queue.shift()!;
+    tree.push(pid);
+    queue = [...queue, ...(children.get(pid) ?? [])];
+  }
+  return tree;
+}
+
+/** The postmaster's PID from its cluster directory (the first line of data/postmaster.pid). */
+export function postmasterPid(clusterDir: string): number | undefined {
+  try {
+    return Number(fs.readFileSync(`${clusterDir}/data/postmaster.pid`, 'utf8').split('\n')[0]) || undefined;
+  } catch {
+    return undefined;
+  }
+}

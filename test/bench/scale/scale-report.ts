@@ -1,3 +1,4 @@
+import type { ChurnReport } from './churn';
 import type { LatencyStats } from '../stats';
 
 export interface ScaleRow {
@@ -7,8 +8,8 @@ export interface ScaleRow {
   historyPerOp: { events: number; bytes: number };
   idle: {
     rpcPerSecond: Record<string, number>;
-    /** CPU seconds per second, per process group. */
-    cpuPerSecond: { temporal: number; controller: number; hosts: number };
+    /** CPU seconds per second, per process group (database: PostgreSQL, under the prod server). */
+    cpuPerSecond: { temporal: number; database: number; controller: number; hosts: number };
     recordBytesPerHourPerNode: number;
     largestRecord: { events: number; bytes: number };
     /** Persistence writes per second (mutable state, tasks, timers...), and by operation. */
@@ -22,8 +23,11 @@ export interface ScaleRow {
    */
   serverPerOp: { rpcs: number; writes: number; visibilityWrites: number };
   /** CPU ms per operation; net: minus the idle background over the same time. */
-  cpuPerOp: { temporal: { raw: number; net: number }; controller: { raw: number; net: number } };
+  cpuPerOp: Record<'temporal' | 'database' | 'controller', { raw: number; net: number }>;
+  server: 'dev' | 'prod';
   memoryMiB: { temporal: { rss: number; peak: number }; controller: { rss: number; peak: number }; hostsPeak: number };
+  /** --churn: the rolling restart and the crash, after the figures above. */
+  churn?: ChurnReport;
 }
 
 const ms = (value: number) => `${Math.round(value)}`;
@@ -39,9 +43,9 @@ export function printScaleTable(rows: ScaleRow[]): void {
     'hist ev/B per op',
     'idle RPC/s',
     'idle writes/s',
-    'idle CPU ms/s temporal/ctl/nodes',
+    'idle CPU ms/s temporal/db/ctl/nodes',
     'record B/h/node',
-    'CPU ms/op temporal/ctl (net)',
+    'CPU ms/op temporal/db/ctl (net)',
     'per op RPC/writes/vis',
     'RSS MiB temporal/ctl/host',
   ];
@@ -58,17 +62,70 @@ export function printScaleTable(rows: ScaleRow[]): void {
       `${ms(row.historyPerOp.events)}/${ms(row.historyPerOp.bytes)}`,
       rpc.toFixed(1),
       row.idle.writesPerSecond.toFixed(1),
-      [row.idle.cpuPerSecond.temporal, row.idle.cpuPerSecond.controller, row.idle.cpuPerSecond.hosts]
+      [
+        row.idle.cpuPerSecond.temporal,
+        row.idle.cpuPerSecond.database,
+        row.idle.cpuPerSecond.controller,
+        row.idle.cpuPerSecond.hosts,
+      ]
         .map((seconds) => ms(seconds * 1000))
         .join('/'),
       ms(row.idle.recordBytesPerHourPerNode),
-      `${row.cpuPerOp.temporal.net.toFixed(1)}/${row.cpuPerOp.controller.net.toFixed(1)}`,
+      [row.cpuPerOp.temporal, row.cpuPerOp.database, row.cpuPerOp.controller].map((c) => c.net.toFixed(1)).join('/'),
       [row.serverPerOp.rpcs, row.serverPerOp.writes, row.serverPerOp.visibilityWrites]
         .map((value) => value.toFixed(1))
         .join('/'),
       `${row.memoryMiB.temporal.peak}/${row.memoryMiB.controller.peak}/${row.memoryMiB.hostsPeak}`,
     ];
   });
+  printTable(header, lines);
+}
+
+/** --churn: one line per node count that churned (issue 38 item 2). */
+export function printChurnTable(rows: ScaleRow[]): void {
+  const churned = rows.filter((row) => row.churn);
+  if (!churned.length) return;
+  const header = [
+    'nodes',
+    'waves x agents',
+    'wave p50/max s',
+    'rolling s',
+    'create p50/p99/max c8',
+    'delete p50/p99/max c8',
+    'ops (restarting node)',
+    'crashed',
+    'offline after s',
+    'live again s',
+    'deletes while down',
+    'deletes after return p50/max s',
+    'live after',
+    'largest record ev/B',
+  ];
+  const seconds = (value: number) => (value / 1000).toFixed(1);
+  const triple = (stats: LatencyStats) => `${ms(stats.p50)}/${ms(stats.p99)}/${ms(stats.max)}`;
+  const lines = churned.map(({ nodes, churn }) => {
+    const { rolling, crash, operations } = churn!;
+    return [
+      String(nodes),
+      `${rolling.waves} x ${rolling.batch}`,
+      `${seconds(rolling.waveMs.p50)}/${seconds(rolling.waveMs.max)}`,
+      seconds(rolling.wallMs),
+      triple(operations.create),
+      triple(operations.delete),
+      `${operations.create.count + operations.delete.count} (${operations.onRestartingNode.create.count + operations.onRestartingNode.delete.count})`,
+      String(crash.nodes),
+      seconds(crash.offlineAfterMs),
+      seconds(crash.liveAgainAfterMs),
+      String(crash.deletesAnsweredWhileDown),
+      `${seconds(crash.deletesAfterReturn.p50)}/${seconds(crash.deletesAfterReturn.max)}`,
+      `${churn!.liveAfter}/${nodes}`,
+      `${churn!.largestRecord.events}/${churn!.largestRecord.bytes}`,
+    ];
+  });
+  printTable(header, lines);
+}
+
+function printTable(header: string[], lines: string[][]): void {
   const widths = header.map((title, index) => Math.max(title.length, ...lines.map((line) => line[index]!.length)));
   const format = (cells: string[]) => cells.map((cell, index) => cell.padEnd(widths[index]!)).join('  ');
   process.stdout.write(`${format(header)}\n${lines.map(format).join('\n')}\n`);

@@ -1,5 +1,4 @@
 import type { ChildProcess } from 'node:child_process';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -17,9 +16,11 @@ import { findFreePort } from '../../../temporal-dev/free-port';
 import { findProjectRoot } from '../../../common/project-root';
 import { createRequest, createVolume, deleteVolume, MiB, onNode, retryLikeCo } from '../../support/csi-requests';
 import { runPool, summarize } from '../stats';
-import { scrapeCounters, serverWork } from '../server-metrics';
-import { cpuMs, difference, memoryMiB } from './proc';
-import { printScaleTable, type ScaleRow } from './scale-report';
+import { scrapeCounters, serverWork, type Counters } from '../server-metrics';
+import { ProdTemporal } from '../../temporal-prod/prod-temporal';
+import { cpuMs, difference, memoryMiB, postmasterPid, processTree } from './proc';
+import { runChurn, startHost, type Host } from './churn';
+import { printChurnTable, printScaleTable, type ScaleRow } from './scale-report';
 
 /**
  * `npm run bench:scale`: the same controller and dev server with 1, 100, 1,000 (and more) nodes, simulated by
@@ -28,6 +29,8 @@ import { printScaleTable, type ScaleRow } from './scale-report';
  * while idle, CPU and memory. The point: per-operation cost must not grow with the cluster.
  */
 const NODES_PER_HOST = 250;
+/** The nodes that crash in --churn run in small hosts of their own, so that a SIGKILL takes down only them. */
+const CRASH_HOST_SIZE = 10;
 
 async function main(): Promise<void> {
   const program = new Command('bench:scale')
@@ -39,9 +42,23 @@ async function main(): Promise<void> {
       "more of the server's dynamic config (e.g. matching.numTaskqueueReadPartitions=1; docs/scale.md, sizing)",
       [],
     )
+    .option('--server <kind>', 'dev (the Temporal CLI dev server) or prod (temporal-server on PostgreSQL)', 'dev')
+    .option('--churn', 'beyond one node, also a rolling restart of every agent and 1% of nodes crashing (churn.ts)')
+    .option('--down <duration>', 'how long the crashed nodes stay down in --churn', '90s')
     .option('--report <file>', 'JSON report', path.join(findProjectRoot(), 'test-artifacts', 'bench-scale.json'));
   program.parse(process.argv);
-  const flags = program.opts<{ nodes: string; ops: string; idle: string; report: string; dynamicConfig: string[] }>();
+  const flags = program.opts<{
+    nodes: string;
+    ops: string;
+    idle: string;
+    report: string;
+    dynamicConfig: string[];
+    churn?: boolean;
+    down: string;
+    server: string;
+  }>();
+  if (flags.server !== 'dev' && flags.server !== 'prod') throw new Error(`--server ${flags.server}: dev or prod`);
+  const serverKind = flags.server;
   const extraConfig = flags.dynamicConfig.map((setting) => {
     if (!/^[\w.]+=\S+$/.test(setting)) throw new Error(`--dynamic-config "${setting}" is not KEY=VALUE`);
     return setting;
@@ -50,41 +67,50 @@ async function main(): Promise<void> {
   const rows: ScaleRow[] = [];
   for (const nodes of counts) {
     process.stderr.write(`bench:scale: ${nodes} nodes\n`);
-    rows.push(await measureAt(nodes, Number(flags.ops), parseDuration(flags.idle), extraConfig));
+    const churnDownMs = flags.churn && nodes > 1 ? parseDuration(flags.down) : undefined;
+    rows.push(
+      await measureAt(nodes, Number(flags.ops), parseDuration(flags.idle), extraConfig, serverKind, churnDownMs),
+    );
     printScaleTable(rows);
+    printChurnTable(rows);
   }
   fs.mkdirSync(path.dirname(flags.report), { recursive: true });
   fs.writeFileSync(flags.report, JSON.stringify(rows, null, 2));
   process.stdout.write(`report: ${flags.report}\n`);
 }
 
-async function measureAt(nodes: number, ops: number, idleMs: number, extraConfig: string[]): Promise<ScaleRow> {
+async function measureAt(
+  nodes: number,
+  ops: number,
+  idleMs: number,
+  extraConfig: string[],
+  serverKind: 'dev' | 'prod',
+  churnDownMs?: number,
+): Promise<ScaleRow> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'dscale-'));
-  const metricsPort = await findFreePort();
-  const server = await startDevServer({
-    dataDir: path.join(root, 'temporal'),
-    port: await findFreePort(),
-    headless: true,
-    // Each node holds one long poll; the default limit of 1,200 concurrent polls per namespace is below 1,000
-    // nodes plus the controller's polls (the same setting a production cluster of that size needs).
-    extraArgs: [
-      '--metrics-port',
-      String(metricsPort),
-      '--dynamic-config-value',
-      `frontend.namespaceCount=${Math.max(1200, 2 * nodes + 200)}`,
-      ...extraConfig.flatMap((setting) => ['--dynamic-config-value', setting]),
-    ],
-  });
-  const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+  // Each node holds one long poll; the default limit of 1,200 concurrent polls per namespace is below 1,000
+  // nodes plus the controller's polls (the same setting a production cluster of that size needs).
+  const server = await startServer(serverKind, path.join(root, 'temporal'), [
+    `frontend.namespaceCount=${Math.max(1200, 2 * nodes + 200)}`,
+    ...extraConfig,
+  ]);
   const driverName = `scale-${nodes}.bench.durable-csi.io`;
-  const hosts: ChildProcess[] = [];
+  const hosts: Host[] = [];
+  const crashHosts: Host[] = [];
   let controller: ChildProcess | undefined;
   const connection = await Connection.connect({ address: server.address });
   const client = new Client({ connection });
   try {
     const started = Date.now();
-    for (let first = 0; first < nodes; first += NODES_PER_HOST) {
-      hosts.push(await startHost(server.address, driverName, root, first, Math.min(NODES_PER_HOST, nodes - first)));
+    const crashing = churnDownMs === undefined ? 0 : Math.max(1, Math.round(nodes / 100));
+    const steady = nodes - crashing;
+    for (let first = 0; first < steady; first += NODES_PER_HOST) {
+      hosts.push(await startHost(server.address, driverName, root, first, Math.min(NODES_PER_HOST, steady - first)));
+    }
+    for (let first = steady; first < nodes; first += CRASH_HOST_SIZE) {
+      crashHosts.push(
+        await startHost(server.address, driverName, root, first, Math.min(CRASH_HOST_SIZE, nodes - first)),
+      );
     }
     const endpoint = `unix://${path.join(root, 'controller.sock')}`;
     controller = spawnCli(
@@ -108,11 +134,17 @@ async function measureAt(nodes: number, ops: number, idleMs: number, extraConfig
       `${nodes} live node records`,
     );
     const registeredMs = Date.now() - started;
-    const pids = { temporal: server.pid, controller: controller.pid!, hosts: hosts.map((host) => host.pid!) };
+    const pids = {
+      temporal: server.pids(),
+      controller: controller.pid!,
+      hosts: [...hosts, ...crashHosts].map((host) => host.child.pid!),
+    };
+    const sum = (list: number[]) => list.reduce((total, pid) => total + cpuMs(pid), 0);
     const cpu = () => ({
-      temporal: cpuMs(pids.temporal),
+      temporal: sum(pids.temporal),
+      database: sum(server.databasePids()),
       controller: cpuMs(pids.controller),
-      hosts: pids.hosts.reduce((sum, pid) => sum + cpuMs(pid), 0),
+      hosts: sum(pids.hosts),
     });
 
     // Idle: only the records' own traffic.
@@ -121,13 +153,13 @@ async function measureAt(nodes: number, ops: number, idleMs: number, extraConfig
       (_, index) => `vnode-${Math.floor((index * nodes) / 20)}`,
     );
     const recordsBefore = await describeRecords(client, driverName, sample);
-    const countersBefore = await scrapeCounters(metricsUrl);
+    const countersBefore = await server.scrape();
     const idleCpuBefore = cpu();
     const idleStart = Date.now();
     await new Promise((resolve) => setTimeout(resolve, idleMs));
     const idleSeconds = (Date.now() - idleStart) / 1000;
     const idleCpu = perSecond(cpu(), idleCpuBefore, idleSeconds);
-    const countersIdle = await scrapeCounters(metricsUrl);
+    const countersIdle = await server.scrape();
     const idleWork = serverWork(countersBefore, countersIdle);
     const rpc = Object.entries(idleWork.rpcs);
     const recordsAfter = await describeRecords(client, driverName, sample);
@@ -170,13 +202,28 @@ async function measureAt(nodes: number, ops: number, idleMs: number, extraConfig
       created.push(...ids);
     }
     const opsSeconds = (Date.now() - opsStart) / 1000;
-    const opsWork = serverWork(countersIdle, await scrapeCounters(metricsUrl));
+    const opsWork = serverWork(countersIdle, await server.scrape());
     const opsCpu = difference(new Map(Object.entries(cpu())), new Map(Object.entries(opsCpuBefore)));
     const totalOps = created.length * 2;
-    const cpuPerOp = (key: 'temporal' | 'controller') => {
+    const cpuPerOp = (key: 'temporal' | 'database' | 'controller') => {
       const used = opsCpu.get(key) ?? 0;
       return { raw: used / totalOps, net: Math.max(0, used - idleCpu[key] * 1000 * opsSeconds) / totalOps };
     };
+    // What churn adds comes after the figures above, which it would disturb.
+    const churn =
+      churnDownMs === undefined
+        ? undefined
+        : await runChurn({
+            client,
+            csi,
+            driverName,
+            nodes,
+            hosts,
+            crashHosts,
+            startAgain: (host) => startHost(server.address, driverName, root, host.first, host.count),
+            downMs: churnDownMs,
+            log: (message) => process.stderr.write(`bench:scale: churn: ${message}\n`),
+          });
     csi.close();
     // Less what the idle background (records, polls) did over the same time; the idle window just before is its
     // measure. What remains is what the operations themselves cost.
@@ -197,9 +244,9 @@ async function measureAt(nodes: number, ops: number, idleMs: number, extraConfig
       ...created.slice(0, 10).map((volumeId) => historySize(client, deleteWorkflowId(driverName, volumeId))),
     ]);
     const memory = {
-      temporal: memoryMiB(pids.temporal),
+      temporal: pids.temporal.map(memoryMiB).reduce((a, b) => ({ rss: a.rss + b.rss, peak: a.peak + b.peak })),
       controller: memoryMiB(pids.controller),
-      hostsPeak: Math.max(...pids.hosts.map((pid) => memoryMiB(pid).peak)),
+      hostsPeak: Math.max(...[...hosts, ...crashHosts].map((host) => memoryMiB(host.child.pid!).peak)),
     };
     return {
       nodes,
@@ -220,11 +267,13 @@ async function measureAt(nodes: number, ops: number, idleMs: number, extraConfig
         ),
       },
       serverPerOp,
-      cpuPerOp: { temporal: cpuPerOp('temporal'), controller: cpuPerOp('controller') },
+      server: serverKind,
+      cpuPerOp: { temporal: cpuPerOp('temporal'), database: cpuPerOp('database'), controller: cpuPerOp('controller') },
       memoryMiB: memory,
+      churn,
     };
   } finally {
-    await Promise.all(hosts.map((host) => stopChild(host, 15_000)));
+    await Promise.all([...hosts, ...crashHosts].map((host) => stopChild(host.child, 15_000)));
     if (controller) await stopChild(controller);
     await connection.close();
     await server.stop();
@@ -232,21 +281,70 @@ async function measureAt(nodes: number, ops: number, idleMs: number, extraConfig
   }
 }
 
-async function startHost(address: string, driverName: string, root: string, first: number, count: number) {
-  const script = path.join(__dirname, 'virtual-nodes.js');
-  const log = fs.openSync(path.join(root, `host-${first}.log`), 'a');
-  const child = spawn(
-    process.execPath,
-    [script, address, driverName, path.join(root, 'pools'), String(first), String(count)],
-    {
-      stdio: ['ignore', 'pipe', log],
-    },
+/** The Temporal the benchmark measures: its address, its processes (for CPU and memory) and its counters. */
+interface BenchServer {
+  address: string;
+  /** The server's own processes: one for the dev server, frontend, history, matching and worker for prod. */
+  pids(): number[];
+  /** PostgreSQL's processes (prod), whose CPU is reported apart. */
+  databasePids(): number[];
+  /** The Prometheus counters of every server process, summed. */
+  scrape(): Promise<Counters>;
+  stop(): Promise<void>;
+}
+
+/**
+ * `dev`: the Temporal CLI's dev server (SQLite, one process). `prod`: the production-style server of
+ * test/temporal-prod (temporal-server's four services on PostgreSQL, plain gRPC here), each service with its own
+ * Prometheus endpoint. `settings`: dynamic config as KEY=VALUE.
+ */
+async function startServer(kind: 'dev' | 'prod', dataDir: string, settings: string[]): Promise<BenchServer> {
+  if (kind === 'dev') {
+    const metricsPort = await findFreePort();
+    const dev = await startDevServer({
+      dataDir,
+      port: await findFreePort(),
+      headless: true,
+      extraArgs: [
+        '--metrics-port',
+        String(metricsPort),
+        ...settings.flatMap((setting) => ['--dynamic-config-value', setting]),
+      ],
+    });
+    return {
+      address: dev.address,
+      pids: () => [dev.pid],
+      databasePids: () => [],
+      scrape: () => scrapeCounters(`http://127.0.0.1:${metricsPort}/metrics`),
+      stop: () => dev.stop(),
+    };
+  }
+  const typed = (value: string) => (/^\d+$/.test(value) ? Number(value) : value === 'true' || value);
+  const dynamicConfig = Object.fromEntries(
+    settings.map((setting) => {
+      const [key = '', value = ''] = setting.split('=');
+      return [key, value === 'false' ? false : typed(value)];
+    }),
   );
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('ready') && resolve());
-    child.once('exit', (code) => reject(new Error(`virtual node host ${first} exited with ${code}; see ${root}`)));
+  const prod = await ProdTemporal.start({
+    dataDir,
+    tls: false,
+    metrics: true,
+    dynamicConfig,
+    progress: (message) => process.stderr.write(`bench:scale: temporal-server: ${message}\n`),
   });
-  return child;
+  return {
+    address: prod.address,
+    pids: () => Object.values(prod.services).flatMap((service) => (service.pid ? [service.pid] : [])),
+    databasePids: () => processTree(postmasterPid(prod.postgres.dir)),
+    scrape: async () => {
+      const summed: Counters = new Map();
+      for (const counters of await Promise.all(prod.metricsUrls.map(scrapeCounters)))
+        for (const [key, value] of counters) summed.set(key, (summed.get(key) ?? 0) + value);
+      return summed;
+    },
+    stop: () => prod.stop(),
+  };
 }
 
 async function describeRecords(client: Client, driverName: string, nodeIds: string[]) {
