@@ -282,6 +282,25 @@ describe('node-to-node copies', () => {
     expect(result.fetchedBytes).toBeLessThan(NON_ZERO_BYTES);
   });
 
+  it('stops a cancelled pull at once, keeping its checkpoint for the next', async () => {
+    const { source, port } = await startSource();
+    const offer = await source.offer({ moveKey, snapshotKey, targetPublicKey });
+    const controller = new AbortController();
+    await expectDriverError(
+      pullTransfer(targetLayout, pullSpec(port, offer), {
+        ...pausingAt(3, () => controller.abort()),
+        signal: controller.signal,
+      }),
+      FailureType.Aborted,
+      /the pull of move \w+ was cancelled; its checkpoint is kept/,
+    );
+    const { verifiedChunks } = (await transferStatus(targetLayout, moveKey))!;
+    expect(verifiedChunks).toBeGreaterThanOrEqual(3);
+    const result = await pullTransfer(targetLayout, pullSpec(port, offer));
+    expectCopied(result);
+    expect(result.fetchedBytes).toBe(nonZeroBytesFrom(verifiedChunks));
+  });
+
   it("re-fetches a chunk the final verification finds wrong on the target's disk", async () => {
     const { source, port } = await startSource();
     const offer = await source.offer({ moveKey, snapshotKey, targetPublicKey });
