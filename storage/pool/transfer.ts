@@ -1199,6 +1199,10 @@ class Pull {
    * again and read back once more. Only then is the copy done.
    */
   private async verify(): Promise<void> {
+    // The read-back of a large copy outlasts either side's idle timeout: the connection is closed meanwhile, and a
+    // new one opened only if a chunk must be fetched again.
+    this.channel?.destroy();
+    this.channel = undefined;
     const wrong = await this.check(this.manifest.chunks.map((_, index) => index));
     if (wrong.length === 0) return;
     this.result.refetchedChunks = wrong;
