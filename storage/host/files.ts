@@ -51,10 +51,11 @@ export async function fsyncDir(dir: string): Promise<void> {
   await fsyncPath(dir);
 }
 
-async function writeTempFile(file: string, text: string): Promise<string> {
+/** `mode` (before the umask) is the file's from its creation: a secret is never readable by others, even briefly. */
+async function writeTempFile(file: string, text: string, mode = 0o666): Promise<string> {
   const temp = path.join(path.dirname(file), `.${path.basename(file)}.${randomUUID()}.tmp`);
   try {
-    const handle = await fs.open(temp, 'wx');
+    const handle = await fs.open(temp, 'wx', mode);
     try {
       await handle.writeFile(text, 'utf8');
       await handle.sync();
@@ -68,8 +69,8 @@ async function writeTempFile(file: string, text: string): Promise<string> {
   return temp;
 }
 
-export async function writeFileAtomic(file: string, text: string): Promise<void> {
-  const temp = await writeTempFile(file, text);
+export async function writeFileAtomic(file: string, text: string, mode?: number): Promise<void> {
+  const temp = await writeTempFile(file, text, mode);
   try {
     await fs.rename(temp, file);
   } catch (error) {
@@ -83,8 +84,8 @@ export async function writeFileAtomic(file: string, text: string): Promise<void>
  * Creates `file` unless the name is taken; resolves false when it was. O_EXCL semantics without O_EXCL's
  * window where the file exists but is still empty: link(2) publishes the complete file or fails with EEXIST.
  */
-export async function writeFileOnce(file: string, text: string): Promise<boolean> {
-  const temp = await writeTempFile(file, text);
+export async function writeFileOnce(file: string, text: string, mode?: number): Promise<boolean> {
+  const temp = await writeTempFile(file, text, mode);
   try {
     await fs.link(temp, file);
   } catch (error) {
@@ -123,8 +124,8 @@ export function jsonFields(value: unknown): Partial<Record<string, unknown>> {
   return (typeof value === 'object' && value !== null ? value : {}) as Partial<Record<string, unknown>>;
 }
 
-export async function writeJsonAtomic(file: string, value: unknown): Promise<void> {
-  await writeFileAtomic(file, `${JSON.stringify(value, null, 2)}\n`);
+export async function writeJsonAtomic(file: string, value: unknown, mode?: number): Promise<void> {
+  await writeFileAtomic(file, `${JSON.stringify(value, null, 2)}\n`, mode);
 }
 
 export async function writeJsonOnce(file: string, value: unknown): Promise<boolean> {

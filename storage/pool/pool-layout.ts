@@ -16,9 +16,12 @@
  *   <pool>/snapshots/data/<key>/disk.img    a snapshot's copy of its volume's image (loop)
  *   <pool>/snapshots/records/<key>.json     the snapshot's record (SnapshotRecord without path)
  *   <pool>/snapshots/journal/<key>.json     intent of a snapshot operation in progress
+ *   <pool>/transfers/key.pem                this node's key for node-to-node copies (transfer.ts), written once
+ *   <pool>/transfers/out/<key>.json         a copy this node offers to another node for a move, with its token
+ *   <pool>/transfers/in/<key>/              a copy pulled from another node for a move: its image, manifest, checkpoint
  *
- * Snapshot keys have the form of volume keys and are checked the same way; they live in their own directories,
- * so a snapshot key never names a volume's file.
+ * Snapshot and move keys have the form of volume keys and are checked the same way; they live in their own
+ * directories, so a snapshot key or a move key never names a volume's file.
  */
 import { randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
@@ -53,7 +56,12 @@ export function assertSnapshotKey(key: unknown): asserts key is string {
   assertKey(key, 'snapshot');
 }
 
-function assertKey(key: unknown, what: 'volume' | 'snapshot'): asserts key is string {
+/** Move keys (a node-to-node copy's, storage/pool/transfer.ts) have the form of volume keys. */
+export function assertMoveKey(key: unknown): asserts key is string {
+  assertKey(key, 'move');
+}
+
+function assertKey(key: unknown, what: 'volume' | 'snapshot' | 'move'): asserts key is string {
   if (!isVolumeKey(key)) {
     const shown = typeof key === 'string' ? JSON.stringify(key.slice(0, 80)) : typeof key;
     throw new DriverError(FailureType.InvalidArgument, `${what} key ${shown} is not 32 lower-case hex digits`);
@@ -98,6 +106,10 @@ export class PoolLayout {
   readonly snapshotDataDir: string;
   readonly snapshotRecordsDir: string;
   readonly snapshotJournalDir: string;
+  readonly transfersDir: string;
+  readonly transferKeyFile: string;
+  readonly transfersOutDir: string;
+  readonly transfersInDir: string;
 
   constructor(pool: string) {
     if (typeof pool !== 'string' || !path.isAbsolute(pool)) {
@@ -119,6 +131,10 @@ export class PoolLayout {
     this.snapshotDataDir = path.join(this.snapshotsDir, 'data');
     this.snapshotRecordsDir = path.join(this.snapshotsDir, 'records');
     this.snapshotJournalDir = path.join(this.snapshotsDir, 'journal');
+    this.transfersDir = path.join(root, 'transfers');
+    this.transferKeyFile = path.join(this.transfersDir, 'key.pem');
+    this.transfersOutDir = path.join(this.transfersDir, 'out');
+    this.transfersInDir = path.join(this.transfersDir, 'in');
   }
 
   volumeDir(key: string): string {
@@ -161,7 +177,30 @@ export class PoolLayout {
     return this.keyed(this.snapshotJournalDir, key, '.json', assertSnapshotKey);
   }
 
-  /** Makes every directory of the layout that is missing, durably (at open: the pool may be new). */
+  transferOfferFile(key: string): string {
+    return this.keyed(this.transfersOutDir, key, '.json', assertMoveKey);
+  }
+
+  transferDir(key: string): string {
+    return this.keyed(this.transfersInDir, key, '', assertMoveKey);
+  }
+
+  transferImage(key: string): string {
+    return path.join(this.transferDir(key), 'disk.img');
+  }
+
+  transferManifestFile(key: string): string {
+    return path.join(this.transferDir(key), 'manifest.json');
+  }
+
+  transferCheckpointFile(key: string): string {
+    return path.join(this.transferDir(key), 'checkpoint.json');
+  }
+
+  /**
+   * Makes every directory of the layout that is missing, durably (at open: the pool may be new). transfers/ is made
+   * by the first copy that needs it (storage/pool/transfer.ts), so a pool that never moved a volume has none.
+   */
   async createDirs(): Promise<void> {
     for (const dir of [this.volumesDir, this.recordsDir, this.journalDir, this.stagingDir, this.frozenDir]) {
       await fs.mkdir(dir, { recursive: true });
