@@ -34,6 +34,8 @@ interface GoneNode {
 }
 
 const COMPONENT = 'durable-csi-controller';
+/** How long a decision waits for a node's record to take in the end of its last hold (settledRecord). */
+const SETTLE_MS = 10_000;
 
 /**
  * The Node-deleted policy's decisions, one Node at a time (docs/kubernetes.md). Every await is a moment in which
@@ -167,7 +169,7 @@ export class GoneNodes {
     const [pvs, contents, record, pending] = await Promise.all([
       listDriverPvs(core, driverName),
       listDriverSnapshotContents(custom, driverName),
-      readNodeRecord(client, driverName, nodeId),
+      settledRecord(client, driverName, nodeId),
       listPendingOperations(client, driverName, { nodeId }),
     ]);
     const onNode = pvs.filter((pv) => pv.nodeId === nodeId);
@@ -175,7 +177,9 @@ export class GoneNodes {
     if (record?.forgotten) return { pvs: onNode, holdsSomething: false };
     const snapshots = contents === 'not-installed' ? [] : contents.filter((content) => content.nodeId === nodeId);
     const counted = (record?.node?.volumeCount ?? 0) + (record?.node?.snapshotCount ?? 0);
-    const holdsSomething = onNode.length > 0 || snapshots.length > 0 || counted > 0 || pending.length > 0;
+    // A record still settling has counts of unknown age: absence is never proof, so it counts as holding something.
+    const holdsSomething =
+      onNode.length > 0 || snapshots.length > 0 || counted > 0 || pending.length > 0 || record?.settling === true;
     return { pvs: onNode, holdsSomething };
   }
 
@@ -196,5 +200,18 @@ export class GoneNodes {
       message: `Kubernetes Node ${nodeId}, which holds this volume, was deleted at ${entry.deletedAt.toISOString()}; ${then}.`,
       key: `${entry.key}/deleted`,
     };
+  }
+}
+
+/**
+ * The node's record once it has taken in the end of its last hold (readNodeRecord's `settling`): a workflow task,
+ * normally milliseconds, seconds on a loaded controller. Still settling after SETTLE_MS, it is returned as it is.
+ */
+async function settledRecord(client: Client, driverName: string, nodeId: string) {
+  const until = Date.now() + SETTLE_MS;
+  for (;;) {
+    const record = await readNodeRecord(client, driverName, nodeId);
+    if (!record?.settling || Date.now() > until) return record;
+    await new Promise((resolve) => setTimeout(resolve, 250));
   }
 }

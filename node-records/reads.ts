@@ -22,6 +22,12 @@ export interface NodeRecordView {
    * retries them, also while the node is live); absent when none.
    */
   writtenOff?: number;
+  /**
+   * True while the record's hold has ended (its agent stopped, died or renewed it) and the record has not yet
+   * taken in how: until then `node` holds the figures of the hold's start, up to an hour old (the agent's latest
+   * ones arrive with the hold's end). Shown offline; a decision on its counts waits until this clears.
+   */
+  settling?: boolean;
 }
 
 /** pendingActivities[].state of a started activity (temporal.api.enums.v1.PendingActivityState). */
@@ -58,6 +64,7 @@ export async function readNodeRecord(
     forgotten: memo.forgotten,
     asOf,
     writtenOff: memo.writtenOff,
+    ...(running && memo.live && !hold ? { settling: true } : {}),
   };
 }
 

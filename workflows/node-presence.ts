@@ -130,7 +130,7 @@ function startRun(input: NodePresenceInput): RecordRun {
  * 0.3.0: each hold is scheduled with the heartbeat timeout the node's agent reported (its --presence-timeout, 60 s
  * by default), not the fixed 30 s of 0.2.0: the agent heartbeats at a cadence derived from it, so a longer timeout
  * costs Temporal fewer heartbeats per idle node (docs/scale.md). A report without one (an agent before 0.3.0) keeps
- * 30 s. Only an option of the hold changes, which replay does not compare, so both releases replay each other's
+ * 30 s. The hold's schedule-to-start timeout is the same (it was 1 min). Only options of the hold change, which replay does not compare, so both releases replay each other's
  * histories; the marker is a deprecated one, which 0.2.0 (calling nothing for it) skips: with patched() its marker
  * stopped every node record of a cluster downgraded to 0.2.0 (TMPRL1100, docs/workflow-changes.md).
  */
@@ -146,11 +146,13 @@ function presenceActivities(input: NodePresenceInput) {
     // Short: a stopping agent refuses it, and its successor should register within seconds of starting.
     retry: { initialInterval: '1s', maximumInterval: '5s' },
   }).reportPresence;
-  // One attempt: its end, however it ends, means the agent stopped holding it.
+  // One attempt: its end, however it ends, means the agent stopped holding it. Not started within the agent's
+  // presence timeout means the same: an agent that died between two holds (a renewal, a hold that ended) is shown
+  // offline as soon as one that died during a hold, not a fixed minute later.
   const hold = (heartbeatTimeoutMs: number) =>
     proxyActivities<PresenceActivities>({
       taskQueue: queue,
-      scheduleToStartTimeout: '1m',
+      scheduleToStartTimeout: heartbeatTimeoutMs,
       startToCloseTimeout: '2h',
       heartbeatTimeout: heartbeatTimeoutMs,
       retry: { maximumAttempts: 1 },

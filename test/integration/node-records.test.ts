@@ -174,6 +174,36 @@ describe("node records: presence held with the agent's own timeout", () => {
   }, 120_000);
 });
 
+describe("node records: read between a hold's end and the record's taking it in", () => {
+  const cluster = new TestCluster('settling');
+  afterAll(() => cluster.teardown());
+
+  it("is settling, with the figures of the hold's start, until a controller runs the record again", async () => {
+    const client = await cluster.temporal();
+    const controller = await cluster.startController('controller-s');
+    const csi = cluster.csi(controller.endpoint);
+    const node = await cluster.startNode('node-s');
+    const read = () => readNodeRecord(client, cluster.driverName, 'node-s');
+    await eventually('node-s live', async () => (await read())?.node?.live === true, 30_000);
+    // Made during the hold: only the hold's heartbeats count it, not the record's memo (the hold's start).
+    await retryLikeCo(() => createVolume(csi, createRequest('pvc-settling', undefined, onNode('node-s'))));
+    await eventually('counted by a heartbeat', async () => (await read())?.node?.volumeCount === 1, 15_000);
+
+    // No controller runs the record's workflow tasks: its hold times out and nothing takes that in.
+    await controller.kill('SIGKILL');
+    await node.kill('SIGKILL');
+    await eventually('the hold ended', async () => (await read())?.settling === true, 40_000);
+    // Offline, and what a decision must not use as the node's last word: the counts of the hold's start.
+    expect(await read()).toMatchObject({ settling: true, node: { live: false, volumeCount: 0 } });
+
+    await cluster.startController('controller-s2');
+    await cluster.untilOffline('node-s');
+    const settled = await read();
+    expect(settled?.settling).toBeUndefined();
+    expect(settled?.node).toMatchObject({ live: false, volumeCount: 1 });
+  }, 120_000);
+});
+
 /** A fault aimed at a record that an earlier fault already ended does nothing. */
 async function ifRunning(fault: () => Promise<unknown>): Promise<void> {
   try {
