@@ -225,8 +225,7 @@ async function rollBack(input: MoveVolumeInput, step: Step, onNode: OnNode, stop
   const { sourceNodeId, targetNodeId, moveKey } = input;
   const gone = stopped.forgotten?.nodeId;
   const left: string[] = [];
-  if (gone === sourceNodeId) await writeOffSnapshot(input, stopped.forgotten!.reason);
-  else left.push((await releaseSource(input, step, onNode)) ?? '');
+  // The target first, the source last: the move's node attribute ends on the source, whose volume it names.
   if (gone !== targetNodeId) {
     try {
       await step('rolling-back', targetNodeId, 'discarding the staged copy', () =>
@@ -237,6 +236,8 @@ async function rollBack(input: MoveVolumeInput, step: Step, onNode: OnNode, stop
       left.push(`left on ${targetNodeId}: ${error.message}`);
     }
   }
+  if (gone === sourceNodeId) await writeOffSnapshot(input, stopped.forgotten!.reason);
+  else left.push((await releaseSource(input, step, onNode)) ?? '');
   if (gone === targetNodeId) {
     // The adopt may have run before the node went: the new key is kept on the target's record, deleted there should
     // the node return (on whatever pool it returns with: the key was never issued to anyone).
