@@ -98,6 +98,8 @@ export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResu
     first = false;
     try {
       const result = await untilForgotten(nodeId, work);
+      // It answered: live now, whatever the start said (the next step on it must not show it waited for).
+      if (!result.forgotten) live.set(nodeId, true);
       if (result.forgotten) {
         const { notice } = result;
         throw new MoveStopped(FailureType.NotFound, `node ${nodeId} was forgotten (${notice.reason})`, notice);

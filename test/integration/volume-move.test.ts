@@ -88,6 +88,8 @@ describe('moving a volume to another node', () => {
     await startAgent('node-b', '1Gi');
     const [one, two] = await Promise.all([first, second]);
     expect(two.stderr).toContain(`attached to ${moveWorkflowId(cluster.driverName, volumeId)}`);
+    // The progress the CLI prints while it waits: the pull's chunks and bytes, from its heartbeats.
+    expect(one.stderr).toMatch(/pulling on node-b, copied \d+ of 32 chunks \(128Mi\)/);
     expect(one.code).toBe(0);
     expect(two.code).toBe(0);
     const result = JSON.parse(one.stdout) as {
