@@ -198,6 +198,8 @@ describe('moving a volume to another node', () => {
     expect(described.stdout).toContain('node    node-a: offline');
     expect(described.stdout).toMatch(/move {2}\S+ {2}RUNNING {2}phase waiting-for-node on node-a/);
     expect(described.stdout).toMatch(/pending: createSnapshotOnNode scheduled/);
+    const stuck = await cli('volumes', 'stuck', '--node', 'node-a');
+    expect(stuck.stdout).toMatch(new RegExp(`move +${volumeId} +node-a +waiting-for-node`));
 
     await startAgent('node-a', '1Gi');
     const answer = await move;
