@@ -117,6 +117,7 @@ describe('moving a volume to another node', () => {
 
     const after = await cli('volumes', 'describe', volumeId);
     expect(after.stdout).toMatch(/move {2}\S+ {2}COMPLETED {2}phase copied/);
+    expect(after.stdout).toMatch(new RegExp(`workflow-completed +copied to ${moved} on node node-b \\(the source`));
     // Asked again once done: answered from the move that copied it, nothing copied again.
     const again = await cli('volumes', 'move', volumeId, '--to', 'node-b', '--output', 'json');
     expect(again.code).toBe(0);
