@@ -1,8 +1,17 @@
-import { ApplicationFailure, heartbeat, log } from '@temporalio/activity';
+import { ApplicationFailure, Context, heartbeat, log } from '@temporalio/activity';
 import { continueInPool } from '../common/list-position';
-import { ownsVolume, poolIdPrefix } from '../common/names';
+import { ownsVolume, poolIdPrefix, type TransferEndpoint } from '../common/names';
 import { DriverError, FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
-import type { ContentSource, ExpandResult, SnapshotRecord, StorageBackend } from '../storage/pool/backend';
+import type { AccessType, ContentSource, ExpandResult, SnapshotRecord, StorageBackend } from '../storage/pool/backend';
+import type { PoolLayout } from '../storage/pool/pool-layout';
+import {
+  discardTransfer,
+  pullTransfer,
+  transferStatus,
+  type PullProgress,
+  type TransferOffer,
+  type TransferSource,
+} from '../storage/pool/transfer';
 
 /**
  * Activities that touch a node's storage. They run only in that node's agent, polling the node's own task
@@ -154,8 +163,86 @@ export interface NodeListPage {
  */
 export const NODE_LIST_PAGE_BYTES = 256 * 1024;
 
-export function createNodeActivities(deps: { backend: StorageBackend; poolId: string; nodeId: string }) {
+/* A move's steps on its two nodes (workflows/move-volume.ts, docs/volume-moves.md). */
+
+/** Source: offer the move's snapshot (made by createSnapshotOnNode) to the target whose key the input names. */
+export interface NodeOfferInput {
+  moveKey: string;
+  snapshotKey: string;
+  /** The pool prefix of the moved volume's ID: a replaced pool holds neither it nor the snapshot. */
+  poolIdPrefix: string;
+  targetPublicKey: string;
+}
+
+export interface NodeOfferResult {
+  /** Nothing in it is secret: its token is sealed to the target. */
+  offer: TransferOffer;
+  /** Where the source serves it (its --transfer-address and port). */
+  source: { host: string; port: number };
+  /** The snapshot's size (the moved volume's capacity when copied) and shape, which the new volume keeps. */
+  sizeBytes: number;
+  accessType?: AccessType;
+  fsType?: string;
+}
+
+/** Target: pull the offered copy into transfers/in/<move key>/, resuming from its checkpoint. */
+export interface NodePullInput {
+  moveKey: string;
+  source: { host: string; port: number };
+  offer: TransferOffer;
+}
+
+export interface NodePullResult {
+  sizeBytes: number;
+  chunkCount: number;
+  /** Bytes received by this attempt (a resumed attempt fetches only what its checkpoint lacks). */
+  fetchedBytes: number;
+  resumedFromChunk: number;
+}
+
+/** What a pull's heartbeats carry, for `volumes describe`. */
+export type MoveProgress = PullProgress & { sizeBytes: number };
+
+/** Target: the verified copy becomes a volume of the pool, journaled and counted as a restore is. */
+export interface NodeAdoptInput {
+  moveKey: string;
+  /** The new volume's key (drawn with the move: every retry asks for the same). */
+  key: string;
+  name: string;
+  capacityBytes: number;
+  accessType?: AccessType;
+  fsType?: string;
+}
+
+/** Source: stop serving (withdraw); target: remove a staged copy (discard). */
+export interface NodeMoveKeyInput {
+  moveKey: string;
+}
+
+/** The agent's side of moves: its TransferSource (one port for all its moves) and its pool's layout. */
+export interface NodeTransfer {
+  source: TransferSource;
+  layout: PoolLayout;
+  endpoint: TransferEndpoint;
+  /** The crash tests' failpoint in a pull (agent/failpoints.ts, move.pull-half); absent otherwise. */
+  pullFailpoint?: { checkpointEveryMs: number; onCheckpoint(chunks: number, chunkCount: number): void };
+}
+
+export function createNodeActivities(deps: {
+  backend: StorageBackend;
+  poolId: string;
+  nodeId: string;
+  /** Absent when the agent serves no copies (no --transfer-port): a move to or from this node fails at once. */
+  transfer?: NodeTransfer;
+}) {
   const { backend, poolId, nodeId } = deps;
+  const transfer = (): NodeTransfer => {
+    if (deps.transfer) return deps.transfer;
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `node ${nodeId}'s agent serves no node-to-node copies: run it with --transfer-port (docs/volume-moves.md)`,
+    );
+  };
   /**
    * What the node's record is deleting because it was written off (the CO was told it is gone): marked by a
    * deletion's attempt on this agent, cleared once one answers. A create must not be handed it meanwhile: the pool's
@@ -316,6 +403,124 @@ export function createNodeActivities(deps: { backend: StorageBackend; poolId: st
         if (!ownsVolume(poolId, input.poolIdPrefix)) return undefined;
         const record = await backend.getVolume(input.key);
         return record && { key: record.key, name: record.name, capacityBytes: record.capacityBytes, poolId };
+      });
+    },
+
+    /**
+     * The source's part of a move: the snapshot offered to the target (its image hashed into a manifest once; a
+     * retry seals the same token again).
+     */
+    async offerMoveOnNode(input: NodeOfferInput): Promise<NodeOfferResult> {
+      return withFailureTypes(async () => {
+        const { source, endpoint } = transfer();
+        if (!ownsVolume(poolId, input.poolIdPrefix)) {
+          throw new DriverError(FailureType.NotFound, `the pool of the moved volume was replaced on node ${nodeId}`);
+        }
+        const snapshot = await backend.getSnapshot(input.snapshotKey);
+        if (!snapshot) {
+          throw new DriverError(FailureType.NotFound, `the move's snapshot ${input.snapshotKey} is not on ${nodeId}`);
+        }
+        const { moveKey, snapshotKey, targetPublicKey } = input;
+        const offer = await source.offer({ moveKey, snapshotKey, targetPublicKey }, () => heartbeat());
+        log.info('move offered', { move: moveKey, snapshot: snapshotKey, bytes: offer.sizeBytes });
+        const { accessType, fsType } = snapshot;
+        return {
+          offer,
+          source: { host: endpoint.host, port: endpoint.port },
+          sizeBytes: snapshot.sizeBytes,
+          ...(accessType === undefined ? {} : { accessType }),
+          ...(fsType === undefined ? {} : { fsType }),
+        };
+      });
+    },
+
+    /**
+     * The target's part: the copy pulled and verified, from its checkpoint on a retry. Refused before a byte is
+     * fetched when the pool has no room for the volume it is to become (a staged copy is not reserved yet).
+     */
+    async pullMoveOnNode(input: NodePullInput): Promise<NodePullResult> {
+      return withFailureTypes(async () => {
+        const { layout, pullFailpoint } = transfer();
+        const { offer } = input;
+        const staged = await transferStatus(layout, input.moveKey);
+        if (!staged?.done) {
+          const status = await backend.status();
+          if (status.availableBytes < offer.sizeBytes) {
+            throw new DriverError(
+              FailureType.ResourceExhausted,
+              `node ${nodeId} has ${status.availableBytes} bytes available, and the moved volume needs ` +
+                `${offer.sizeBytes}`,
+            );
+          }
+        }
+        const context = Context.current();
+        let last: MoveProgress | undefined;
+        // Between checkpoints (a connect, the manifest) the last progress is repeated, so the server keeps it.
+        const timer = setInterval(() => context.heartbeat(last), HEARTBEAT_INTERVAL_MS);
+        try {
+          const pulled = await pullTransfer(layout, input, {
+            signal: context.cancellationSignal,
+            ...(pullFailpoint && { checkpointEveryMs: pullFailpoint.checkpointEveryMs }),
+            onProgress: (progress) => {
+              last = { ...progress, sizeBytes: offer.sizeBytes };
+              context.heartbeat(last);
+              if (progress.phase === 'copying') pullFailpoint?.onCheckpoint(progress.chunks, progress.chunkCount);
+            },
+          });
+          log.info('move pulled', {
+            move: input.moveKey,
+            fetchedBytes: pulled.fetchedBytes,
+            resumedFromChunk: pulled.resumedFromChunk,
+          });
+          const { sizeBytes, chunkCount, fetchedBytes, resumedFromChunk } = pulled;
+          return { sizeBytes, chunkCount, fetchedBytes, resumedFromChunk };
+        } finally {
+          clearInterval(timer);
+        }
+      });
+    },
+
+    /**
+     * The verified copy becomes a volume of this pool (a create from it: journaled, its room reserved, preallocated),
+     * then its staging is removed. Idempotent by key: a retry finds the volume and removes what is left staged.
+     */
+    async adoptMoveOnNode(input: NodeAdoptInput): Promise<NodeCreateResult> {
+      return withFailureTypes(() =>
+        whileHeartbeating(async () => {
+          const { layout } = transfer();
+          const { moveKey, key, name, capacityBytes, accessType, fsType } = input;
+          const before = await backend.getVolume(key);
+          const record = await backend.createVolume({
+            key,
+            name,
+            capacityBytes,
+            parameters: {},
+            ...(accessType === undefined ? {} : { accessType }),
+            ...(fsType === undefined ? {} : { fsType }),
+            contentSource: { moveKey },
+          });
+          await discardTransfer(layout, moveKey);
+          log.info('moved volume adopted', { key: record.key, move: moveKey, fresh: before === undefined });
+          return { key: record.key, poolId, nodeId, capacityBytes: record.capacityBytes, fresh: before === undefined };
+        }),
+      );
+    },
+
+    /** Source: the move is done or rolled back; its offer (and token) is removed. */
+    async withdrawMoveOnNode(input: NodeMoveKeyInput): Promise<boolean> {
+      return withFailureTypes(async () => {
+        const withdrawn = await transfer().source.withdraw(input.moveKey);
+        log.info('move withdrawn', { move: input.moveKey, offered: withdrawn });
+        return withdrawn;
+      });
+    },
+
+    /** Target: a rolled-back move's staged copy removed. */
+    async discardMoveOnNode(input: NodeMoveKeyInput): Promise<boolean> {
+      return withFailureTypes(async () => {
+        const discarded = await discardTransfer(transfer().layout, input.moveKey);
+        log.info('move discarded', { move: input.moveKey, staged: discarded });
+        return discarded;
       });
     },
 

@@ -1,5 +1,10 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { presenceHeartbeatEveryMs, PRESENCE_HEARTBEAT_TIMEOUT_MS, type NodeReport } from '../common/names';
+import {
+  presenceHeartbeatEveryMs,
+  PRESENCE_HEARTBEAT_TIMEOUT_MS,
+  type NodeReport,
+  type TransferEndpoint,
+} from '../common/names';
 import type { StorageBackend } from '../storage/pool/backend';
 
 /**
@@ -18,6 +23,8 @@ export interface PresenceDeps {
   agentVersion: string;
   /** --presence-timeout, reported so that the record holds presence with it. */
   presenceTimeoutMs: number;
+  /** Where this agent serves moves' copies and its key for them (--transfer-port); absent: it serves none. */
+  transfer?: TransferEndpoint;
   /** Resolves when the agent starts stopping. */
   leaving: Promise<void>;
   /** The record stopped hearing us (terminated, reset or timed out): make sure one runs again. */
@@ -58,6 +65,8 @@ export function createPresenceActivities(deps: PresenceDeps) {
       snapshotCount: status.snapshotCount,
       agentVersion: deps.agentVersion,
       presenceTimeoutMs: deps.presenceTimeoutMs,
+      // Only a grown payload: the record keeps what the report holds, with the same commands (no patch needed).
+      ...(deps.transfer ? { transfer: deps.transfer } : {}),
     };
   };
   let leaving = false;

@@ -8,6 +8,7 @@ import type { CreateSnapshotSpec, CreateVolumeSpec, StorageBackend } from '../st
  * can arm them in a deployed Pod (docs/security.md). Names:
  *   create.before-allocate  create.after-allocate  delete.before  delete.after
  *   snapshot.after-copy (the copy and its record are made, the activity never answers)  snapshot.slow-copy
+ *   move.pull-half (a move's pull checkpoints after every chunk and the agent dies once half the chunks are in)
  */
 export const FAILPOINT_NAMES = [
   'create.before-allocate',
@@ -16,6 +17,7 @@ export const FAILPOINT_NAMES = [
   'delete.after',
   'snapshot.after-copy',
   'snapshot.slow-copy',
+  'move.pull-half',
 ] as const;
 export type Failpoint = (typeof FAILPOINT_NAMES)[number];
 
@@ -27,6 +29,22 @@ export function armedFailpoints(spec = ''): Set<Failpoint> {
   if (unknown.length > 0)
     throw new Error(`unknown failpoint(s) ${unknown.join(', ')}; known: ${FAILPOINT_NAMES.join(', ')}`);
   return new Set(names as Failpoint[]);
+}
+
+/**
+ * move.pull-half, for the pull (activities/node-activities.ts): what the pull's options become (a checkpoint after
+ * every chunk, so the kill lands between two) and the check after each checkpoint. Undefined when not armed.
+ */
+export function pullFailpoint(
+  armed: Set<Failpoint> | undefined,
+): { checkpointEveryMs: number; onCheckpoint(chunks: number, chunkCount: number): void } | undefined {
+  if (!armed?.has('move.pull-half')) return undefined;
+  return {
+    checkpointEveryMs: 0,
+    onCheckpoint: (chunks, chunkCount) => {
+      if (chunks >= chunkCount / 2 && chunks < chunkCount) process.kill(process.pid, 'SIGKILL');
+    },
+  };
 }
 
 /** Wraps a backend so armed failpoints kill the process around its create and delete steps. */

@@ -31,6 +31,8 @@ export interface NodeAgentConfig {
   acceptNewPool?: string;
   /** `--presence-timeout`: how soon the node shows offline once its agent stops heartbeating. */
   presenceTimeoutMs: number;
+  /** `--transfer-address` and `--transfer-port`: where moves' copies are served (docs/volume-moves.md); off when absent. */
+  transfer?: { host: string; port: number };
   /** host:port for our Prometheus metrics, /readyz and /livez; off when empty. */
   metricsAddress?: string;
   /** host:port for the Temporal SDK's own Prometheus metrics; off when empty. */

@@ -5,6 +5,10 @@ import { createNodeActivities } from '../activities/node-activities';
 import { createPresenceActivities } from '../activities/presence-activities';
 import type { Logger } from '../common/logger';
 import { nodeTaskQueue } from '../common/names';
+import { PoolLayout } from '../storage/pool/pool-layout';
+import { TransferSource, transferPublicKey } from '../storage/pool/transfer';
+import type { NodeTransfer } from '../activities/node-activities';
+import { pullFailpoint, type Failpoint } from './failpoints';
 import type { TemporalConfig } from '../temporal/config';
 import { FollowingConnection } from '../temporal/connection';
 import { driverVersion } from '../common/version';
@@ -25,6 +29,13 @@ export interface NodeTemporalOptions {
   acceptNewPool?: string;
   /** `--presence-timeout`, reported to the node's record. */
   presenceTimeoutMs: number;
+  /**
+   * `--transfer-port` and `--transfer-address`: where this agent serves moves' copies (docs/volume-moves.md). It
+   * listens on the address it advertises, so a copy is served on no other interface. Absent: no moves.
+   */
+  transfer?: { host: string; port: number };
+  /** `--failpoints` (test harnesses only): move.pull-half reaches the pull. */
+  failpoints?: Set<Failpoint>;
 }
 
 export interface NodeTemporal {
@@ -69,6 +80,7 @@ export function startNodeTemporal(options: NodeTemporalOptions, pool: AgentPool,
       run.presence?.stop();
       if (run.worker && run.worker.getState() === 'RUNNING') run.worker.shutdown();
       await run.workerDone?.catch(() => undefined);
+      await run.transfer?.source.close();
       await run.connection?.close();
     },
   };
@@ -85,6 +97,7 @@ interface NodeTemporalRun {
   presence?: Presence;
   worker?: Worker;
   workerDone?: Promise<void>;
+  transfer?: NodeTransfer;
 }
 
 /**
@@ -99,6 +112,10 @@ async function startInBackground(run: NodeTemporalRun): Promise<void> {
   const client = new Client({ connection: run.connection, namespace: options.temporal.namespace });
   run.waitingFor = 'settling the pool against the node record';
   const report = await settlePool(run, client);
+  if (options.transfer) {
+    run.waitingFor = 'serving node-to-node copies';
+    run.transfer = await serveTransfers(run, options.transfer);
+  }
   run.waitingFor = 'starting the worker';
   run.presence = startPresence({ client, driverName: options.driverName, nodeId: options.nodeId, logger });
   run.worker = await startWorker(run, report.poolId, run.presence);
@@ -109,6 +126,34 @@ async function startInBackground(run: NodeTemporalRun): Promise<void> {
     process.exit(1);
   });
   logger.info({ poolId: report.poolId }, 'node worker running');
+}
+
+/**
+ * The agent's one TransferSource, once the pool is open (it serves the offers the pool keeps, so a restarted agent
+ * serves its moves again), and its key (made in the pool on first use). Refusals are logged, never a token or key.
+ */
+function serveTransfers(run: NodeTemporalRun, address: { host: string; port: number }): Promise<NodeTransfer> {
+  const { options, logger } = run;
+  const layout = new PoolLayout(options.poolDir);
+  return retrying(
+    'transfers',
+    async () => {
+      const source = new TransferSource(layout, {
+        onRefused: (refusal) => logger.warn({ ...refusal }, 'node-to-node copy refused'),
+      });
+      try {
+        const bound = await source.listen(address.port, address.host);
+        const publicKey = await transferPublicKey(layout);
+        logger.info({ host: address.host, port: bound.port, offered: source.offered() }, 'serving node-to-node copies');
+        const endpoint = { host: address.host, port: bound.port, publicKey };
+        return { source, layout, endpoint, pullFailpoint: pullFailpoint(options.failpoints) };
+      } catch (error) {
+        await source.close();
+        throw error;
+      }
+    },
+    retryOptions(run, `serving node-to-node copies on ${address.host}:${address.port}`),
+  );
 }
 
 /** Retry options of a step: logged, stopped by `stop()`, and shown by readiness while it fails. */
@@ -194,12 +239,13 @@ function startWorker(run: NodeTemporalRun, poolId: string, running: Presence): P
         namespace: options.temporal.namespace,
         taskQueue: nodeTaskQueue(options.driverName, options.nodeId),
         activities: {
-          ...createNodeActivities({ backend: pool.backend, poolId, nodeId: options.nodeId }),
+          ...createNodeActivities({ backend: pool.backend, poolId, nodeId: options.nodeId, transfer: run.transfer }),
           ...createPresenceActivities({
             nodeId: options.nodeId,
             backend: pool.backend,
             agentVersion: driverVersion(),
             presenceTimeoutMs: options.presenceTimeoutMs,
+            transfer: run.transfer?.endpoint,
             leaving: running.leaving,
             onRecordLost: () => running.recordLost(),
           }),

@@ -33,6 +33,8 @@ interface NodeFlags extends TemporalFlags {
   copyMinTime: string;
   copyRate: string;
   presenceTimeout: string;
+  transferPort?: string;
+  transferAddress?: string;
   failpoints?: string;
 }
 
@@ -91,6 +93,15 @@ function addPoolOptions(command: Command): Command {
       '--copy-rate <size>',
       "the copy rate per second the pool's disk sustains at the least, for a copy without reflinks",
       `${DEFAULT_COPY_BUDGET.bytesPerSecond / 1024 ** 2}Mi`,
+    )
+    .option(
+      '--transfer-port <port>',
+      'serve node-to-node copies of volumes being moved on this TCP port (TLS with a per-move key, docs/security.md); ' +
+        'without it no volume moves to or from this node; 0 picks a free port',
+    )
+    .option(
+      '--transfer-address <host>',
+      'the address other nodes reach this node at, listened on and published in its record (with --transfer-port)',
     )
     .option(
       '--accept-new-pool <pool-id>',
@@ -155,10 +166,24 @@ function checkNodeFlags(flags: NodeFlags): ReturnType<typeof armedFailpoints> {
   presenceTimeoutOf(flags);
   if (!path.isAbsolute(flags.kubeletDir))
     throw new Error(`--kubelet-dir "${flags.kubeletDir}" must be an absolute path`);
+  transferOf(flags);
   const failpoints = armedFailpoints(flags.failpoints);
   if (!flags.registrationDir !== !flags.kubeletRegistrationPath)
     throw new Error('--registration-dir and --kubelet-registration-path go together (the socket kubelet dials)');
   return failpoints;
+}
+
+/** --transfer-port and --transfer-address go together: a source must be reachable at what its record publishes. */
+function transferOf(flags: NodeFlags): { host: string; port: number } | undefined {
+  if (flags.transferPort === undefined && flags.transferAddress === undefined) return undefined;
+  if (flags.transferPort === undefined || !flags.transferAddress)
+    throw new Error('--transfer-port and --transfer-address go together (where other nodes reach this one)');
+  const port = Number(flags.transferPort);
+  if (!/^\d+$/.test(flags.transferPort) || port > 65535)
+    throw new Error(`--transfer-port "${flags.transferPort}" must be a TCP port (0 to 65535; 0 picks one)`);
+  if (!/^[A-Za-z0-9.:-]+$/.test(flags.transferAddress))
+    throw new Error(`--transfer-address "${flags.transferAddress}" must be a host name or an IP address`);
+  return { host: flags.transferAddress, port };
 }
 
 function nodeAgentConfig(flags: NodeFlags, failpoints: ReturnType<typeof armedFailpoints>): NodeAgentConfig {
@@ -178,6 +203,7 @@ function nodeAgentConfig(flags: NodeFlags, failpoints: ReturnType<typeof armedFa
     failpoints,
     acceptNewPool: flags.acceptNewPool,
     presenceTimeoutMs: presenceTimeoutOf(flags),
+    transfer: transferOf(flags),
     metricsAddress: flags.metricsAddress,
     sdkMetricsAddress: flags.sdkMetricsAddress,
     healthAddress: flags.healthAddress,

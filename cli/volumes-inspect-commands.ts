@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { parseDuration, formatDuration } from '../common/duration';
+import { formatBytes } from '../common/quantity';
 import type { ClaimDescription, OperationHistory, VolumeDescription } from '../operations/describe-volume';
 import type { OperationSummary } from '../operations/pending-operations';
 import { addOperatorOptions, ageOf, printJson, secondsSince, withTemporalClient } from './operator-options';
@@ -13,6 +14,74 @@ import { printTable } from './table';
 export function addVolumeInspectCommands(volumes: Command): void {
   volumes.addCommand(stuckCommand());
   volumes.addCommand(describeCommand());
+  volumes.addCommand(moveCommand());
+}
+
+/** How often `volumes move` looks at its move while it runs. */
+const MOVE_POLL_MS = 500;
+
+function moveCommand(): Command {
+  const command = new Command('move')
+    .description(
+      'copy a volume to another node (a durable workflow whose ID is derived from the volume ID: a second request ' +
+        'attaches); the new volume gets a new ID, the source stays as it is (docs/volume-moves.md); reads Temporal',
+    )
+    .argument('[volume-id]')
+    .requiredOption('--to <node-id>', 'the node to copy the volume to (live, a loop pool, serving copies)')
+    .option('--pvc <namespace/name>', 'the claim whose volume to move (not yet available)');
+  return addOperatorOptions(command).action(
+    async (volumeId: string | undefined, flags: OperatorFlags & { to: string; pvc?: string }) => {
+      if (flags.pvc !== undefined)
+        throw new Error(
+          "volumes move --pvc is not yet available: move the claim's volume by its ID (`volumes describe --pvc " +
+            `${flags.pvc}\` lists it)`,
+        );
+      if (volumeId === undefined) throw new Error('volumes move takes a volume ID');
+      const { DriverError } = await import('../common/failures');
+      const { startMove, moveProgress, moveResult } = await import('../operations/move-operations');
+      try {
+        const result = await withTemporalClient(flags, async (client) => {
+          const start = await startMove(client, flags.driverName, { volumeId, targetNodeId: flags.to });
+          process.stderr.write(
+            `${start.attached ? 'attached to' : 'started'} ${start.workflowId}${start.note ? `: ${start.note}` : ''}\n`,
+          );
+          const handle = client.workflow.getHandle(start.workflowId);
+          let ended = false;
+          const watching = (async () => {
+            let said = '';
+            while (!ended) {
+              const view = await moveProgress(handle).catch(() => undefined);
+              if (view && view.status === 'RUNNING') {
+                const where = view.nodeId ? ` on ${view.nodeId}` : '';
+                const line = `${view.phase ?? '?'}${where}${copiedText(view.copied)}${view.pending
+                  .filter((text) => text.includes('failure') || text.includes('scheduled'))
+                  .map((text) => `; ${text}`)
+                  .join('')}`;
+                if (line !== said) process.stderr.write(`${line}\n`);
+                said = line;
+              }
+              await new Promise((resolve) => setTimeout(resolve, MOVE_POLL_MS));
+            }
+          })();
+          try {
+            return await moveResult(handle);
+          } finally {
+            ended = true;
+            await watching;
+          }
+        });
+        if (flags.output === 'json') return printJson(result);
+        process.stdout.write(
+          `${result.newVolumeId}\t${result.targetNodeId}\tcopied from ${result.volumeId} ` +
+            `(${formatBytes(result.fetchedBytes)} fetched, resumed at chunk ${result.resumedFromChunk} of ` +
+            `${result.chunkCount}); the source volume is untouched\n`,
+        );
+      } catch (error) {
+        if (error instanceof DriverError) throw new Error(`${error.type}: ${error.message}`);
+        throw error;
+      }
+    },
+  );
 }
 
 function stuckCommand(): Command {
@@ -126,13 +195,15 @@ function printOperation(operation: OperationHistory, now: number): void {
   const closed = operation.closeTime
     ? `closed ${operation.closeTime.toISOString()} (after ${formatDuration(operation.closeTime.getTime() - start)})`
     : `running for ${ageOf(start, now)}`;
-  process.stdout.write(`\n${operation.operation}  ${operation.workflowId}  ${operation.status}\n`);
+  const phase = operation.phase ? `  phase ${operation.phase}${operation.nodeId ? ` on ${operation.nodeId}` : ''}` : '';
+  process.stdout.write(`\n${operation.operation}  ${operation.workflowId}  ${operation.status}${phase}\n`);
   if (operation.summary) process.stdout.write(`  ${operation.summary}\n`);
   process.stdout.write(`  started ${operation.startTime.toISOString()}, ${closed}\n`);
   for (const activity of operation.pendingActivities) {
     const failure = activity.lastFailure ? `, last failure: ${activity.lastFailure}` : '';
+    const copied = copiedText(activity.progress);
     process.stdout.write(
-      `  pending: ${activity.activityType} ${activity.state}, attempt ${activity.attempt}${failure}\n`,
+      `  pending: ${activity.activityType} ${activity.state}, attempt ${activity.attempt}${copied}${failure}\n`,
     );
   }
   printTable(
@@ -144,4 +215,12 @@ function printOperation(operation: OperationHistory, now: number): void {
       event.detail,
     ]),
   );
+}
+
+/** A move's pull heartbeats its progress (activities/node-activities.ts, MoveProgress): ", 12Mi of 64Mi copied". */
+export function copiedText(progress: unknown): string {
+  const { chunks, chunkCount, fetchedBytes, sizeBytes, phase } = (progress ?? {}) as Record<string, unknown>;
+  if (typeof chunks !== 'number' || typeof chunkCount !== 'number' || typeof sizeBytes !== 'number') return '';
+  const fetched = typeof fetchedBytes === 'number' ? `, ${formatBytes(fetchedBytes)} fetched by this attempt` : '';
+  return `, ${phase === 'verifying' ? 'verified' : 'copied'} ${chunks} of ${chunkCount} chunks (${formatBytes(sizeBytes)})${fetched}`;
 }

@@ -163,6 +163,14 @@ export function deleteGroupSnapshotWorkflowId(driverName: string, groupSnapshotI
   return `${driverName}/delete-group-snapshot/${groupSnapshotId}`;
 }
 
+/**
+ * One move per volume (workflows/move-volume.ts): a second `volumes move` of the volume attaches to the first, and
+ * one that ended with the volume copied is answered from it; only a move that failed (rolled back) may start again.
+ */
+export function moveWorkflowId(driverName: string, volumeId: string): string {
+  return `${driverName}/move/${volumeId}`;
+}
+
 /** One listing of snapshots; `runTag` keeps concurrent listings apart (see oneOffTag). */
 export function listSnapshotsWorkflowId(driverName: string, runTag: string): string {
   return `${driverName}/list-snapshots/${runTag}`;
@@ -213,6 +221,7 @@ export const OPERATION_WORKFLOW_TYPES = [
   'deleteSnapshot',
   'createVolumeGroupSnapshot',
   'deleteVolumeGroupSnapshot',
+  'moveVolume',
 ] as const;
 
 /** The visibility clause `WorkflowType IN (...)` selecting the volume operations. */
@@ -251,6 +260,20 @@ export const SEARCH_ATTRIBUTE_KEYS = [
 export const OPTIONAL_SEARCH_ATTRIBUTE_KEYS: readonly string[] = [PvcNamespaceKey.name, PvcNameKey.name];
 
 export type Phase = 'placing' | 'waiting-for-node' | 'running' | 'done' | 'failed';
+/**
+ * A move's phases (workflows/move-volume.ts), each an activity on one node's queue, then its end: `copied` (the new
+ * volume is on the target, the source untouched: the switch in Kubernetes is a later step) or `rolled-back`.
+ */
+export type MovePhase =
+  | 'snapshotting'
+  | 'offering'
+  | 'pulling'
+  | 'adopting'
+  | 'releasing'
+  | 'copied'
+  | 'rolling-back'
+  | 'rolled-back'
+  | 'waiting-for-node';
 /** The phase of a node record (workflows/node-presence.ts), whose DurableCsiOperation is "node". */
 export type NodePhase = 'live' | 'offline' | 'forgotten';
 
@@ -311,6 +334,20 @@ export interface NodeReport {
    * agent's --presence-timeout). Absent from agents before 0.3.0: their records keep PRESENCE_HEARTBEAT_TIMEOUT_MS.
    */
   presenceTimeoutMs?: number;
+  /**
+   * Where the agent serves node-to-node copies for moves, and its public key for them (storage/pool/transfer.ts);
+   * absent from agents run without --transfer-port, and from agents before moves existed: no move goes to or from
+   * such a node.
+   */
+  transfer?: TransferEndpoint;
+}
+
+/** A node's side of node-to-node copies, as its report publishes it (docs/volume-moves.md). */
+export interface TransferEndpoint {
+  host: string;
+  port: number;
+  /** transferPublicKey: base64url of the raw X25519 key a source seals a move's token to. */
+  publicKey: string;
 }
 
 /** A node as its record remembers it. */

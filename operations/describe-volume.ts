@@ -1,4 +1,5 @@
 import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
 import { optionalTsToMs } from '@temporalio/common/lib/time';
 import { readNodeRecord } from '../node-records/reads';
 import { DriverError, FailureType } from '../common/failures';
@@ -17,6 +18,8 @@ export interface PendingActivity {
   attempt: number;
   lastFailure: string | null;
   lastStartedTime: Date | null;
+  /** What its last heartbeat carried (a move's pull: bytes copied), decoded; null when none or unreadable. */
+  progress: unknown;
 }
 
 export interface OperationHistory extends OperationSummary {
@@ -88,14 +91,22 @@ async function operationHistory(
   };
 }
 
-function pendingActivity(raw: RawPendingActivity): PendingActivity {
+export function pendingActivity(raw: RawPendingActivity): PendingActivity {
   const started = optionalTsToMs(raw.lastStartedTime);
+  let progress: unknown = null;
+  const heartbeat = raw.heartbeatDetails?.payloads?.[0];
+  try {
+    if (heartbeat) progress = defaultPayloadConverter.fromPayload(heartbeat) ?? null;
+  } catch {
+    // an encoding this client cannot read: shown without progress
+  }
   return {
     activityType: raw.activityType?.name ?? '?',
     state: PENDING_STATES[Number(raw.state ?? 0)] ?? String(raw.state),
     attempt: raw.attempt ?? 1,
     lastFailure: raw.lastFailure ? failureText(raw.lastFailure) : null,
     lastStartedTime: started ? new Date(started) : null,
+    progress,
   };
 }
 

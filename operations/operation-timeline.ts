@@ -178,6 +178,8 @@ function resultText(workflowType: string, result: unknown): string {
       return `outcome ${String(value.outcome)}${value.reason ? ` (${String(value.reason)})` : ''}`;
     case 'createVolume':
       return `volume ${String(value.volumeId)} on node ${String(value.nodeId)}, ${formatBytes(Number(value.capacityBytes))}`;
+    case 'moveVolume':
+      return `copied to ${String(value.newVolumeId)} on node ${String(value.targetNodeId)} (the source untouched)`;
     case 'expandVolume':
       return `capacity ${formatBytes(Number(value.capacityBytes))}${value.nodeExpansionRequired ? ', node expansion required' : ''}`;
     default:

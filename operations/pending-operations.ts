@@ -21,6 +21,7 @@ const OPERATION_OF_TYPE: Record<string, string> = {
   deleteSnapshot: 'snapshot-delete',
   createVolumeGroupSnapshot: 'group-snapshot-create',
   deleteVolumeGroupSnapshot: 'group-snapshot-delete',
+  moveVolume: 'move',
 };
 
 /**

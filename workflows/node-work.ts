@@ -11,7 +11,7 @@ import type { ActivityOptions, RetryPolicy } from '@temporalio/common';
 import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities, NodeDeleteInput, NodeDeleteOutcome } from '../activities/node-activities';
 import { COPY_TIME_CEILING_MS, COPY_TIME_MARGIN_MS } from '../common/copy-budget';
-import { NON_RETRYABLE_TYPES } from '../common/failures';
+import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
 import {
   nodeForgottenSignal,
   nodeLivenessSignal,
@@ -157,10 +157,28 @@ export function snapshotOptions(driverName: string, nodeId: string, summary: str
   };
 }
 
+/**
+ * A move's steps (workflows/move-volume.ts) on either of its nodes: a snapshot, an offer (hashing the image), a pull
+ * or an adopt (copying it) may take as long as a snapshot's copy, and wait in the node's queue while it is down. A
+ * pull heartbeats its progress at every checkpoint (about once a second). Internal ends the retries too: the source's
+ * copy no longer matches its manifest, and only a new snapshot would help, so the move rolls back.
+ */
+export function moveOptions(driverName: string, nodeId: string, summary: string): ActivityOptions {
+  return {
+    taskQueue: nodeTaskQueue(driverName, nodeId),
+    startToCloseTimeout: COPY_TIMEOUT,
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
+    retry: { ...UNTIL_THE_NODE_ANSWERS, nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES, FailureType.Internal] },
+    summary,
+  };
+}
+
 /** What an operation is doing on a node, for the details line: "deleting", "allocating", ... */
 export interface NodeWork {
   nodeId: string;
   doing: string;
+  /** The phase shown while the node is live: `running` unless told (a move names each of its steps). */
+  phase?: string;
 }
 
 export interface LivenessFollower {
@@ -189,7 +207,7 @@ export function followNodeLiveness(): LivenessFollower {
       const why = live === false ? 'offline' : 'unknown to this driver: no agent has registered it';
       setCurrentDetails(`${work.doing} waits for node ${work.nodeId} (${why}) since ${at.toISOString()}`);
     } else {
-      if (!shown) upsertSearchAttributes([{ key: PhaseKey, value: 'running' }]);
+      if (!shown) upsertSearchAttributes([{ key: PhaseKey, value: work.phase ?? 'running' }]);
       setCurrentDetails(`${work.doing} on node ${work.nodeId}`);
     }
   };

@@ -34,8 +34,11 @@ export interface VolumeRecord {
   contentSource?: ContentSource;
 }
 
-/** What a new volume is filled from: a snapshot of this pool (restore) or another volume of it (clone). */
-export type ContentSource = { snapshotKey: string } | { volumeKey: string };
+/**
+ * What a new volume is filled from: a snapshot of this pool (restore), another volume of it (clone), or a copy a move
+ * pulled from another node into this pool's transfers/in/<move key>/ (storage/pool/transfer.ts, docs/volume-moves.md).
+ */
+export type ContentSource = { snapshotKey: string } | { volumeKey: string } | { moveKey: string };
 
 /**
  * A snapshot: an independent copy of a volume's data in the pool's snapshots/ directory. The volume may be deleted

@@ -189,7 +189,8 @@ export class SnapshotIndex extends KeyedIndex<StoredSnapshot> {
  * call that would change, remove or read-then-change either is refused (Aborted, retryable) rather than racing it,
  * the journal settling leaves the copy's intent alone, and the bytes it will take stay reserved here.
  */
-type CopyEnd = { volumeKey: string } | { snapshotKey: string };
+/** A move's copy (a restore from what transfers/in holds) reads no volume or snapshot of the pool. */
+type CopyEnd = { volumeKey: string } | { snapshotKey: string } | { moveKey: string };
 
 interface CopyInFlight {
   /** What is read: a volume (snapshot, clone) or a snapshot (restore). */
@@ -287,6 +288,7 @@ function busy(what: string, doing: string, copy: CopyInFlight): DriverError {
 }
 
 function describeEnd(end: CopyEnd): string {
+  if ('moveKey' in end) return `the copy of move ${end.moveKey}`;
   return 'volumeKey' in end ? `volume ${end.volumeKey}` : `snapshot ${end.snapshotKey}`;
 }
 

@@ -6,7 +6,7 @@ import { promises as fs } from 'node:fs';
 import { DriverError, FailureType } from '../../common/failures';
 import type { ContentSource, CreateVolumeSpec, VolumeRecord } from './backend';
 import { jsonFields, pathExists, readJson, removeFile, writeJsonAtomic } from '../host/files';
-import { assertSnapshotKey, assertVolumeKey, isVolumeKey, keyOfJsonFileName } from './pool-layout';
+import { assertMoveKey, assertSnapshotKey, assertVolumeKey, isVolumeKey, keyOfJsonFileName } from './pool-layout';
 import type { PoolLayout } from './pool-layout';
 
 /** What is stored: the path is derived from the key on every read, so a moved pool keeps working. */
@@ -125,22 +125,33 @@ export function sameParameters(a: Record<string, string>, b: Record<string, stri
   return keys.length === Object.keys(b).length && keys.every((key) => Object.hasOwn(b, key) && a[key] === b[key]);
 }
 
-/** Exactly one of the two keys, well formed. */
+/** Exactly one of the three keys, well formed. */
 export function isContentSource(value: unknown): value is ContentSource {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
   const keys = Object.keys(value);
   const source = value as Partial<Record<string, unknown>>;
-  return keys.length === 1 && (isVolumeKey(source.snapshotKey) || isVolumeKey(source.volumeKey));
+  return (
+    keys.length === 1 &&
+    (isVolumeKey(source.snapshotKey) || isVolumeKey(source.volumeKey) || isVolumeKey(source.moveKey))
+  );
 }
 
 function assertContentSource(value: unknown): asserts value is ContentSource {
   if (typeof value !== 'object' || value === null || Array.isArray(value) || Object.keys(value).length !== 1) {
-    throw new DriverError(FailureType.InvalidArgument, 'a content source names exactly one snapshotKey or volumeKey');
+    throw new DriverError(
+      FailureType.InvalidArgument,
+      'a content source names exactly one snapshotKey, volumeKey or moveKey',
+    );
   }
   const source = value as Partial<Record<string, unknown>>;
   if ('snapshotKey' in source) assertSnapshotKey(source.snapshotKey);
   else if ('volumeKey' in source) assertVolumeKey(source.volumeKey);
-  else throw new DriverError(FailureType.InvalidArgument, 'a content source names a snapshotKey or a volumeKey');
+  else if ('moveKey' in source) assertMoveKey(source.moveKey);
+  else
+    throw new DriverError(
+      FailureType.InvalidArgument,
+      'a content source names a snapshotKey, a volumeKey or a moveKey',
+    );
 }
 
 /** Throws InvalidArgument; runs before anything touches the filesystem. */
@@ -171,8 +182,9 @@ export function assertCreateVolumeSpec(spec: unknown): asserts spec is CreateVol
   }
 }
 
-/** For messages: "snapshot <key>" or "volume <key>". */
+/** For messages: "snapshot <key>", "volume <key>" or "the copy of move <key>". */
 export function describeSource(source: ContentSource): string {
+  if ('moveKey' in source) return `the copy of move ${source.moveKey}`;
   return 'snapshotKey' in source ? `snapshot ${source.snapshotKey}` : `volume ${source.volumeKey}`;
 }
 

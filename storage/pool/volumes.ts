@@ -6,6 +6,7 @@
  * snapshot's does: CopiesInFlight). Here too: what an existing volume must match for a create to be answered with
  * it, and the source of a restore or clone.
  */
+import { promises as fs } from 'node:fs';
 import { copyTimeMs } from '../../common/copy-budget';
 import { DriverError, FailureType } from '../../common/failures';
 import { formatBytes } from '../../common/quantity';
@@ -17,6 +18,7 @@ import type { PoolBackend } from './pool-backend';
 import { describeSource, mustReadVolume, readRecord, sameParameters, writeRecord } from './records';
 import type { StoredRecord, VolumeShape } from './records';
 import { readSnapshot } from './snapshots';
+import { transferStatus } from './transfer';
 import { assertNotInUse } from './staging';
 
 /**
@@ -73,7 +75,7 @@ async function beginVolume(
     const source = spec.contentSource;
     const doing = `create volume "${spec.name}" from it`;
     if ('snapshotKey' in source) copies.assertSnapshotFree(source.snapshotKey, doing);
-    else copies.assertVolumeFree(source.volumeKey, doing);
+    else if ('volumeKey' in source) copies.assertVolumeFree(source.volumeKey, doing);
   }
   const shape = origin?.shape ?? requestedShape;
   if (await pathExists(layout.volumeDir(spec.key))) {
@@ -97,9 +99,8 @@ async function beginVolume(
     records.put(record);
     return record;
   }
-  const from = spec.contentSource!;
   const done = copies.begin({
-    source: 'snapshotKey' in from ? { snapshotKey: from.snapshotKey } : { volumeKey: from.volumeKey },
+    source: { ...spec.contentSource! },
     target: { volumeKey: key, name, record },
     reservedBytes,
   });
@@ -260,7 +261,20 @@ export async function originOf(
   let copy: CopyOrigin;
   let sizeBytes: number;
   let own: VolumeShape;
-  if ('snapshotKey' in source) {
+  if ('moveKey' in source) {
+    // A move's copy, verified against its manifest before the pull answered (storage/pool/transfer.ts): it holds the
+    // source's filesystem, whose access type and filesystem the move's adopt names (it read them on the source).
+    const staged = await transferStatus(pool.layout, source.moveKey);
+    if (!staged?.done) {
+      throw new DriverError(
+        FailureType.FailedPrecondition,
+        `pool ${pool.layout.root} holds no verified copy of move ${source.moveKey}: pull it first`,
+      );
+    }
+    sizeBytes = (await fs.stat(staged.image)).size;
+    copy = { path: staged.image, sizeBytes };
+    own = requested;
+  } else if ('snapshotKey' in source) {
     const snapshot = await readSnapshot(pool.layout, source.snapshotKey);
     if (!snapshot) {
       throw new DriverError(

@@ -16,6 +16,7 @@ import { recordCreateScenarios } from './create-scenarios';
 import { recordSnapshotScenarios, type Recording } from './snapshot-scenarios';
 import { recordForgetScenarios } from './forget-scenarios';
 import { recordGroupSnapshotScenarios } from './group-snapshot-scenarios';
+import { recordMoveScenarios } from './move-scenarios';
 import { eventually } from '../support/eventually';
 
 /**
@@ -25,7 +26,8 @@ import { eventually } from '../support/eventually';
  * refused while live and a renewal, creates whose first try dies on the node (create-scenarios.ts: completion,
  * forget, a notice naming another node), snapshots, a restore, every listing and a record deleting what was written
  * off (snapshot-scenarios.ts), group snapshots made, deleted and ended by a forget (group-snapshot-scenarios.ts), a
- * forgotten node's return and a restore its forget ended (forget-scenarios.ts).
+ * forgotten node's return and a restore its forget ended (forget-scenarios.ts), a move that copies and one that rolls
+ * back (move-scenarios.ts).
  * replay.test.ts fails when a workflow type or a patch has no fixture. Run it after a deliberate, patched() change
  * to workflow code (docs/workflow-changes.md): `node dist/test/replay/record-histories.js`. The histories of a
  * release stay in a folder of their own (release-0.2.0/ once a later change records over these), replayed too.
@@ -56,6 +58,8 @@ async function main(): Promise<void> {
       await cluster.temporal(),
     );
     groupScenarios.catch(() => undefined);
+    const moveScenarios = recordMoveScenarios(cluster, clients, await cluster.temporal());
+    moveScenarios.catch(() => undefined);
     const created = await retryLikeCo(() =>
       createVolume(clients, createRequest('pvc-recorded', undefined, onNode('node-1'))),
     );
@@ -121,6 +125,7 @@ async function main(): Promise<void> {
       'node-presence': { workflowId: nodeRecord, runId: await firstRun(temporal, nodeRecord) },
       ...(await snapshotScenarios),
       ...(await groupScenarios),
+      ...(await moveScenarios),
     };
     // `--only TEXT`: write only the fixtures whose names contain it (a new workflow type's, without re-recording the
     // released ones); every scenario still runs.

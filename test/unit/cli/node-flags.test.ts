@@ -32,6 +32,29 @@ describe('durable-csi node --presence-timeout', () => {
   });
 });
 
+describe('durable-csi node --transfer-port and --transfer-address', () => {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-transfer-flags-'));
+  afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
+
+  function run(flags: string[]): Promise<unknown> {
+    const args = ['--endpoint', `unix://${root}/node.sock`, '--node-id', 'node-1', '--pool', path.join(root, 'pool')];
+    return nodeCommand('flags.test.csi')
+      .exitOverride()
+      .parseAsync([...args, '--temporal-address', '127.0.0.1:1', ...flags], { from: 'user' });
+  }
+
+  it.each([
+    [['--transfer-port', '7443'], /--transfer-port and --transfer-address go together/],
+    [['--transfer-address', '10.0.0.1'], /--transfer-port and --transfer-address go together/],
+    [['--transfer-port', '70000', '--transfer-address', '10.0.0.1'], /--transfer-port "70000" must be a TCP port/],
+    [['--transfer-port', 'x', '--transfer-address', '10.0.0.1'], /--transfer-port "x" must be a TCP port/],
+    [['--transfer-port', '7443', '--transfer-address', 'a b'], /--transfer-address "a b" must be a host name or an IP/],
+  ])('refuses %j before anything starts', async (flags, said) => {
+    await expect(run(flags)).rejects.toThrow(said);
+    expect(fs.readdirSync(root)).toEqual([]);
+  });
+});
+
 describe('the presence heartbeat cadence', () => {
   it('leaves a margin of a sixth of the timeout and at least 10 s, and heartbeats at least three times per timeout', () => {
     expect(presenceHeartbeatEveryMs(60_000)).toBe(50_000); // the default: five times fewer heartbeats than 0.2.0's 10 s

@@ -3,6 +3,7 @@ import {
   expandWorkflowId,
   inspectWorkflowId,
   listWorkflowId,
+  moveWorkflowId,
   oneOffTag,
   operationTypesClause,
 } from '../../../common/names';
@@ -17,16 +18,21 @@ describe('workflow names', () => {
       'deleteSnapshot',
       'createVolumeGroupSnapshot',
       'deleteVolumeGroupSnapshot',
+      'moveVolume',
     ]);
     expect(operationTypesClause()).toBe(
       'WorkflowType IN ("createVolume", "deleteVolume", "expandVolume", "createSnapshot", "deleteSnapshot", ' +
-        '"createVolumeGroupSnapshot", "deleteVolumeGroupSnapshot")',
+        '"createVolumeGroupSnapshot", "deleteVolumeGroupSnapshot", "moveVolume")',
     );
   });
 
   it('gives an expansion one ID per target size, so a retry attaches and a larger request starts anew', () => {
     expect(expandWorkflowId('d.io', 'v1_n_p_k', 2048)).toBe('d.io/expand/v1_n_p_k/2048');
     expect(expandWorkflowId('d.io', 'v1_n_p_k', 4096)).not.toBe(expandWorkflowId('d.io', 'v1_n_p_k', 2048));
+  });
+
+  it('gives a move one ID per volume, so a second request for the volume attaches to the first', () => {
+    expect(moveWorkflowId('d.io', 'v1_n_p_k')).toBe('d.io/move/v1_n_p_k');
   });
 
   it('keeps one-off reads apart by their tag', () => {

@@ -11,6 +11,7 @@ describe('the operation names operators read', () => {
       'snapshot-delete',
       'group-snapshot-create',
       'group-snapshot-delete',
+      'move',
     ]);
   });
 

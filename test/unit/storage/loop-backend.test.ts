@@ -140,6 +140,41 @@ describe('createVolume', () => {
   });
 });
 
+describe("a move's copy made a volume (a create from transfers/in, docs/volume-moves.md)", () => {
+  /** What a pull leaves once its copy is verified: the image, and a checkpoint marked done. */
+  function stageCopy(moveKey: string, data: Buffer): void {
+    fs.mkdirSync(layout.transferDir(moveKey), { recursive: true });
+    fs.writeFileSync(layout.transferImage(moveKey), data);
+    const checkpoint = { manifestDigest: 'a'.repeat(64), verifiedChunks: 1, done: true };
+    fs.writeFileSync(layout.transferCheckpointFile(moveKey), JSON.stringify(checkpoint));
+  }
+
+  it('is refused until the copy is verified, then journaled, counted and filled from it; too small is OutOfRange', async () => {
+    const backend = await fixture.opened(GI);
+    const moveKey = randomKey();
+    const wanted = spec({ accessType: 'block', contentSource: { moveKey } });
+    await expectDriverError(backend.createVolume(wanted), FailureType.FailedPrecondition, /no verified copy of move/);
+    expect(fs.readdirSync(layout.volumesDir)).toEqual([]);
+
+    const data = Buffer.alloc(8 * MiB, 7);
+    stageCopy(moveKey, data);
+    await expectDriverError(
+      backend.createVolume({ ...wanted, capacityBytes: 4 * MiB }),
+      FailureType.OutOfRange,
+      /less than the .* of its source \(the copy of move/,
+    );
+    const made = await backend.createVolume(wanted);
+    expect(made.contentSource).toEqual({ moveKey });
+    const image = fs.readFileSync(made.path);
+    expect(image.length).toBe(64 * MiB); // preallocated to the volume's size
+    expect(image.subarray(0, data.length).equals(data)).toBe(true);
+    expect((await backend.status()).reservedBytes).toBe(64 * MiB);
+    expect(fs.readdirSync(layout.journalDir)).toEqual([]);
+    // Idempotent by key: a retried adopt is answered with the volume, whatever is left staged.
+    expect((await backend.createVolume(wanted)).key).toBe(made.key);
+  });
+});
+
 describe('stage, publish and back', () => {
   it('keeps data written through a published mount across unpublish, unstage and a restage', async () => {
     const backend = await fixture.opened();

@@ -1,0 +1,263 @@
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
+import { DriverError, FailureType, isFailureType } from '../common/failures';
+import {
+  NodeIdKey,
+  OperationKey,
+  PhaseKey,
+  VolumeIdKey,
+  WaitingSinceKey,
+  controlTaskQueue,
+  inspectWorkflowId,
+  isValidNodeId,
+  moveWorkflowId,
+  oneOffTag,
+  ownsVolume,
+  parseVolumeId,
+} from '../common/names';
+import type { MoveVolumeInput, MoveVolumeResult } from '../workflows/move-volume';
+import type * as workflows from '../workflows';
+import { readNodeRecord, type NodeRecordView } from '../node-records/reads';
+import { pendingActivity } from './describe-volume';
+import { newSnapshotKey } from './snapshot-key';
+
+/**
+ * `durable-csi volumes move`: the checks that refuse a move before anything is made, the start (or the attach to the
+ * move of the same volume, whose workflow ID is derived from the volume ID), and the progress an operator watches.
+ * The move itself is workflows/move-volume.ts (docs/volume-moves.md).
+ */
+
+/** What the move's workflow keeps in its memo, so a second request can tell whether it asks for the same move. */
+const MOVE_MEMO_KEY = 'move';
+interface MoveMemo {
+  targetNodeId: string;
+}
+
+export interface MoveStart {
+  workflowId: string;
+  /** True when a move of the volume to this node was already running or done: this request attached to it. */
+  attached: boolean;
+  /** Said when the source node is offline: the move waits for it. */
+  note?: string;
+}
+
+/**
+ * Starts the move of `volumeId` to `targetNodeId`, or attaches to the move of that volume to that node. Refused, with
+ * nothing started: an ID this driver did not issue, a node ID that is not one, the volume's own node, a target that
+ * is unknown, forgotten, offline or serves no copies, a source that is forgotten or whose pool was replaced, a
+ * volume its (live) node does not hold, a backend whose volumes are not copied (dir), a move of the volume to another
+ * node running or done.
+ */
+export async function startMove(
+  client: Client,
+  driverName: string,
+  request: { volumeId: string; targetNodeId: string },
+): Promise<MoveStart> {
+  const { volumeId, targetNodeId } = request;
+  const parts = parseVolumeId(volumeId);
+  if (!parts) throw new DriverError(FailureType.InvalidArgument, `"${volumeId}" is not a volume ID this driver issued`);
+  if (!isValidNodeId(targetNodeId))
+    throw new DriverError(FailureType.InvalidArgument, `--to "${targetNodeId}" is not a node ID`);
+  const workflowId = moveWorkflowId(driverName, volumeId);
+  const existing = await existingMove(client, workflowId, volumeId, targetNodeId);
+  if (existing) return { workflowId, attached: true };
+  if (targetNodeId === parts.nodeId)
+    throw new DriverError(FailureType.InvalidArgument, `volume ${volumeId} is already on node ${targetNodeId}`);
+
+  const [source, target] = await Promise.all([
+    readNodeRecord(client, driverName, parts.nodeId),
+    readNodeRecord(client, driverName, targetNodeId),
+  ]);
+  const targetKey = checkTarget(target, targetNodeId);
+  const sourceNode = checkSource(source, volumeId, parts);
+  let note: string | undefined;
+  if (sourceNode.live) {
+    const held = await client.workflow.execute<typeof workflows.inspectVolume>('inspectVolume', {
+      workflowId: inspectWorkflowId(driverName, volumeId, oneOffTag()),
+      taskQueue: controlTaskQueue(driverName),
+      args: [{ driverName, ...parts }],
+      workflowExecutionTimeout: '1m',
+    });
+    if (!held) throw new DriverError(FailureType.NotFound, `volume ${volumeId} does not exist on node ${parts.nodeId}`);
+  } else {
+    note =
+      `node ${parts.nodeId} is offline: the move waits for it (its first step, the snapshot, waits in the node's ` +
+      'queue); whether it holds the volume is known when it returns';
+  }
+  const input: MoveVolumeInput = {
+    driverName,
+    volumeId,
+    sourceNodeId: parts.nodeId,
+    poolIdPrefix: parts.poolIdPrefix,
+    sourceKey: parts.key,
+    targetNodeId,
+    targetPublicKey: targetKey,
+    moveKey: newSnapshotKey(),
+    snapshotKey: newSnapshotKey(),
+    newKey: newSnapshotKey(),
+    sourceLive: sourceNode.live,
+    targetLive: true,
+  };
+  const memo: MoveMemo = { targetNodeId };
+  try {
+    await client.workflow.start<typeof workflows.moveVolume>('moveVolume', {
+      workflowId,
+      taskQueue: controlTaskQueue(driverName),
+      args: [input],
+      // A run that rolled back may be tried again; one running or done is attached to (checked above, and here
+      // against a request racing this one).
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
+      memo: { [MOVE_MEMO_KEY]: memo },
+      staticSummary: `move ${volumeId} to ${targetNodeId}`,
+      typedSearchAttributes: [
+        { key: OperationKey, value: 'move' },
+        { key: VolumeIdKey, value: volumeId },
+        { key: NodeIdKey, value: parts.nodeId },
+        ...(sourceNode.live
+          ? [{ key: PhaseKey, value: 'snapshotting' }]
+          : [
+              { key: PhaseKey, value: 'waiting-for-node' },
+              { key: WaitingSinceKey, value: new Date() },
+            ]),
+      ],
+    });
+  } catch (error) {
+    if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+    await existingMove(client, workflowId, volumeId, targetNodeId);
+    return { workflowId, attached: true };
+  }
+  return { workflowId, attached: false, note };
+}
+
+/** A move of the volume running or done: to this node (attach), or to another (AlreadyExists); undefined: none. */
+async function existingMove(
+  client: Client,
+  workflowId: string,
+  volumeId: string,
+  targetNodeId: string,
+): Promise<'running' | 'done' | undefined> {
+  let description;
+  try {
+    description = await client.workflow.getHandle(workflowId).describe();
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return undefined;
+    throw error;
+  }
+  const status = description.status.name;
+  if (status !== 'RUNNING' && status !== 'COMPLETED') return undefined;
+  const memo = description.memo?.[MOVE_MEMO_KEY] as MoveMemo | undefined;
+  if (memo?.targetNodeId !== targetNodeId) {
+    throw new DriverError(
+      FailureType.AlreadyExists,
+      status === 'RUNNING'
+        ? `volume ${volumeId} is being moved to node ${memo?.targetNodeId ?? '?'} (${workflowId}); wait for it to end`
+        : `volume ${volumeId} was copied to node ${memo?.targetNodeId ?? '?'} (${workflowId}); the copy stands`,
+    );
+  }
+  return status === 'RUNNING' ? 'running' : 'done';
+}
+
+/** The target must be live and serve copies: a move does not start towards a node that cannot take it now. */
+function checkTarget(record: NodeRecordView | undefined, nodeId: string): string {
+  if (record?.forgotten)
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `node ${nodeId} was forgotten (${record.forgotten.reason}): no volume moves to it`,
+    );
+  const node = record?.node;
+  if (!node) throw new DriverError(FailureType.NotFound, `node ${nodeId} is unknown: no agent has registered it`);
+  if (!node.live)
+    throw new DriverError(
+      FailureType.Unavailable,
+      `node ${nodeId} is offline (last heartbeat ${new Date(node.lastHeartbeat).toISOString()}): a volume moves ` +
+        'only to a live node',
+    );
+  if (node.backend !== 'loop')
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `node ${nodeId} runs the ${node.backend} backend: only loop pools take moved volumes (docs/volume-moves.md)`,
+    );
+  if (!node.transfer)
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `node ${nodeId}'s agent serves no node-to-node copies: run it with --transfer-port and --transfer-address`,
+    );
+  return node.transfer.publicKey;
+}
+
+/** The source's record: forgotten, unknown, another pool or a backend without copies refuse the move. */
+function checkSource(
+  record: NodeRecordView | undefined,
+  volumeId: string,
+  parts: { nodeId: string; poolIdPrefix: string },
+): { live: boolean } {
+  if (record?.forgotten)
+    throw new DriverError(
+      FailureType.NotFound,
+      `volume ${volumeId}'s node ${parts.nodeId} was forgotten (${record.forgotten.reason}): the volume is gone with it`,
+    );
+  const node = record?.node;
+  if (!node)
+    throw new DriverError(
+      FailureType.NotFound,
+      `volume ${volumeId} names node ${parts.nodeId}, which is unknown: no agent has registered it`,
+    );
+  if (!ownsVolume(node.poolId, parts.poolIdPrefix))
+    throw new DriverError(
+      FailureType.NotFound,
+      `volume ${volumeId} was made on a pool node ${parts.nodeId} no longer has (it runs pool ${node.poolId})`,
+    );
+  if (node.backend !== 'loop')
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `volume ${volumeId} is on a ${node.backend} pool: only loop volumes are moved yet (docs/volume-moves.md)`,
+    );
+  if (!node.transfer)
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `node ${parts.nodeId}'s agent serves no node-to-node copies: run it with --transfer-port and --transfer-address`,
+    );
+  return { live: node.live };
+}
+
+/** One look at a running move, for the CLI's progress lines. */
+export interface MoveProgressView {
+  status: string;
+  phase: string | null;
+  nodeId: string | null;
+  /** The pull's last heartbeat (activities/node-activities.ts MoveProgress), while it runs. */
+  copied?: { phase: string; chunks: number; chunkCount: number; fetchedBytes: number; sizeBytes: number };
+  /** A step waiting in a node's queue, or retried: what the pending activity says. */
+  pending: string[];
+}
+
+export async function moveProgress(handle: WorkflowHandle): Promise<MoveProgressView> {
+  const description = await handle.describe();
+  const pending = (description.raw.pendingActivities ?? []).map(pendingActivity);
+  const pull = pending.find((activity) => activity.activityType === 'pullMoveOnNode');
+  const copied = pull?.progress as MoveProgressView['copied'];
+  return {
+    status: description.status.name,
+    phase: description.typedSearchAttributes.get(PhaseKey) ?? null,
+    nodeId: description.typedSearchAttributes.get(NodeIdKey) ?? null,
+    ...(copied && typeof copied === 'object' ? { copied } : {}),
+    pending: pending.map(
+      (activity) =>
+        `${activity.activityType} ${activity.state}, attempt ${activity.attempt}` +
+        (activity.lastFailure ? `, last failure: ${activity.lastFailure}` : ''),
+    ),
+  };
+}
+
+/** The move's end: its result, or the DriverError of its failure (the rolled-back move's type and message). */
+export async function moveResult(handle: WorkflowHandle): Promise<MoveVolumeResult> {
+  try {
+    return (await handle.result()) as MoveVolumeResult;
+  } catch (error) {
+    if (!(error instanceof WorkflowFailedError)) throw error;
+    const cause = error.cause as { type?: string; message?: string } | undefined;
+    const type = isFailureType(cause?.type) ? cause.type : FailureType.Internal;
+    throw new DriverError(type, cause?.message ?? error.message);
+  }
+}

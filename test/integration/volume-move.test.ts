@@ -1,0 +1,214 @@
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { moveWorkflowId, parseVolumeId } from '../../common/names';
+import { forgetNode } from '../../operations/forget-node';
+import { findFreePort } from '../../temporal-dev/free-port';
+import { TestCluster, type ManagedProcess } from '../support/cluster';
+import { MiB, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
+import { eventually } from '../support/eventually';
+import { runCli } from '../support/run-cli';
+import { testTemporalFlags } from '../support/test-temporal';
+import { BLOCK_CAPABILITY } from './node-helpers';
+
+/**
+ * `volumes move` (issue 39, the Temporal side; docs/volume-moves.md) with a real Temporal dev server, a controller
+ * and real agents on loop pools, serving node-to-node copies on loopback: a move copies the data (the new image's
+ * sha256 equals the source's), the new volume on the target and the old one still on the source; a second request
+ * attaches; the target SIGKILLed half way through the pull resumes from its checkpoint; a target without room rolls
+ * back and keeps nothing; bad input is refused with nothing made. Block volumes, written to directly as a workload
+ * writes its device, so the copy carries data chunks (a fresh volume is holes, never sent).
+ */
+describe('moving a volume to another node', () => {
+  const cluster = new TestCluster('move');
+  afterAll(() => cluster.teardown());
+  const SIZE = 128 * MiB;
+  const ports = new Map<string, number>();
+
+  const startAgent = async (nodeId: string, capacity: string, failpoints?: string): Promise<ManagedProcess> => {
+    if (!ports.has(nodeId)) ports.set(nodeId, await findFreePort());
+    const extra = ['--transfer-port', String(ports.get(nodeId)), '--transfer-address', '127.0.0.1'];
+    return cluster.startNode(nodeId, { backend: 'loop', capacity, extra, failpoints });
+  };
+  const cli = (...args: string[]) =>
+    runCli([...args, '--driver-name', cluster.driverName, ...testTemporalFlags()], { timeoutMs: 120_000 });
+  const image = (nodeId: string, volumeId: string) =>
+    path.join(cluster.pool(nodeId), 'volumes', parseVolumeId(volumeId)!.key, 'disk.img');
+  const sha256 = (file: string) => createHash('sha256').update(fs.readFileSync(file)).digest('hex');
+  const entries = (nodeId: string, dir: string) => {
+    const full = path.join(cluster.pool(nodeId), dir);
+    return fs.existsSync(full) ? fs.readdirSync(full).sort() : [];
+  };
+  /** A block volume on node-a with `dataBytes` of random data written at its start (as its workload would). */
+  const volumeWithData = async (name: string, dataBytes: number): Promise<string> => {
+    const request = createRequest(name, SIZE, { ...onNode('node-a'), volume_capabilities: [BLOCK_CAPABILITY] });
+    const made = await retryLikeCo(() => createVolume(clients(), request));
+    const volumeId = made.volume!.volume_id;
+    const file = fs.openSync(image('node-a', volumeId), 'r+');
+    fs.writeSync(file, randomBytes(dataBytes), 0, dataBytes, 0);
+    fs.fsyncSync(file);
+    fs.closeSync(file);
+    return volumeId;
+  };
+  let controllerEndpoint = '';
+  const clients = () => cluster.csi(controllerEndpoint);
+
+  let nodeA: ManagedProcess | undefined;
+  beforeAll(async () => {
+    nodeA = await startAgent('node-a', '1Gi');
+    controllerEndpoint = (await cluster.startController('controller', ['--snapshots'])).endpoint;
+  });
+
+  let sourceId = '';
+  let noRoomId = '';
+  let nodeC: ManagedProcess | undefined;
+
+  it('copies the data to a new volume on the target, resuming after the target dies mid-pull; a second request attaches', async () => {
+    const doomed = await startAgent('node-b', '1Gi', 'move.pull-half');
+    const volumeId = await volumeWithData('pvc-moved', SIZE);
+    sourceId = volumeId;
+    const before = sha256(image('node-a', volumeId));
+
+    const first = cli('volumes', 'move', volumeId, '--to', 'node-b', '--output', 'json');
+    await doomed.exited;
+    expect(doomed.child.signalCode).toBe('SIGKILL');
+    const staged = JSON.parse(
+      fs.readFileSync(
+        path.join(cluster.pool('node-b'), 'transfers', 'in', entries('node-b', 'transfers/in')[0]!, 'checkpoint.json'),
+        'utf8',
+      ),
+    ) as { verifiedChunks: number };
+    expect(staged.verifiedChunks).toBeGreaterThanOrEqual(16);
+
+    // While the target is down, the move waits for it, and `volumes describe` says where it stands.
+    const described = await cli('volumes', 'describe', volumeId);
+    expect(described.stdout).toMatch(/move {2}\S+\/move\/\S+ {2}RUNNING {2}phase (pulling|waiting-for-node) on node-b/);
+
+    const second = cli('volumes', 'move', volumeId, '--to', 'node-b', '--output', 'json');
+    await startAgent('node-b', '1Gi');
+    const [one, two] = await Promise.all([first, second]);
+    expect(two.stderr).toContain(`attached to ${moveWorkflowId(cluster.driverName, volumeId)}`);
+    // The progress the CLI prints while it waits: the pull's chunks and bytes, from its heartbeats.
+    expect(one.stderr).toMatch(/pulling on node-b, copied \d+ of 32 chunks \(128Mi\)/);
+    expect(one.code).toBe(0);
+    expect(two.code).toBe(0);
+    const result = JSON.parse(one.stdout) as {
+      newVolumeId: string;
+      fetchedBytes: number;
+      resumedFromChunk: number;
+      chunkCount: number;
+    };
+    expect(JSON.parse(two.stdout)).toEqual(result);
+    const moved = result.newVolumeId;
+    expect(parseVolumeId(moved)?.nodeId).toBe('node-b');
+    expect(result.chunkCount).toBe(SIZE / (4 * MiB));
+    // The pull that completed started from the checkpoint the killed one left, and fetched only what it lacked.
+    expect(result.resumedFromChunk).toBeGreaterThanOrEqual(staged.verifiedChunks);
+    expect(result.fetchedBytes).toBeLessThanOrEqual(SIZE - staged.verifiedChunks * 4 * MiB);
+
+    expect(sha256(image('node-b', moved))).toBe(before);
+    expect(sha256(image('node-a', volumeId))).toBe(before);
+    expect(cluster.volumesOnDisk('node-a')).toEqual([parseVolumeId(volumeId)!.key]);
+    expect(cluster.volumesOnDisk('node-b')).toEqual([parseVolumeId(moved)!.key]);
+    // What the move kept on either side is gone: the source's snapshot and offer, the target's staged copy.
+    expect(entries('node-a', 'snapshots/data')).toEqual([]);
+    expect(entries('node-a', 'transfers/out')).toEqual([]);
+    expect(entries('node-b', 'transfers/in')).toEqual([]);
+
+    const after = await cli('volumes', 'describe', volumeId);
+    expect(after.stdout).toMatch(/move {2}\S+ {2}COMPLETED {2}phase copied/);
+    expect(after.stdout).toMatch(new RegExp(`workflow-completed +copied to ${moved} on node node-b \\(the source`));
+    // Asked again once done: answered from the move that copied it, nothing copied again.
+    const again = await cli('volumes', 'move', volumeId, '--to', 'node-b', '--output', 'json');
+    expect(again.code).toBe(0);
+    expect((JSON.parse(again.stdout) as { newVolumeId: string }).newVolumeId).toBe(moved);
+  });
+
+  it('rolls back a move to a target without room: nothing left on the target, the source untouched', async () => {
+    nodeC = await startAgent('node-c', '64Mi');
+    const volumeId = await volumeWithData('pvc-no-room', 8 * MiB);
+    noRoomId = volumeId;
+    const before = sha256(image('node-a', volumeId));
+    const answer = await cli('volumes', 'move', volumeId, '--to', 'node-c');
+    expect(answer.code).toBe(1);
+    expect(answer.stderr).toMatch(/ResourceExhausted: the move of \S+ to node-c rolled back, the volume untouched/);
+    expect(cluster.poolEntries('node-c').filter((entry) => entry.startsWith('transfers/in/'))).toEqual([]);
+    expect(cluster.volumesOnDisk('node-c')).toEqual([]);
+    expect(entries('node-a', 'snapshots/data')).toEqual([]);
+    expect(entries('node-a', 'transfers/out')).toEqual([]);
+    expect(sha256(image('node-a', volumeId))).toBe(before);
+    const described = await cli('volumes', 'describe', volumeId);
+    expect(described.stdout).toMatch(/move {2}\S+ {2}FAILED {2}phase rolled-back/);
+  });
+
+  it('refuses bad input precisely, and starts nothing', async () => {
+    const temporal = await cluster.temporal();
+    const volumeId = noRoomId; // its move rolled back: it may be moved again
+    const unknownVolume = volumeId.replace(/_[0-9a-f]{32}$/, `_${'e'.repeat(32)}`);
+    const poolB = cluster.poolEntries('node-b');
+    const refusals: [string[], RegExp][] = [
+      [['not-a-volume', '--to', 'node-b'], /InvalidArgument: "not-a-volume" is not a volume ID this driver issued/],
+      [[volumeId, '--to', 'Node_B'], /InvalidArgument: --to "Node_B" is not a node ID/],
+      [[volumeId, '--to', 'node-a'], /InvalidArgument: volume \S+ is already on node node-a/],
+      [[volumeId, '--to', 'node-zz'], /NotFound: node node-zz is unknown: no agent has registered it/],
+      [[unknownVolume, '--to', 'node-b'], /NotFound: volume \S+ does not exist on node node-a/],
+      [['--pvc', 'default/data', '--to', 'node-b'], /--pvc is not yet available/],
+      [[sourceId, '--to', 'node-c'], /AlreadyExists: volume \S+ was copied to node node-b \(\S+\); the copy stands/],
+    ];
+    for (const [args, said] of refusals) {
+      const answer = await cli('volumes', 'move', ...args);
+      expect({ args, code: answer.code, stderr: answer.stderr }).toEqual({
+        args,
+        code: 1,
+        stderr: expect.stringMatching(said),
+      });
+    }
+    // An offline target, then a forgotten one.
+    await nodeC!.stop();
+    await cluster.untilOffline('node-c');
+    const offline = await cli('volumes', 'move', unknownVolume, '--to', 'node-c');
+    expect(offline.stderr).toMatch(
+      /Unavailable: node node-c is offline \(last heartbeat \S+\): a volume moves only to a live node/,
+    );
+    await forgetNode(temporal, cluster.driverName, 'node-c', 'retired');
+    const forgotten = await cli('volumes', 'move', unknownVolume, '--to', 'node-c');
+    expect(forgotten.stderr).toMatch(
+      /FailedPrecondition: node node-c was forgotten \(retired\): no volume moves to it/,
+    );
+
+    for (const id of [unknownVolume]) {
+      await expect(temporal.workflow.getHandle(moveWorkflowId(cluster.driverName, id)).describe()).rejects.toThrow(
+        /not found/i,
+      );
+    }
+    expect(cluster.poolEntries('node-b')).toEqual(poolB);
+  });
+
+  it('waits for a source that is down, says so, and completes when it returns', async () => {
+    const volumeId = noRoomId; // its move to node-c rolled back: it may be moved again
+    await nodeA!.stop();
+    await cluster.untilOffline('node-a');
+    const move = cli('volumes', 'move', volumeId, '--to', 'node-b');
+    const workflowId = moveWorkflowId(cluster.driverName, volumeId);
+    const temporal = await cluster.temporal();
+    await eventually(
+      'the move started',
+      async () => (await temporal.workflow.getHandle(workflowId).describe()).status.name === 'RUNNING',
+    );
+    const described = await cli('volumes', 'describe', volumeId);
+    expect(described.stdout).toContain('node    node-a: offline');
+    expect(described.stdout).toMatch(/move {2}\S+ {2}RUNNING {2}phase waiting-for-node on node-a/);
+    expect(described.stdout).toMatch(/pending: createSnapshotOnNode scheduled/);
+    const stuck = await cli('volumes', 'stuck', '--node', 'node-a');
+    expect(stuck.stdout).toMatch(new RegExp(`move +${volumeId} +node-a +waiting-for-node`));
+
+    await startAgent('node-a', '1Gi');
+    const answer = await move;
+    expect(answer.stderr).toContain('node-a is offline: the move waits for it');
+    expect(answer.code).toBe(0);
+    const newVolumeId = answer.stdout.split('\t')[0]!;
+    expect(parseVolumeId(newVolumeId)?.nodeId).toBe('node-b');
+    expect(sha256(image('node-b', newVolumeId))).toBe(sha256(image('node-a', volumeId)));
+    expect(cluster.volumesOnDisk('node-a')).toContain(parseVolumeId(volumeId)!.key);
+  });
+});
