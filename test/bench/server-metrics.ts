@@ -51,7 +51,9 @@ export function parseCounters(text: string): Counters {
 }
 
 export async function scrapeCounters(metricsUrl: string): Promise<Counters> {
-  const response = await fetch(metricsUrl, { signal: AbortSignal.timeout(10_000) });
+  // Long: the dev server labels its matching metrics by task queue, and at 5,000 nodes (a queue each) one scrape is
+  // tens of megabytes that it takes more than 10 s to write.
+  const response = await fetch(metricsUrl, { signal: AbortSignal.timeout(180_000) });
   if (!response.ok) throw new Error(`GET ${metricsUrl}: HTTP ${response.status}`);
   return parseCounters(await response.text());
 }
