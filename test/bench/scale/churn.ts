@@ -110,6 +110,8 @@ export interface ChurnSetup {
   startAgain(host: Host): Promise<Host>;
   /** How long the crashed nodes stay down (past the presence timeout, so that they are shown offline). */
   downMs: number;
+  /** The shortest time a wave takes (0: as soon as its records are live again). */
+  waveEveryMs: number;
   log(message: string): void;
 }
 
@@ -123,8 +125,13 @@ export async function runChurn(setup: ChurnSetup): Promise<ChurnReport> {
   const operations = runOperations(setup, restartable, () => done);
   const crash = crashAndReturn(setup, [...crashed]);
   const rolling = rollingRestart(setup, restarting);
-  const [rollingReport, crashReport] = await Promise.all([rolling, crash]);
-  done = true;
+  let reports: [ChurnReport['rolling'], ChurnReport['crash']];
+  try {
+    reports = await Promise.all([rolling, crash]);
+  } finally {
+    done = true; // the operations' loops end with the churn, also when it failed
+  }
+  const [rollingReport, crashReport] = reports;
   const ops = await operations;
 
   const overlaps = (node: number, start: number, end: number) =>
@@ -165,31 +172,44 @@ interface Operation {
   end: number;
 }
 const latency = (op: Operation) => op.end - op.start;
+/** How long the benchmark repeats a call before it gives up (and fails): far beyond any answer it expects. */
+const CO_PATIENCE_MS = 30 * 60_000;
 
-/** Eight loops of create then delete on random nodes the wave restarts (the crashed ones have their own deletes). */
+/**
+ * Eight loops of create then delete on random nodes the wave restarts (the crashed ones have their own deletes). Each
+ * call is repeated as a CO repeats it (external-provisioner never gives up), so a stall shows as latency.
+ */
 async function runOperations(setup: ChurnSetup, nodes: number[], finished: () => boolean): Promise<Operation[]> {
   const ops: Operation[] = [];
   let sequence = 0;
-  await Promise.all(
+  // Settled, all of them, before a failure is thrown: a loop still calling when the benchmark stops its processes
+  // would otherwise fail unhandled and end the process before it stops its server.
+  const loops = await Promise.allSettled(
     Array.from({ length: 8 }, async () => {
       while (!finished()) {
         const node = nodes[Math.floor(Math.random() * nodes.length)]!;
         let start = Date.now();
         const name = `churn-${sequence++}`;
-        const answer = await retryLikeCo(() =>
-          createVolume(setup.csi, createRequest(name, MiB, onNode(`vnode-${node}`))),
+        const answer = await retryLikeCo(
+          () => createVolume(setup.csi, createRequest(name, MiB, onNode(`vnode-${node}`))),
+          CO_PATIENCE_MS,
         );
         ops.push({ kind: 'create', node, start, end: Date.now() });
         start = Date.now();
-        await retryLikeCo(() => deleteVolume(setup.csi, answer.volume!.volume_id));
+        await retryLikeCo(() => deleteVolume(setup.csi, answer.volume!.volume_id), CO_PATIENCE_MS);
         ops.push({ kind: 'delete', node, start, end: Date.now() });
       }
     }),
   );
+  const failed = loops.find((loop) => loop.status === 'rejected');
+  if (failed) throw failed.reason;
   return ops;
 }
 
-/** Every agent the wave owns restarted once, 1% of the cluster at a time; a wave ends when its records are live. */
+/**
+ * Every agent the wave owns restarted once, 1% of the cluster at a time; a wave ends when its records are live, and
+ * not before `waveEveryMs` (a DaemonSet's rolling update waits for each new Pod to be Ready, seconds at least).
+ */
 async function rollingRestart(setup: ChurnSetup, restarting: Map<number, Array<[number, number]>>) {
   const batch = Math.max(1, Math.round(setup.nodes / 100));
   const waveMs: number[] = [];
@@ -207,6 +227,7 @@ async function rollingRestart(setup: ChurnSetup, restarting: Map<number, Array<[
       'live',
       90_000,
     );
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, begin + setup.waveEveryMs - Date.now())));
     const end = Date.now();
     for (const { node } of members) restarting.set(node, [...(restarting.get(node) ?? []), [begin, end]]);
     waveMs.push(end - begin);
@@ -219,8 +240,9 @@ async function rollingRestart(setup: ChurnSetup, restarting: Map<number, Array<[
 async function crashAndReturn(setup: ChurnSetup, nodes: number[]): Promise<ChurnReport['crash']> {
   const volumes = await Promise.all(
     nodes.map(async (node) => {
-      const answer = await retryLikeCo(() =>
-        createVolume(setup.csi, createRequest(`crash-${node}`, MiB, onNode(`vnode-${node}`))),
+      const answer = await retryLikeCo(
+        () => createVolume(setup.csi, createRequest(`crash-${node}`, MiB, onNode(`vnode-${node}`))),
+        CO_PATIENCE_MS,
       );
       return answer.volume!.volume_id;
     }),
@@ -232,7 +254,7 @@ async function crashAndReturn(setup: ChurnSetup, nodes: number[]): Promise<Churn
   const answered: number[] = [];
   const deletions = Promise.all(
     volumes.map(async (volumeId) => {
-      await retryLikeCo(() => deleteVolume(setup.csi, volumeId), 30 * 60_000, 1000);
+      await retryLikeCo(() => deleteVolume(setup.csi, volumeId), CO_PATIENCE_MS, 1000);
       answered.push(Date.now());
     }),
   );

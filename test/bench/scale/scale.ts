@@ -45,6 +45,11 @@ async function main(): Promise<void> {
     .option('--server <kind>', 'dev (the Temporal CLI dev server) or prod (temporal-server on PostgreSQL)', 'dev')
     .option('--churn', 'beyond one node, also a rolling restart of every agent and 1% of nodes crashing (churn.ts)')
     .option('--down <duration>', 'how long the crashed nodes stay down in --churn', '90s')
+    .option(
+      '--wave-every <duration>',
+      'the shortest wave of the rolling restart in --churn (0s: once live again)',
+      '0s',
+    )
     .option('--report <file>', 'JSON report', path.join(findProjectRoot(), 'test-artifacts', 'bench-scale.json'));
   program.parse(process.argv);
   const flags = program.opts<{
@@ -55,6 +60,7 @@ async function main(): Promise<void> {
     dynamicConfig: string[];
     churn?: boolean;
     down: string;
+    waveEvery: string;
     server: string;
   }>();
   if (flags.server !== 'dev' && flags.server !== 'prod') throw new Error(`--server ${flags.server}: dev or prod`);
@@ -67,10 +73,11 @@ async function main(): Promise<void> {
   const rows: ScaleRow[] = [];
   for (const nodes of counts) {
     process.stderr.write(`bench:scale: ${nodes} nodes\n`);
-    const churnDownMs = flags.churn && nodes > 1 ? parseDuration(flags.down) : undefined;
-    rows.push(
-      await measureAt(nodes, Number(flags.ops), parseDuration(flags.idle), extraConfig, serverKind, churnDownMs),
-    );
+    const churn =
+      flags.churn && nodes > 1
+        ? { downMs: parseDuration(flags.down), waveEveryMs: parseDuration(flags.waveEvery) }
+        : undefined;
+    rows.push(await measureAt(nodes, Number(flags.ops), parseDuration(flags.idle), extraConfig, serverKind, churn));
     printScaleTable(rows);
     printChurnTable(rows);
   }
@@ -85,7 +92,7 @@ async function measureAt(
   idleMs: number,
   extraConfig: string[],
   serverKind: 'dev' | 'prod',
-  churnDownMs?: number,
+  churnTimes?: { downMs: number; waveEveryMs: number },
 ): Promise<ScaleRow> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'dscale-'));
   // Each node holds one long poll; the default limit of 1,200 concurrent polls per namespace is below 1,000
@@ -102,7 +109,7 @@ async function measureAt(
   const client = new Client({ connection });
   try {
     const started = Date.now();
-    const crashing = churnDownMs === undefined ? 0 : Math.max(1, Math.round(nodes / 100));
+    const crashing = churnTimes === undefined ? 0 : Math.max(1, Math.round(nodes / 100));
     const steady = nodes - crashing;
     for (let first = 0; first < steady; first += NODES_PER_HOST) {
       hosts.push(await startHost(server.address, driverName, root, first, Math.min(NODES_PER_HOST, steady - first)));
@@ -209,22 +216,6 @@ async function measureAt(
       const used = opsCpu.get(key) ?? 0;
       return { raw: used / totalOps, net: Math.max(0, used - idleCpu[key] * 1000 * opsSeconds) / totalOps };
     };
-    // What churn adds comes after the figures above, which it would disturb.
-    const churn =
-      churnDownMs === undefined
-        ? undefined
-        : await runChurn({
-            client,
-            csi,
-            driverName,
-            nodes,
-            hosts,
-            crashHosts,
-            startAgain: (host) => startHost(server.address, driverName, root, host.first, host.count),
-            downMs: churnDownMs,
-            log: (message) => process.stderr.write(`bench:scale: churn: ${message}\n`),
-          });
-    csi.close();
     // Less what the idle background (records, polls) did over the same time; the idle window just before is its
     // measure. What remains is what the operations themselves cost.
     const beyondIdle = (total: number, idlePerSecond: number) =>
@@ -248,7 +239,7 @@ async function measureAt(
       controller: memoryMiB(pids.controller),
       hostsPeak: Math.max(...[...hosts, ...crashHosts].map((host) => memoryMiB(host.child.pid!).peak)),
     };
-    return {
+    const row: ScaleRow = {
       nodes,
       registeredMs,
       levels,
@@ -270,8 +261,25 @@ async function measureAt(
       server: serverKind,
       cpuPerOp: { temporal: cpuPerOp('temporal'), database: cpuPerOp('database'), controller: cpuPerOp('controller') },
       memoryMiB: memory,
-      churn,
     };
+    // Printed now: what churn adds comes after these figures (which it would disturb), and may fail on its own.
+    printScaleTable([row]);
+    row.churn =
+      churnTimes === undefined
+        ? undefined
+        : await runChurn({
+            client,
+            csi,
+            driverName,
+            nodes,
+            hosts,
+            crashHosts,
+            startAgain: (host) => startHost(server.address, driverName, root, host.first, host.count),
+            ...churnTimes,
+            log: (message) => process.stderr.write(`bench:scale: churn: ${message}\n`),
+          });
+    csi.close();
+    return row;
   } finally {
     await Promise.all([...hosts, ...crashHosts].map((host) => stopChild(host.child, 15_000)));
     if (controller) await stopChild(controller);
