@@ -198,6 +198,8 @@ export interface NodePullResult {
   /** Bytes received by this attempt (a resumed attempt fetches only what its checkpoint lacks). */
   fetchedBytes: number;
   resumedFromChunk: number;
+  /** The pool the copy was staged in: a rollback after a failed adopt deletes what the adopt made there. */
+  poolId: string;
 }
 
 /** What a pull's heartbeats carry, for `volumes describe`. */
@@ -473,7 +475,7 @@ export function createNodeActivities(deps: {
             resumedFromChunk: pulled.resumedFromChunk,
           });
           const { sizeBytes, chunkCount, fetchedBytes, resumedFromChunk } = pulled;
-          return { sizeBytes, chunkCount, fetchedBytes, resumedFromChunk };
+          return { sizeBytes, chunkCount, fetchedBytes, resumedFromChunk, poolId };
         } finally {
           clearInterval(timer);
         }

@@ -122,6 +122,8 @@ export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResu
   let offered: NodeOfferResult | undefined;
   let pulled: NodePullResult | undefined;
   let adopted: Awaited<ReturnType<NodeActivities['adoptMoveOnNode']>> | undefined;
+  /** Set once the adopt is asked for: the target pool it may have made the new volume in. */
+  let adoptedOn: string | undefined;
   try {
     await step('snapshotting', sourceNodeId, `snapshot of ${input.volumeId} for its move`, () =>
       proxyActivities<NodeActivities>(
@@ -149,6 +151,7 @@ export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResu
         offer: offer.offer,
       }),
     );
+    adoptedOn = pulled.poolId;
     adopted = await step('adopting', targetNodeId, 'adopting the copy as a volume', () =>
       onNode(targetNodeId, `adopt move ${moveKey} as volume ${input.newKey}`).adoptMoveOnNode({
         moveKey,
@@ -161,7 +164,7 @@ export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResu
     );
   } catch (error) {
     if (!(error instanceof MoveStopped)) throw error;
-    return rollBack(input, step, onNode, error);
+    return rollBack(input, step, onNode, error, adoptedOn);
   }
   // The copy is the target's volume: what the source kept for the move goes. A source forgotten now took the
   // volume with it; the new volume stands, and the snapshot is written off on the source's record.
@@ -223,13 +226,28 @@ async function releaseSource(input: MoveVolumeInput, step: Step, onNode: OnNode)
  * for the orphan report (a staged copy; a volume an adopt made is written off). Then the move fails with the type of
  * what stopped it.
  */
-async function rollBack(input: MoveVolumeInput, step: Step, onNode: OnNode, stopped: MoveStopped): Promise<never> {
+async function rollBack(
+  input: MoveVolumeInput,
+  step: Step,
+  onNode: OnNode,
+  stopped: MoveStopped,
+  adoptedOn: string | undefined,
+): Promise<never> {
   const { sourceNodeId, targetNodeId, moveKey } = input;
   const gone = stopped.forgotten?.nodeId;
   const left: string[] = [];
   // The target first, the source last: the move's node attribute ends on the source, whose volume it names.
   if (gone !== targetNodeId) {
     try {
+      // An adopt that failed for good may have made the volume first (its create done, the staging's removal
+      // failing): the new key, never issued to anyone, is deleted from the pool it was made in ('absent' if not).
+      if (adoptedOn !== undefined)
+        await step('rolling-back', targetNodeId, 'deleting what the adopt made', () =>
+          onNode(targetNodeId, `delete move ${moveKey}'s volume`).deleteVolumeOnNode({
+            key: input.newKey,
+            poolIdPrefix: poolIdPrefix(adoptedOn),
+          }),
+        );
       await step('rolling-back', targetNodeId, 'discarding the staged copy', () =>
         onNode(targetNodeId, `discard move ${moveKey}`).discardMoveOnNode({ moveKey }),
       );
