@@ -1,4 +1,4 @@
-import { log } from '@temporalio/activity';
+import { heartbeat, log } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { byVolumeIdOrder, nodeRemains } from '../common/list-position';
 import {
@@ -10,6 +10,9 @@ import {
 } from '../common/names';
 import type { NodeView, WrittenOffVolume, LivenessNotice } from '../common/names';
 import { listNodeViews } from '../node-records/reads';
+import { prepareSwitch, readMovedClaim, retireOldPv, switchClaim, undoSwitch } from '../kubernetes/claim-switch';
+import type { ClaimKube, MovedClaim, SwitchInput } from '../kubernetes/claim-switch';
+import { withFailureTypes } from './node-activities';
 
 /**
  * What workflows ask of the controller about node records, on the control queue: the nodes a listing page asks
@@ -35,6 +38,8 @@ export interface ControlDeps {
   driverName: string;
   /** Set once Kubernetes is on (`--kubernetes`): records Events; never throws. */
   writtenOffEvents?: { report?(report: WrittenOffReport): Promise<void> };
+  /** With `--kubernetes`: the client a move's switch uses (kubernetes/claim-switch.ts). Without, a move only copies. */
+  claims?: () => Promise<ClaimKube>;
 }
 
 export function createControlActivities(deps: ControlDeps) {
@@ -57,6 +62,40 @@ export function createControlActivities(deps: ControlDeps) {
       await noteWriteOffOnRecord(deps.client, input);
     },
 
+    /*
+     * A move's switch in Kubernetes (workflows/move-volume.ts, kubernetes/claim-switch.ts). Without --kubernetes
+     * the first answers undefined: the move copies, and the CO keeps the source volume.
+     */
+
+    async readMovedClaim(input: { driverName: string; volumeId: string }): Promise<MovedClaim | undefined> {
+      if (!deps.claims) return undefined;
+      const kube = await deps.claims();
+      return withFailureTypes(() => readMovedClaim(kube, input.driverName, input.volumeId));
+    },
+
+    async prepareMovedSwitch(input: SwitchInput): Promise<void> {
+      const kube = await claimsFor(deps);
+      await withFailureTypes(() => prepareSwitch(kube, input));
+    },
+
+    async switchMovedClaim(input: SwitchInput): Promise<{ claimUid: string }> {
+      const kube = await claimsFor(deps);
+      const switched = await withFailureTypes(() => switchClaim(kube, input, () => heartbeat()));
+      log.info('moved claim switched', { claim: `${input.moved.claim.namespace}/${input.moved.claim.name}` });
+      return switched;
+    },
+
+    async retireMovedPv(input: SwitchInput): Promise<void> {
+      const kube = await claimsFor(deps);
+      await withFailureTypes(() => retireOldPv(kube, input, () => heartbeat()));
+    },
+
+    /** What could not be restored, in words (undefined: the old PV is as it was). */
+    async undoMovedSwitch(input: SwitchInput): Promise<string | undefined> {
+      const kube = await claimsFor(deps);
+      return withFailureTypes(() => undoSwitch(kube, input));
+    },
+
     async reportWrittenOffDeleted(input: WrittenOffReport & { driverName: string }): Promise<void> {
       for (const volume of input.volumes)
         log.warn('a volume written off while its node was forgotten was deleted on the returning node', {
@@ -71,6 +110,13 @@ export function createControlActivities(deps: ControlDeps) {
 }
 
 export type ControlActivities = ReturnType<typeof createControlActivities>;
+
+/** A move that began with Kubernetes needs it to end: a controller restarted without --kubernetes keeps it waiting. */
+function claimsFor(deps: ControlDeps): Promise<ClaimKube> {
+  if (!deps.claims)
+    throw new Error('this move switches a claim in Kubernetes, and the controller runs without --kubernetes');
+  return deps.claims();
+}
 
 async function reportedNodesAfter(
   deps: ControlDeps,

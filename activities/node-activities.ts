@@ -165,6 +165,15 @@ export const NODE_LIST_PAGE_BYTES = 256 * 1024;
 
 /* A move's steps on its two nodes (workflows/move-volume.ts, docs/volume-moves.md). */
 
+/** Source: hold the moved volume (nothing stages it) from before the move's snapshot until the move ends. */
+export interface NodeFenceInput {
+  moveKey: string;
+  /** The moved volume's key and the pool prefix of its ID: a replaced pool does not hold it. */
+  key: string;
+  poolIdPrefix: string;
+  targetNodeId: string;
+}
+
 /** Source: offer the move's snapshot (made by createSnapshotOnNode) to the target whose key the input names. */
 export interface NodeOfferInput {
   moveKey: string;
@@ -409,6 +418,30 @@ export function createNodeActivities(deps: {
     },
 
     /**
+     * The source's first step of a move: the volume held, so nothing stages it (and writes to it) after the move's
+     * snapshot. FailedPrecondition while it is staged: the move rolls back and says what to stop.
+     */
+    async fenceMoveOnNode(input: NodeFenceInput): Promise<void> {
+      return withFailureTypes(async () => {
+        if (!ownsVolume(poolId, input.poolIdPrefix)) {
+          throw new DriverError(FailureType.NotFound, `the pool of the moved volume was replaced on node ${nodeId}`);
+        }
+        await backend.fenceVolume(input.key, { moveKey: input.moveKey, targetNodeId: input.targetNodeId });
+        log.info('volume held for its move', { key: input.key, move: input.moveKey, target: input.targetNodeId });
+      });
+    },
+
+    /** Source: a rolled-back move lets its volume go (idempotent; nothing to do on a replaced pool). */
+    async unfenceMoveOnNode(input: NodeFenceInput): Promise<boolean> {
+      return withFailureTypes(async () => {
+        if (!ownsVolume(poolId, input.poolIdPrefix)) return false;
+        const released = await backend.unfenceVolume(input.key, input.moveKey);
+        log.info('volume let go by its move', { key: input.key, move: input.moveKey, held: released });
+        return released;
+      });
+    },
+
+    /**
      * The source's part of a move: the snapshot offered to the target (its image hashed into a manifest once; a
      * retry seals the same token again).
      */
@@ -628,7 +661,7 @@ async function whileHeartbeating<T>(body: () => Promise<T>): Promise<T> {
  * Runs an activity body and turns a DriverError into an ApplicationFailure of the same type, so the type
  * survives the trip through Temporal to csi/errors.ts. Other errors pass through and are retried.
  */
-async function withFailureTypes<T>(body: () => Promise<T>): Promise<T> {
+export async function withFailureTypes<T>(body: () => Promise<T>): Promise<T> {
   try {
     return await body();
   } catch (error) {

@@ -29,6 +29,7 @@ import { serveHealth } from './health-endpoint';
 import { registerControllerMetrics } from '../metrics/controller-metrics';
 import { createProcessMetrics, registerClientCertificateExpiry, serveMetrics } from '../metrics/registry';
 import type { NodeDeletedPolicy } from '../kubernetes/node-deleted-policy';
+import type { ClaimKube } from '../kubernetes/claim-switch';
 import { cachedCheck } from '../common/cached-check';
 
 export interface ControllerConfig {
@@ -242,7 +243,12 @@ function createControlWorker(
       ? { workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH } }
       : { workflowsPath: WORKFLOWS_PATH }),
     activities: {
-      ...createControlActivities({ client, driverName: config.driverName, writtenOffEvents }),
+      ...createControlActivities({
+        client,
+        driverName: config.driverName,
+        writtenOffEvents,
+        ...(config.kubernetes ? { claims: claimKubeOnce() } : {}),
+      }),
       ...createPlacementActivities({ client, driverName: config.driverName }),
     },
     shutdownGraceTime: '5s',
@@ -350,6 +356,12 @@ function waitingForTemporal(
 }
 
 /** Loaded only when asked for: @kubernetes/client-node is large (and ESM, which only Node >= 20.19 requires). */
+/** Loaded on a move's first switch, once (the Kubernetes modules load only with --kubernetes, as below). */
+function claimKubeOnce(): () => Promise<ClaimKube> {
+  let kube: Promise<ClaimKube> | undefined;
+  return () => (kube ??= import('../kubernetes/controller-integration').then((module) => module.claimKube()));
+}
+
 async function startKubernetes(
   config: ControllerConfig,
   client: Client,

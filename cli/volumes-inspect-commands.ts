@@ -23,23 +23,22 @@ const MOVE_POLL_MS = 500;
 function moveCommand(): Command {
   const command = new Command('move')
     .description(
-      'copy a volume to another node (a durable workflow whose ID is derived from the volume ID: a second request ' +
-        'attaches); the new volume gets a new ID, the source stays as it is (docs/volume-moves.md); reads Temporal',
+      'move a volume to another node (a durable workflow whose ID is derived from the volume ID: a second request ' +
+        'attaches): its data copied, then, with a controller run with --kubernetes, its claim bound under the same ' +
+        'name to a new PV naming the copy and the old volume deleted; without, the copy is made and the source ' +
+        'stays the one in use (docs/volume-moves.md); reads Temporal (and, for --pvc, Kubernetes as kubectl does)',
     )
     .argument('[volume-id]')
-    .requiredOption('--to <node-id>', 'the node to copy the volume to (live, a loop pool, serving copies)')
-    .option('--pvc <namespace/name>', 'the claim whose volume to move (not yet available)');
+    .requiredOption('--to <node-id>', 'the node to move the volume to (live, a loop pool, serving copies)')
+    .option('--pvc <namespace/name>', 'the claim whose volume to move, instead of a volume ID');
   return addOperatorOptions(command).action(
-    async (volumeId: string | undefined, flags: OperatorFlags & { to: string; pvc?: string }) => {
-      if (flags.pvc !== undefined)
-        throw new Error(
-          "volumes move --pvc is not yet available: move the claim's volume by its ID (`volumes describe --pvc " +
-            `${flags.pvc}\` lists it)`,
-        );
-      if (volumeId === undefined) throw new Error('volumes move takes a volume ID');
+    async (given: string | undefined, flags: OperatorFlags & { to: string; pvc?: string }) => {
+      if ((given === undefined) === (flags.pvc === undefined))
+        throw new Error('volumes move takes a volume ID or --pvc NAMESPACE/NAME, one of them');
       const { DriverError } = await import('../common/failures');
       const { startMove, moveProgress, moveResult } = await import('../operations/move-operations');
       try {
+        const volumeId = given ?? (await volumeOfClaim(flags.driverName, flags.pvc!));
         const result = await withTemporalClient(flags, async (client) => {
           const start = await startMove(client, flags.driverName, { volumeId, targetNodeId: flags.to });
           process.stderr.write(
@@ -71,10 +70,15 @@ function moveCommand(): Command {
           }
         });
         if (flags.output === 'json') return printJson(result);
+        const copy =
+          `(${formatBytes(result.fetchedBytes)} fetched, resumed at chunk ${result.resumedFromChunk} of ` +
+          `${result.chunkCount})`;
         process.stdout.write(
-          `${result.newVolumeId}\t${result.targetNodeId}\tcopied from ${result.volumeId} ` +
-            `(${formatBytes(result.fetchedBytes)} fetched, resumed at chunk ${result.resumedFromChunk} of ` +
-            `${result.chunkCount}); the source volume is untouched\n`,
+          `${result.newVolumeId}\t${result.targetNodeId}\t` +
+            (result.outcome === 'moved'
+              ? `moved from ${result.volumeId} ${copy}; claim ${result.claim} is bound to ${result.persistentVolume}, ` +
+                'the old volume deleted\n'
+              : `copied from ${result.volumeId} ${copy}; the source volume is untouched (no Kubernetes to switch)\n`),
         );
       } catch (error) {
         if (error instanceof DriverError) throw new Error(`${error.type}: ${error.message}`);
@@ -82,6 +86,14 @@ function moveCommand(): Command {
       }
     },
   );
+}
+
+/** The volume ID of the PV a claim is bound to, read from Kubernetes as kubectl would (KUBECONFIG, ~/.kube/config). */
+async function volumeOfClaim(driverName: string, pvc: string): Promise<string> {
+  const { parseClaim } = await import('../operations/describe-volume');
+  const { claimKube } = await import('../kubernetes/controller-integration');
+  const { claimVolumeId } = await import('../kubernetes/claim-switch');
+  return claimVolumeId(claimKube(), driverName, parseClaim(pvc));
 }
 
 function stuckCommand(): Command {

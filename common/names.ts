@@ -167,6 +167,14 @@ export function deleteGroupSnapshotWorkflowId(driverName: string, groupSnapshotI
  * One move per volume (workflows/move-volume.ts): a second `volumes move` of the volume attaches to the first, and
  * one that ended with the volume copied is answered from it; only a move that failed (rolled back) may start again.
  */
+/**
+ * The PV a move binds its claim to (kubernetes/claim-switch.ts): the old PV's name with the move's mark, a volume
+ * moved again replacing its mark, so names do not grow.
+ */
+export function movedPvName(oldPvName: string, moveKey: string): string {
+  return `${oldPvName.replace(/-m[0-9a-f]{8}$/, '').slice(0, 200)}-m${moveKey.slice(0, 8)}`;
+}
+
 export function moveWorkflowId(driverName: string, volumeId: string): string {
   return `${driverName}/move/${volumeId}`;
 }
@@ -261,15 +269,21 @@ export const OPTIONAL_SEARCH_ATTRIBUTE_KEYS: readonly string[] = [PvcNamespaceKe
 
 export type Phase = 'placing' | 'waiting-for-node' | 'running' | 'done' | 'failed';
 /**
- * A move's phases (workflows/move-volume.ts), each an activity on one node's queue, then its end: `copied` (the new
- * volume is on the target, the source untouched: the switch in Kubernetes is a later step) or `rolled-back`.
+ * A move's phases (workflows/move-volume.ts): each step an activity on one node's queue (the claim's on the control
+ * queue), then its end: `moved` (the claim bound to the new volume, the old one deleted), `copied` (no Kubernetes:
+ * the new volume is on the target, the source kept as the CO's) or `rolled-back`.
  */
 export type MovePhase =
+  | 'checking'
+  | 'holding'
   | 'snapshotting'
   | 'offering'
   | 'pulling'
   | 'adopting'
+  | 'switching'
   | 'releasing'
+  | 'retiring'
+  | 'moved'
   | 'copied'
   | 'rolling-back'
   | 'rolled-back'

@@ -3,6 +3,7 @@ import type { KubeConfig, V1PersistentVolumeClaim } from '@kubernetes/client-nod
 import type { Client } from '@temporalio/client';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../common/logger';
+import type { ClaimKube } from './claim-switch';
 import { CopyPlacement, SELECTED_NODE } from './copy-placement';
 import { coreApi, customObjectsApi, loadKubeConfig } from './kube-config';
 import type { NodeDeletedPolicy } from './node-deleted-policy';
@@ -35,6 +36,14 @@ export async function startControllerKubernetes(deps: {
       await watch.stop();
     },
     reportWrittenOff: writtenOffEvents(core, deps.driverName, logger),
+  };
+}
+
+/** The client a move's switch uses (kubernetes/claim-switch.ts), from the same configuration as the rest. */
+export function claimKube(): ClaimKube {
+  return {
+    core: coreApi(loadKubeConfig()),
+    mergePatch: setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
   };
 }
 

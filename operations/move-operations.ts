@@ -81,7 +81,7 @@ export async function startMove(
     if (!held) throw new DriverError(FailureType.NotFound, `volume ${volumeId} does not exist on node ${parts.nodeId}`);
   } else {
     note =
-      `node ${parts.nodeId} is offline: the move waits for it (its first step, the snapshot, waits in the node's ` +
+      `node ${parts.nodeId} is offline: the move waits for it (its first step on it, holding the volume, waits in the node's ` +
       'queue); whether it holds the volume is known when it returns';
   }
   const input: MoveVolumeInput = {
@@ -115,7 +115,7 @@ export async function startMove(
         { key: VolumeIdKey, value: volumeId },
         { key: NodeIdKey, value: parts.nodeId },
         ...(sourceNode.live
-          ? [{ key: PhaseKey, value: 'snapshotting' }]
+          ? [{ key: PhaseKey, value: 'checking' }]
           : [
               { key: PhaseKey, value: 'waiting-for-node' },
               { key: WaitingSinceKey, value: new Date() },
@@ -152,7 +152,7 @@ async function existingMove(
       FailureType.AlreadyExists,
       status === 'RUNNING'
         ? `volume ${volumeId} is being moved to node ${memo?.targetNodeId ?? '?'} (${workflowId}); wait for it to end`
-        : `volume ${volumeId} was copied to node ${memo?.targetNodeId ?? '?'} (${workflowId}); the copy stands`,
+        : `volume ${volumeId} was moved (or copied) to node ${memo?.targetNodeId ?? '?'} (${workflowId}); that stands`,
     );
   }
   return status === 'RUNNING' ? 'running' : 'done';

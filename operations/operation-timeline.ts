@@ -179,7 +179,10 @@ function resultText(workflowType: string, result: unknown): string {
     case 'createVolume':
       return `volume ${String(value.volumeId)} on node ${String(value.nodeId)}, ${formatBytes(Number(value.capacityBytes))}`;
     case 'moveVolume':
-      return `copied to ${String(value.newVolumeId)} on node ${String(value.targetNodeId)} (the source untouched)`;
+      return value.outcome === 'moved'
+        ? `moved to ${String(value.newVolumeId)} on node ${String(value.targetNodeId)}: claim ${String(value.claim)} ` +
+            `bound to ${String(value.persistentVolume)}, the source deleted`
+        : `copied to ${String(value.newVolumeId)} on node ${String(value.targetNodeId)} (the source untouched)`;
     case 'expandVolume':
       return `capacity ${formatBytes(Number(value.capacityBytes))}${value.nodeExpansionRequired ? ', node expansion required' : ''}`;
     default:

@@ -6,13 +6,16 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
+import type { ControlActivities } from '../activities/control-activities';
 import type { NodeActivities, NodeOfferResult, NodePullResult } from '../activities/node-activities';
-import { FailureType } from '../common/failures';
+import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
+import type { MovedClaim, SwitchInput } from '../kubernetes/claim-switch';
 import {
   NodeIdKey,
   PhaseKey,
   formatSnapshotId,
   formatVolumeId,
+  movedPvName,
   poolIdPrefix,
   type ForgetNotice,
   type MovePhase,
@@ -40,12 +43,12 @@ export interface MoveVolumeInput {
 }
 
 /**
- * A move that ended with the volume copied: the new volume (a new volume ID) is on the target, verified against the
- * source's manifest; the source volume is untouched and still the one the CO uses. Switching the CO over to the new
- * volume and deleting the old one after the switch is a later step (docs/volume-moves.md, "What is not built yet").
+ * A move that ended: `moved` (Kubernetes: the claim bound, under its name, to a new PV that names the new volume;
+ * the old PV and volume deleted), or `copied` (a controller without Kubernetes: the new volume is on the target,
+ * verified; the source volume is untouched and still the one the CO uses).
  */
 export interface MoveVolumeResult {
-  outcome: 'copied';
+  outcome: 'moved' | 'copied';
   volumeId: string;
   newVolumeId: string;
   sourceNodeId: string;
@@ -55,6 +58,9 @@ export interface MoveVolumeResult {
   fetchedBytes: number;
   resumedFromChunk: number;
   chunkCount: number;
+  /** Moved: the claim (namespace/name) and the PV that now names the new volume. */
+  claim?: string;
+  persistentVolume?: string;
 }
 
 /** A step that could not be done: why, and the failure type the move fails with after it rolled back. */
@@ -70,14 +76,29 @@ class MoveStopped extends Error {
 }
 
 /**
- * Moves a volume's data to another node (issue 39; docs/volume-moves.md), each step an activity on the queue of the
- * node that does it, so that a node that is down keeps its step waiting until its agent returns (invariant 2):
- * snapshot on the source (a point-in-time copy, reflinked where the pool can) -> offer (source: the image hashed into a
- * manifest, a token sealed to the target) -> pull (target: chunk by chunk, checkpointed, verified; a retry resumes
- * from the checkpoint) -> adopt (target: the copy becomes a volume under a new key, journaled and counted as a restore
- * is) -> release (source: offer withdrawn, snapshot deleted) -> copied. A step that fails for good (no room on the
- * target, a copy that does not verify, a node forgotten) rolls back: the staged copy discarded, the offer withdrawn,
- * the snapshot deleted, the source volume untouched.
+ * The claim's steps, on the control queue (the controller's Kubernetes client): retried while they wait on the
+ * cluster (a Pod still on the old node, a binding not done yet: Unavailable, which `volumes describe` shows as the
+ * last failure), stopped by what cannot be finished (FailedPrecondition, NotFound: the move rolls back).
+ */
+const claims = proxyActivities<ControlActivities>({
+  startToCloseTimeout: '2m',
+  heartbeatTimeout: '30s',
+  retry: { initialInterval: '1s', maximumInterval: '10s', nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES] },
+});
+
+/**
+ * Moves a volume to another node (issue 39; docs/volume-moves.md), each step an activity on the queue of the node that
+ * does it, so that a node that is down keeps its step waiting until its agent returns (invariant 2): check (control:
+ * with Kubernetes, the PV and its bound claim, read before anything is touched) -> hold (source: refused while the
+ * volume is staged; nothing can stage it until the move ends) -> snapshot (source, reflinked where the pool can) ->
+ * offer (source: the image hashed into a manifest, a token sealed to the target) -> pull (target: chunk by chunk,
+ * checkpointed, verified; a retry resumes) -> adopt (target: the copy becomes a volume under a new key) -> switch
+ * (control: the claim bound, under its name, to a new PV naming the copy) -> release (source: offer withdrawn,
+ * snapshot deleted) -> retire (control: the old PV deleted; source: the old volume deleted) -> moved. Without
+ * Kubernetes the move ends `copied` after the release, the source let go. A step that fails for good before the
+ * switch is done (no room on the target, a copy that does not verify, a node forgotten, the claim deleted meanwhile)
+ * rolls back: the new PV deleted and the old one's policy restored, the copy discarded, the offer withdrawn, the
+ * snapshot deleted, the source let go, its data untouched.
  */
 export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResult> {
   const untilForgotten = listenForForget();
@@ -106,25 +127,47 @@ export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResu
       }
       return result.value;
     } catch (error) {
-      if (error instanceof MoveStopped) throw error;
-      if (error instanceof ActivityFailure && error.cause instanceof ApplicationFailure) {
-        throw new MoveStopped(error.cause.type ?? FailureType.Internal, `${doing}: ${error.cause.message}`);
-      }
-      throw error;
+      throw asStopped(error, doing);
     } finally {
       liveness.stop();
+    }
+  };
+  /** A step of the claim's, on the control queue: no node to wait on. */
+  const inCluster = async <T>(phase: MovePhase, doing: string, work: () => Promise<T>): Promise<T> => {
+    upsertSearchAttributes([{ key: PhaseKey, value: phase }]);
+    setCurrentDetails(`${phase}: ${doing}`);
+    try {
+      return await work();
+    } catch (error) {
+      throw asStopped(error, doing);
     }
   };
 
   const onNode = (nodeId: string, summary: string) =>
     proxyActivities<NodeActivities>(moveOptions(driverName, nodeId, summary));
   const snapshotName = `move-${moveKey}`;
+  // Before anything is touched: a move in a cluster moves a bound claim's data, and is refused here otherwise.
+  let moved: MovedClaim | undefined;
+  try {
+    moved = await inCluster('checking', `reading the claim of ${input.volumeId}`, () =>
+      claims.readMovedClaim({ driverName, volumeId: input.volumeId }),
+    );
+  } catch (error) {
+    if (!(error instanceof MoveStopped)) throw error;
+    return refuse(input, error);
+  }
+  const fence = { moveKey, key: input.sourceKey, poolIdPrefix: input.poolIdPrefix, targetNodeId };
   let offered: NodeOfferResult | undefined;
   let pulled: NodePullResult | undefined;
   let adopted: Awaited<ReturnType<NodeActivities['adoptMoveOnNode']>> | undefined;
   /** Set once the adopt is asked for: the target pool it may have made the new volume in. */
   let adoptedOn: string | undefined;
+  let switching: SwitchInput | undefined;
+  let switched: { claimUid: string } | undefined;
   try {
+    await step('holding', sourceNodeId, `holding ${input.volumeId} for its move`, () =>
+      onNode(sourceNodeId, `hold ${input.volumeId} for move ${moveKey}`).fenceMoveOnNode(fence),
+    );
     await step('snapshotting', sourceNodeId, `snapshot of ${input.volumeId} for its move`, () =>
       proxyActivities<NodeActivities>(
         snapshotOptions(driverName, sourceNodeId, `snapshot ${input.volumeId} to move it to ${targetNodeId}`),
@@ -162,25 +205,32 @@ export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResu
         ...(offer.fsType === undefined ? {} : { fsType: offer.fsType }),
       }),
     );
+    if (moved) {
+      const claimed = moved;
+      switching = {
+        driverName,
+        moveWorkflowId: workflowInfo().workflowId,
+        oldVolumeId: input.volumeId,
+        newVolumeId: newVolumeIdOf(adopted, targetNodeId),
+        targetNodeId,
+        newPvName: movedPvName(moved.pv.name, moveKey),
+        moved,
+      };
+      const switchInput = switching;
+      const where = `claim ${claimed.claim.namespace}/${claimed.claim.name}`;
+      await inCluster('switching', `a new PersistentVolume for ${where}`, () => claims.prepareMovedSwitch(switchInput));
+      switched = await inCluster('switching', `${where} bound to the copy`, () => claims.switchMovedClaim(switchInput));
+    }
   } catch (error) {
     if (!(error instanceof MoveStopped)) throw error;
-    return rollBack(input, step, onNode, error, adoptedOn);
+    return rollBack(input, step, onNode, error, { adoptedOn, switching });
   }
   // The copy is the target's volume: what the source kept for the move goes. A source forgotten now took the
   // volume with it; the new volume stands, and the snapshot is written off on the source's record.
-  const left = await releaseSource(input, step, onNode);
-  const newVolumeId = formatVolumeId({
-    nodeId: adopted.nodeId ?? targetNodeId,
-    poolIdPrefix: poolIdPrefix(adopted.poolId),
-    key: adopted.key,
-  });
-  upsertSearchAttributes([{ key: PhaseKey, value: 'copied' satisfies MovePhase }]);
-  setCurrentDetails(
-    `copied: ${newVolumeId} on ${targetNodeId}; ${input.volumeId} is untouched (the switch is a later step)` +
-      (left ? `; ${left}` : ''),
-  );
-  return {
-    outcome: 'copied',
+  const left = [await releaseSource(input, step, onNode)];
+  const newVolumeId = newVolumeIdOf(adopted, targetNodeId);
+  const result: MoveVolumeResult = {
+    outcome: switching ? 'moved' : 'copied',
     volumeId: input.volumeId,
     newVolumeId,
     sourceNodeId,
@@ -190,10 +240,106 @@ export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResu
     resumedFromChunk: pulled.resumedFromChunk,
     chunkCount: pulled.chunkCount,
   };
+  if (switching && switched) {
+    left.push(await retire(input, step, onNode, inCluster, switching));
+    result.claim = `${switching.moved.claim.namespace}/${switching.moved.claim.name}`;
+    result.persistentVolume = switching.newPvName;
+  } else {
+    left.push(await letGo(input, step, onNode));
+  }
+  upsertSearchAttributes([{ key: PhaseKey, value: result.outcome satisfies MovePhase }]);
+  const what = left.filter(Boolean).map((words) => `; ${words}`);
+  setCurrentDetails(
+    (result.claim
+      ? `moved: claim ${result.claim} is bound to ${result.persistentVolume}, volume ${newVolumeId} on ` +
+        `${targetNodeId}; ${input.volumeId} deleted`
+      : `copied: ${newVolumeId} on ${targetNodeId}; ${input.volumeId} is untouched (no Kubernetes to switch)`) +
+      what.join(''),
+  );
+  return result;
 }
 
 type Step = <T>(phase: MovePhase, nodeId: string, doing: string, work: () => Promise<T>) => Promise<T>;
+type InCluster = <T>(phase: MovePhase, doing: string, work: () => Promise<T>) => Promise<T>;
 type OnNode = (nodeId: string, summary: string) => NodeActivities;
+
+function newVolumeIdOf(adopted: { nodeId?: string; poolId: string; key: string }, targetNodeId: string): string {
+  return formatVolumeId({
+    nodeId: adopted.nodeId ?? targetNodeId,
+    poolIdPrefix: poolIdPrefix(adopted.poolId),
+    key: adopted.key,
+  });
+}
+
+/** An activity's failure for good as a MoveStopped (its type kept); anything else passes. */
+function asStopped(error: unknown, doing: string): unknown {
+  if (error instanceof MoveStopped) return error;
+  if (error instanceof ActivityFailure && error.cause instanceof ApplicationFailure) {
+    return new MoveStopped(error.cause.type ?? FailureType.Internal, `${doing}: ${error.cause.message}`);
+  }
+  return error;
+}
+
+/** Refused before anything was touched (the claim's check): fails with its type, nothing to roll back. */
+function refuse(input: MoveVolumeInput, stop: MoveStopped): never {
+  upsertSearchAttributes([{ key: PhaseKey, value: 'rolled-back' satisfies MovePhase }]);
+  const message = `the move of ${input.volumeId} to ${input.targetNodeId} was refused, nothing touched: ${stop.message}`;
+  setCurrentDetails(message);
+  throw ApplicationFailure.create({ type: stop.type, message, nonRetryable: true });
+}
+
+/**
+ * After the switch: the old PV deleted, then the old volume on its node (the claim is the new volume's now, so
+ * nothing is rolled back from here: a step that cannot be done is said, and what it left is the orphan report's). A
+ * source forgotten meanwhile: the old volume is written off on its record.
+ */
+async function retire(
+  input: MoveVolumeInput,
+  step: Step,
+  onNode: OnNode,
+  inCluster: InCluster,
+  switching: SwitchInput,
+): Promise<string | undefined> {
+  const { sourceNodeId, moveKey } = input;
+  try {
+    await inCluster('retiring', `deleting PersistentVolume ${switching.moved.pv.name}`, () =>
+      claims.retireMovedPv(switching),
+    );
+    await step('retiring', sourceNodeId, `deleting ${input.volumeId}`, () =>
+      onNode(sourceNodeId, `delete moved volume ${input.volumeId} (move ${moveKey})`).deleteVolumeOnNode({
+        key: input.sourceKey,
+        poolIdPrefix: input.poolIdPrefix,
+      }),
+    );
+    return undefined;
+  } catch (error) {
+    if (!(error instanceof MoveStopped)) throw error;
+    if (error.forgotten) {
+      await recordWriteOff(input.driverName, sourceNodeId, {
+        volumeId: input.volumeId,
+        key: input.sourceKey,
+        poolIdPrefix: input.poolIdPrefix,
+        reason: error.forgotten.reason,
+      });
+    }
+    return `left on ${sourceNodeId}: ${error.message}`;
+  }
+}
+
+/** The source volume let go by the move (it stays the CO's): stageable again. */
+async function letGo(input: MoveVolumeInput, step: Step, onNode: OnNode): Promise<string | undefined> {
+  const { sourceNodeId, moveKey } = input;
+  const fence = { moveKey, key: input.sourceKey, poolIdPrefix: input.poolIdPrefix, targetNodeId: input.targetNodeId };
+  try {
+    await step('releasing', sourceNodeId, `letting ${input.volumeId} go`, () =>
+      onNode(sourceNodeId, `let ${input.volumeId} go (move ${moveKey})`).unfenceMoveOnNode(fence),
+    );
+    return undefined;
+  } catch (error) {
+    if (!(error instanceof MoveStopped)) throw error;
+    return error.forgotten ? undefined : `${input.volumeId} still held on ${sourceNodeId}: ${error.message}`;
+  }
+}
 
 /**
  * The source's offer withdrawn and the move's snapshot deleted (both idempotent). A source forgotten meanwhile: the
@@ -231,11 +377,27 @@ async function rollBack(
   step: Step,
   onNode: OnNode,
   stopped: MoveStopped,
-  adoptedOn: string | undefined,
+  made: { adoptedOn: string | undefined; switching: SwitchInput | undefined },
 ): Promise<never> {
   const { sourceNodeId, targetNodeId, moveKey } = input;
+  const { adoptedOn, switching } = made;
   const gone = stopped.forgotten?.nodeId;
   const left: string[] = [];
+  // The cluster first: no PV may name the copy once it is deleted below.
+  if (switching) {
+    upsertSearchAttributes([{ key: PhaseKey, value: 'rolling-back' satisfies MovePhase }]);
+    try {
+      const kept = await claims.undoMovedSwitch(switching);
+      if (kept) left.push(kept);
+    } catch (error) {
+      const stop = asStopped(error, 'undoing the switch');
+      if (!(stop instanceof MoveStopped)) throw stop;
+      // The claim is the copy's after all (bound to it): the copy is kept, and so is the source.
+      const message = `the move of ${input.volumeId} could not be rolled back: ${stop.message}`;
+      setCurrentDetails(message);
+      throw ApplicationFailure.create({ type: FailureType.Internal, message, nonRetryable: true });
+    }
+  }
   // The target first, the source last: the move's node attribute ends on the source, whose volume it names.
   if (gone !== targetNodeId) {
     try {
@@ -257,7 +419,10 @@ async function rollBack(
     }
   }
   if (gone === sourceNodeId) await writeOffSnapshot(input, stopped.forgotten!.reason);
-  else left.push((await releaseSource(input, step, onNode)) ?? '');
+  else {
+    left.push((await releaseSource(input, step, onNode)) ?? '');
+    left.push((await letGo(input, step, onNode)) ?? '');
+  }
   if (gone === targetNodeId) {
     // The adopt may have run before the node went: the new key is kept on the target's record, deleted there should
     // the node return (on whatever pool it returns with: the key was never issued to anyone).

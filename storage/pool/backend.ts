@@ -32,6 +32,17 @@ export interface VolumeRecord {
   projectId?: number;
   /** The snapshot or volume the volume was made from; absent for an empty volume. */
   contentSource?: ContentSource;
+  /** Set while a move holds the volume (fenceVolume): it cannot be staged or grown until the move lets it go. */
+  moving?: MoveFence;
+}
+
+/**
+ * A move's hold on its source volume (docs/volume-moves.md, "In use"): from before the move's snapshot until the move
+ * ends, nothing can stage the volume, so nothing writes to it after the instant that is copied.
+ */
+export interface MoveFence {
+  moveKey: string;
+  targetNodeId: string;
 }
 
 /**
@@ -230,6 +241,13 @@ export interface StorageBackend {
    * Absent: NotFound. No room: ResourceExhausted, nothing changed.
    */
   expandVolume(key: string, capacityBytes: number): Promise<ExpandResult>;
+  /**
+   * Holds the volume for a move: FailedPrecondition, nothing changed, while it is staged (in use) or held by another
+   * move; the same move again is a no-op. While held, stage and expand are refused (FailedPrecondition).
+   */
+  fenceVolume(key: string, fence: MoveFence): Promise<void>;
+  /** Lets the volume go if `moveKey` holds it; false when it does not (or the volume is gone). */
+  unfenceVolume(key: string, moveKey: string): Promise<boolean>;
   /**
    * The node part of CSI (paths come from the CO and are used as mount targets only). The volume must exist
    * (NotFound). Stage records the staging in the pool first, then attaches and mounts; again with the same

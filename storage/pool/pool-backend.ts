@@ -20,6 +20,7 @@ import type {
   CreateSnapshotSpec,
   CreateVolumeSpec,
   ExpandResult,
+  MoveFence,
   OpenReport,
   PoolStatus,
   PublishOptions,
@@ -39,6 +40,7 @@ import { CopiesInFlight, PoolIndexes } from './pool-indexes';
 import {
   PoolLayout,
   acquirePoolLock,
+  assertMoveKey,
   assertSnapshotKey,
   assertVolumeKey,
   ensurePoolIdentity,
@@ -67,7 +69,7 @@ import {
 import type { StoredSnapshot } from './snapshots';
 import { restageAll, stage, unstage } from './staging';
 import type { VolumeAccess } from './staging';
-import { createVolume, deleteVolume, expandVolume } from './volumes';
+import { assertNotMoving, createVolume, deleteVolume, expandVolume, fenceVolume, unfenceVolume } from './volumes';
 import type { CopyOrigin } from './volumes';
 
 export interface PoolBackendOptions {
@@ -267,6 +269,18 @@ export abstract class PoolBackend implements StorageBackend {
     return this.locked(() => expandVolume(this, key, capacityBytes));
   }
 
+  async fenceVolume(key: string, fence: MoveFence): Promise<void> {
+    assertVolumeKey(key);
+    assertMoveKey(fence.moveKey);
+    return this.locked(() => fenceVolume(this, key, fence));
+  }
+
+  async unfenceVolume(key: string, moveKey: string): Promise<boolean> {
+    assertVolumeKey(key);
+    assertMoveKey(moveKey);
+    return this.locked(() => unfenceVolume(this, key, moveKey));
+  }
+
   async createSnapshot(spec: CreateSnapshotSpec): Promise<SnapshotRecord> {
     assertCreateSnapshotSpec(spec);
     return this.toSnapshot(await createSnapshot(this, spec));
@@ -323,7 +337,14 @@ export abstract class PoolBackend implements StorageBackend {
    * was when it began.
    */
   stageVolume(key: string, stagingPath: string, options: StageOptions): Promise<void> {
-    return this.withVolume(key, (record) => stage(this.access, record, stagingPath, options), 'stage');
+    return this.withVolume(
+      key,
+      (record) => {
+        assertNotMoving(record, `stage volume ${key}`);
+        return stage(this.access, record, stagingPath, options);
+      },
+      'stage',
+    );
   }
 
   unstageVolume(key: string, stagingPath: string): Promise<void> {

@@ -4,7 +4,7 @@
  */
 import { promises as fs } from 'node:fs';
 import { DriverError, FailureType } from '../../common/failures';
-import type { ContentSource, CreateVolumeSpec, VolumeRecord } from './backend';
+import type { ContentSource, CreateVolumeSpec, MoveFence, VolumeRecord } from './backend';
 import { jsonFields, pathExists, readJson, removeFile, writeJsonAtomic } from '../host/files';
 import { assertMoveKey, assertSnapshotKey, assertVolumeKey, isVolumeKey, keyOfJsonFileName } from './pool-layout';
 import type { PoolLayout } from './pool-layout';
@@ -32,7 +32,7 @@ export function isShape(shape: { accessType?: unknown; fsType?: unknown }): shap
 
 function parseRecord(value: unknown, key: string, file: string): StoredRecord {
   const record = jsonFields(value);
-  const { name, capacityBytes, parameters, createdAt, projectId, contentSource } = record;
+  const { name, capacityBytes, parameters, createdAt, projectId, contentSource, moving } = record;
   const shape = { accessType: record.accessType, fsType: record.fsType };
   if (
     record.key !== key ||
@@ -42,21 +42,24 @@ function parseRecord(value: unknown, key: string, file: string): StoredRecord {
     typeof createdAt !== 'string' ||
     !isShape(shape) ||
     (projectId !== undefined && !isProjectId(projectId)) ||
-    (contentSource !== undefined && !isContentSource(contentSource))
+    (contentSource !== undefined && !isContentSource(contentSource)) ||
+    (moving !== undefined && !isMoveFence(moving))
   ) {
     throw new DriverError(FailureType.Internal, `${file} is not a volume record for key ${key}`);
   }
-  return { key, name, capacityBytes, parameters, createdAt, ...shapeFields({ ...shape, projectId, contentSource }) };
+  const optional = shapeFields({ ...shape, projectId, contentSource, moving });
+  return { key, name, capacityBytes, parameters, createdAt, ...optional };
 }
 
 /** The optional fields, present only when set: a dir record stays exactly what it always was. */
-type OptionalFields = Pick<StoredRecord, 'accessType' | 'fsType' | 'projectId' | 'contentSource'>;
+type OptionalFields = Pick<StoredRecord, 'accessType' | 'fsType' | 'projectId' | 'contentSource' | 'moving'>;
 
 function shapeFields(shape: OptionalFields): OptionalFields {
   return {
     ...storedShape(shape),
     ...(shape.projectId === undefined ? {} : { projectId: shape.projectId }),
     ...(shape.contentSource === undefined ? {} : { contentSource: { ...shape.contentSource } }),
+    ...(shape.moving === undefined ? {} : { moving: { ...shape.moving } }),
   };
 }
 
@@ -126,6 +129,11 @@ export function sameParameters(a: Record<string, string>, b: Record<string, stri
 }
 
 /** Exactly one of the three keys, well formed. */
+function isMoveFence(value: unknown): value is MoveFence {
+  const fence = jsonFields(value);
+  return Object.keys(fence).length === 2 && isVolumeKey(fence.moveKey) && typeof fence.targetNodeId === 'string';
+}
+
 export function isContentSource(value: unknown): value is ContentSource {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
   const keys = Object.keys(value);

@@ -10,7 +10,7 @@ import { promises as fs } from 'node:fs';
 import { copyTimeMs } from '../../common/copy-budget';
 import { DriverError, FailureType } from '../../common/failures';
 import { formatBytes } from '../../common/quantity';
-import type { CreateVolumeSpec, ExpandResult } from './backend';
+import type { CreateVolumeSpec, ExpandResult, MoveFence } from './backend';
 import { createDir, pathExists } from '../host/files';
 import { removeIntent, settleIntent, writeIntent } from './journal';
 import type { Intent } from './journal';
@@ -19,7 +19,7 @@ import { describeSource, mustReadVolume, readRecord, sameParameters, writeRecord
 import type { StoredRecord, VolumeShape } from './records';
 import { readSnapshot } from './snapshots';
 import { transferStatus } from './transfer';
-import { assertNotInUse } from './staging';
+import { assertNotInUse, readStaging } from './staging';
 
 /**
  * Idempotent by key and by name (assertCompatible says what an existing volume must match); `requestedShape` is
@@ -164,6 +164,8 @@ export async function expandVolume(pool: PoolBackend, key: string, capacityBytes
   pool.copies.assertVolumeFree(key, `expand volume ${key}`);
   await indexes.settle();
   let record = await mustReadVolume(layout, key);
+  // The move copies the volume at its size now: grown meanwhile, the copy would be smaller than its claim says.
+  if (capacityBytes > record.capacityBytes) assertNotMoving(record, `grow volume ${key}`);
   if (capacityBytes > record.capacityBytes) {
     const records = await indexes.records();
     const extraBytes = pool.allocatedBytes(capacityBytes) - pool.allocatedBytes(record.capacityBytes);
@@ -185,6 +187,55 @@ export async function expandVolume(pool: PoolBackend, key: string, capacityBytes
     record = grown;
   }
   return { capacityBytes: record.capacityBytes, nodeExpansionRequired: pool.needsNodeExpansion(record) };
+}
+
+/* Moves (docs/volume-moves.md, "In use"). */
+
+/**
+ * The move's hold on its source volume, taken before its snapshot: refused while the volume is staged (a Pod may
+ * write to it, and what it writes after the snapshot would not be copied) or held by another move. Staging is
+ * recorded before anything is attached, and both run under the pool's lock: no stage slips in between.
+ */
+export async function fenceVolume(pool: PoolBackend, key: string, fence: MoveFence): Promise<void> {
+  const { layout, indexes } = pool;
+  await indexes.settle();
+  const record = await mustReadVolume(layout, key);
+  if (record.moving?.moveKey === fence.moveKey) return;
+  assertNotMoving(record, `move volume ${key} to ${fence.targetNodeId}`);
+  const staging = await readStaging(layout, key);
+  if (staging) {
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `volume ${key} is in use on this node (staged at ${staging.stagingPath}): stop what uses it first ` +
+        '(in Kubernetes: cordon the node, then delete its Pod or scale its workload down), then move it again',
+    );
+  }
+  const held = { ...record, moving: { moveKey: fence.moveKey, targetNodeId: fence.targetNodeId } };
+  await writeRecord(layout, held);
+  (await indexes.records()).put(held);
+}
+
+/** Lets the volume go (the move rolled back); false when `moveKey` does not hold it or the volume is gone. */
+export async function unfenceVolume(pool: PoolBackend, key: string, moveKey: string): Promise<boolean> {
+  const { layout, indexes } = pool;
+  await indexes.settle();
+  const record = await readRecord(layout, key);
+  if (record?.moving?.moveKey !== moveKey) return false;
+  const { moving: _released, ...free } = record;
+  await writeRecord(layout, free);
+  (await indexes.records()).put(free);
+  return true;
+}
+
+/** FailedPrecondition while a move holds the volume: `doing` waits for the move to end. */
+export function assertNotMoving(record: StoredRecord, doing: string): void {
+  if (!record.moving) return;
+  const { moveKey, targetNodeId } = record.moving;
+  throw new DriverError(
+    FailureType.FailedPrecondition,
+    `cannot ${doing}: it is being moved to node ${targetNodeId} (move ${moveKey}); it can be used again once the ` +
+      'move ends (durable-csi volumes describe shows where it stands)',
+  );
 }
 
 /* Idempotency: what an existing volume must match. */

@@ -152,8 +152,12 @@ describe('moving a volume to another node', () => {
       [[volumeId, '--to', 'node-a'], /InvalidArgument: volume \S+ is already on node node-a/],
       [[volumeId, '--to', 'node-zz'], /NotFound: node node-zz is unknown: no agent has registered it/],
       [[unknownVolume, '--to', 'node-b'], /NotFound: volume \S+ does not exist on node node-a/],
-      [['--pvc', 'default/data', '--to', 'node-b'], /--pvc is not yet available/],
-      [[sourceId, '--to', 'node-c'], /AlreadyExists: volume \S+ was copied to node node-b \(\S+\); the copy stands/],
+      [[volumeId, '--pvc', 'default/data', '--to', 'node-b'], /takes a volume ID or --pvc NAMESPACE\/NAME, one of/],
+      [['--pvc', 'data', '--to', 'node-b'], /NAMESPACE\/NAME/],
+      [
+        [sourceId, '--to', 'node-c'],
+        /AlreadyExists: volume \S+ was moved \(or copied\) to node node-b \(\S+\); that stands/,
+      ],
     ];
     for (const [args, said] of refusals) {
       const answer = await cli('volumes', 'move', ...args);

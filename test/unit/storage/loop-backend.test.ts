@@ -175,6 +175,52 @@ describe("a move's copy made a volume (a create from transfers/in, docs/volume-m
   });
 });
 
+describe('a move\'s hold on its source volume (docs/volume-moves.md, "In use")', () => {
+  it('is refused while the volume is staged; once held, stage and growth are refused until the move lets it go', async () => {
+    const backend = await fixture.opened(GI);
+    const volume = await backend.createVolume(spec({ accessType: 'block' }));
+    const moveKey = randomKey();
+    const fence = { moveKey, targetNodeId: 'node-b' };
+    const staging = coPath(volume.key);
+    await backend.stageVolume(volume.key, staging, BLOCK);
+    const record = fs.readFileSync(layout.recordFile(volume.key), 'utf8');
+    await expectDriverError(
+      backend.fenceVolume(volume.key, fence),
+      FailureType.FailedPrecondition,
+      /is in use on this node \(staged at .*\): stop what uses it first \(in Kubernetes: cordon the node/,
+    );
+    expect(fs.readFileSync(layout.recordFile(volume.key), 'utf8')).toBe(record); // nothing changed
+    await backend.unstageVolume(volume.key, staging);
+
+    await backend.fenceVolume(volume.key, fence);
+    await backend.fenceVolume(volume.key, fence); // the same move again: a no-op
+    expect((await backend.getVolume(volume.key))?.moving).toEqual(fence);
+    const held = /cannot stage volume \w+: it is being moved to node node-b \(move \w+\); it can be used again/;
+    await expectDriverError(backend.stageVolume(volume.key, staging, BLOCK), FailureType.FailedPrecondition, held);
+    await expectDriverError(
+      backend.expandVolume(volume.key, 128 * MiB),
+      FailureType.FailedPrecondition,
+      /cannot grow volume \w+: it is being moved/,
+    );
+    await expectDriverError(
+      backend.fenceVolume(volume.key, { moveKey: randomKey(), targetNodeId: 'node-c' }),
+      FailureType.FailedPrecondition,
+      /cannot move volume \w+ to node-c: it is being moved to node node-b/,
+    );
+    expect(loopDevicesOf(volume.path)).toEqual([]);
+
+    // Held across a restart of the agent (the record is on disk); only its own move lets it go.
+    await backend.close();
+    const reopened = await fixture.opened(GI);
+    expect(await reopened.unfenceVolume(volume.key, randomKey())).toBe(false);
+    expect(await reopened.unfenceVolume(volume.key, moveKey)).toBe(true);
+    expect(await reopened.unfenceVolume(volume.key, moveKey)).toBe(false);
+    expect((await reopened.getVolume(volume.key))?.moving).toBeUndefined();
+    await reopened.stageVolume(volume.key, staging, BLOCK);
+    await reopened.unstageVolume(volume.key, staging);
+  });
+});
+
 describe('stage, publish and back', () => {
   it('keeps data written through a published mount across unpublish, unstage and a restage', async () => {
     const backend = await fixture.opened();

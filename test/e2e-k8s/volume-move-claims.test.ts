@@ -1,0 +1,256 @@
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { V1PersistentVolume, V1PersistentVolumeClaim, V1PersistentVolumeList } from '@kubernetes/client-node';
+import { TOPOLOGY_NODE_KEY, parseVolumeId } from '../../common/names';
+import { findFreePort } from '../../temporal-dev/free-port';
+import { TestCluster, type ManagedProcess } from '../support/cluster';
+import { MiB, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
+import { eventually } from '../support/eventually';
+import { runCli } from '../support/run-cli';
+import { testTemporalFlags } from '../support/test-temporal';
+import { BLOCK_CAPABILITY, kubeletPaths, nodeRpcs } from '../integration/node-helpers';
+import { ControlPlane } from './control-plane';
+import type { KubeRest } from './kube-rest';
+import { CONTROL_PLANE_SETS, k8sTools } from './tools';
+
+/**
+ * A move's switch in Kubernetes (issue 39; kubernetes/claim-switch.ts, docs/volume-moves.md "The switch") on a real
+ * kube-apiserver with the PV controller binding claims, the real Temporal dev server, a controller run with
+ * --kubernetes and real agents on loop pools copying node to node on loopback. A claim with its PV on node-a is moved
+ * by `volumes move --pvc`: the claim comes back under its name, with its labels and annotations, bound to a new PV that
+ * names the copy on node-b; the old PV and volume are deleted; a Pod still on node-a holds the switch until it goes.
+ * A watch of the PVs all along checks the promises: every PV of the driver names a volume that exists on its node,
+ * and there is always a copy. A volume in use (staged) is refused with what to stop, nothing touched.
+ */
+jest.setTimeout(300_000);
+
+const NAMESPACE = 'default';
+const CLASS = 'durable-csi-loop-move';
+const SIZE = 64 * MiB;
+const plane = new ControlPlane(k8sTools(CONTROL_PLANE_SETS), fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-k8s-')), []);
+const cluster = new TestCluster('move-claims');
+const ports = new Map<string, number>();
+const agents = new Map<string, ManagedProcess>();
+let api: KubeRest;
+let controllerEndpoint = '';
+
+const startAgent = async (nodeId: string): Promise<ManagedProcess> => {
+  if (!ports.has(nodeId)) ports.set(nodeId, await findFreePort());
+  const extra = ['--transfer-port', String(ports.get(nodeId)), '--transfer-address', '127.0.0.1'];
+  const agent = await cluster.startNode(nodeId, { backend: 'loop', capacity: '512Mi', extra });
+  agents.set(nodeId, agent);
+  return agent;
+};
+const cli = (...args: string[]) =>
+  runCli([...args, '--driver-name', cluster.driverName, ...testTemporalFlags()], { timeoutMs: 180_000 });
+const image = (volumeId: string) => {
+  const parts = parseVolumeId(volumeId)!;
+  return path.join(cluster.pool(parts.nodeId), 'volumes', parts.key, 'disk.img');
+};
+const sha256 = (file: string) => createHash('sha256').update(fs.readFileSync(file)).digest('hex');
+const claimPath = (name: string) => `/api/v1/namespaces/${NAMESPACE}/persistentvolumeclaims/${name}`;
+
+beforeAll(async () => {
+  try {
+    await plane.start([
+      'persistentvolume-binder-controller',
+      'persistentvolumeclaim-protection-controller',
+      'persistentvolume-protection-controller',
+    ]);
+  } catch (error) {
+    await plane.stop();
+    throw error;
+  }
+  api = plane.rest();
+  process.env.KUBECONFIG = plane.adminKubeconfig();
+  await startAgent('node-a');
+  await startAgent('node-b');
+  controllerEndpoint = (await cluster.startController('controller', ['--snapshots', '--kubernetes'])).endpoint;
+  await api.create('/apis/storage.k8s.io/v1/storageclasses', {
+    metadata: { name: CLASS },
+    provisioner: cluster.driverName,
+    volumeBindingMode: 'WaitForFirstConsumer',
+  });
+}, 180_000);
+
+afterAll(async () => {
+  await cluster.teardown();
+  api?.close();
+  await plane.stop();
+  if (!process.env.DURABLE_CSI_KEEP_TEST_DATA) fs.rmSync(plane.root, { recursive: true, force: true });
+});
+
+/**
+ * A block volume on node-a with random data at its start, its PV (as external-provisioner makes one) and its claim,
+ * bound by the PV controller.
+ */
+async function boundClaim(name: string): Promise<{ volumeId: string; pvName: string; uid: string }> {
+  const request = createRequest(name, SIZE, { ...onNode('node-a'), volume_capabilities: [BLOCK_CAPABILITY] });
+  const made = await retryLikeCo(() => createVolume(cluster.csi(controllerEndpoint), request));
+  const volumeId = made.volume!.volume_id;
+  const file = fs.openSync(image(volumeId), 'r+');
+  fs.writeSync(file, randomBytes(8 * MiB), 0, 8 * MiB, 0);
+  fs.fsyncSync(file);
+  fs.closeSync(file);
+  const pvName = `pvc-${randomBytes(8).toString('hex')}`;
+  await api.create('/api/v1/persistentvolumes', {
+    metadata: { name: pvName, annotations: { 'pv.kubernetes.io/provisioned-by': cluster.driverName } },
+    spec: {
+      capacity: { storage: `${SIZE / MiB}Mi` },
+      accessModes: ['ReadWriteOnce'],
+      volumeMode: 'Block',
+      persistentVolumeReclaimPolicy: 'Delete',
+      storageClassName: CLASS,
+      csi: { driver: cluster.driverName, volumeHandle: volumeId },
+      claimRef: { namespace: NAMESPACE, name },
+      nodeAffinity: {
+        required: {
+          nodeSelectorTerms: [{ matchExpressions: [{ key: TOPOLOGY_NODE_KEY, operator: 'In', values: ['node-a'] }] }],
+        },
+      },
+    },
+  });
+  await api.create(`/api/v1/namespaces/${NAMESPACE}/persistentvolumeclaims`, {
+    metadata: { name, labels: { app: 'db' }, annotations: { 'example.com/owner': 'team-data' } },
+    spec: {
+      accessModes: ['ReadWriteOnce'],
+      volumeMode: 'Block',
+      storageClassName: CLASS,
+      resources: { requests: { storage: `${SIZE / MiB}Mi` } },
+      volumeName: pvName,
+    },
+  });
+  const claim = await eventually(`claim ${name} bound`, async () => {
+    const found = await api.get<V1PersistentVolumeClaim>(claimPath(name));
+    return found.status?.phase === 'Bound' ? found : undefined;
+  });
+  return { volumeId, pvName, uid: claim.metadata!.uid! };
+}
+
+/**
+ * Every 100 ms until stopped: each PV of the driver must name a volume whose image is on its node, and each claim
+ * watched must have a copy (an image of one of the volume IDs seen for it). Returns what it saw wrong.
+ */
+function watchPromises(copies: () => string[]): { stop(): Promise<string[]> } {
+  const wrong: string[] = [];
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      const pvs = await api.get<V1PersistentVolumeList>('/api/v1/persistentvolumes');
+      for (const pv of pvs.items) {
+        const handle = pv.spec?.csi?.driver === cluster.driverName ? pv.spec.csi.volumeHandle : undefined;
+        if (handle && !pv.metadata?.deletionTimestamp && !fs.existsSync(image(handle)))
+          wrong.push(`PV ${pv.metadata?.name} names ${handle}, which is not on its node`);
+      }
+      if (!copies().some((volumeId) => fs.existsSync(image(volumeId))))
+        wrong.push(`no copy of ${copies().join(' or ')}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+      return wrong;
+    },
+  };
+}
+
+describe('volumes move --pvc on a real API server', () => {
+  it("binds the claim, under its name, to a new PV naming the copy on the target, once the old node's Pod is gone; then the old PV and volume go", async () => {
+    const { volumeId, pvName, uid } = await boundClaim('data-db-0');
+    const before = sha256(image(volumeId));
+    const seen = [volumeId];
+    const watch = watchPromises(() => seen);
+    // A Pod scheduled to node-a that uses the claim (no kubelet here: it stays there until deleted).
+    await api.create(`/api/v1/namespaces/${NAMESPACE}/pods`, {
+      metadata: { name: 'db-0' },
+      spec: {
+        nodeName: 'node-a',
+        containers: [{ name: 'db', image: 'busybox', volumeDevices: [{ name: 'data', devicePath: '/dev/data' }] }],
+        volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data-db-0' } }],
+      },
+    });
+
+    const moving = cli('volumes', 'move', '--pvc', `${NAMESPACE}/data-db-0`, '--to', 'node-b', '--output', 'json');
+    // The switch waits for the Pod, and says so where an operator looks.
+    await eventually(
+      'the move waiting for the Pod on node-a',
+      async () =>
+        (await cli('volumes', 'describe', volumeId)).stdout.includes('is used by Pod default/db-0 on node node-a'),
+      120_000,
+      1000,
+    );
+    const waiting = await api.get<V1PersistentVolumeClaim>(claimPath('data-db-0'));
+    expect(waiting.metadata?.uid).toBe(uid);
+    const held = await api.get<V1PersistentVolume>(`/api/v1/persistentvolumes/${pvName}`);
+    expect(held.spec?.persistentVolumeReclaimPolicy).toBe('Retain');
+    await api.request('DELETE', `/api/v1/namespaces/${NAMESPACE}/pods/db-0`, { gracePeriodSeconds: 0 });
+
+    const answer = await moving;
+    expect({ code: answer.code, stderr: answer.code === 0 ? '' : answer.stderr }).toEqual({ code: 0, stderr: '' });
+    const result = JSON.parse(answer.stdout) as {
+      outcome: string;
+      newVolumeId: string;
+      claim: string;
+      persistentVolume: string;
+    };
+    seen.push(result.newVolumeId);
+    expect(result.outcome).toBe('moved');
+    expect(result.claim).toBe(`${NAMESPACE}/data-db-0`);
+    expect(parseVolumeId(result.newVolumeId)?.nodeId).toBe('node-b');
+
+    // The claim: the same name, labels and annotations, a new object bound to the new PV.
+    const claim = await api.get<V1PersistentVolumeClaim>(claimPath('data-db-0'));
+    expect(claim.metadata?.uid).not.toBe(uid);
+    expect(claim.metadata?.labels).toEqual({ app: 'db' });
+    expect(claim.metadata?.annotations?.['example.com/owner']).toBe('team-data');
+    expect(claim.spec?.volumeName).toBe(result.persistentVolume);
+    expect(claim.status?.phase).toBe('Bound');
+    // The new PV: the copy's ID, node-b's affinity, the old PV's reclaim policy once bound.
+    const pv = await api.get<V1PersistentVolume>(`/api/v1/persistentvolumes/${result.persistentVolume}`);
+    expect(pv.spec?.csi?.volumeHandle).toBe(result.newVolumeId);
+    expect(pv.spec?.nodeAffinity?.required?.nodeSelectorTerms?.[0]?.matchExpressions?.[0]?.values).toEqual(['node-b']);
+    expect(pv.spec?.persistentVolumeReclaimPolicy).toBe('Delete');
+    expect(pv.metadata?.annotations?.['durable-csi.io/moved-from']).toBe(volumeId);
+    // The old PV and volume are gone; the data is on node-b, bit for bit.
+    await expect(api.get(`/api/v1/persistentvolumes/${pvName}`)).rejects.toThrow(/404/);
+    expect(cluster.volumesOnDisk('node-a')).not.toContain(parseVolumeId(volumeId)!.key);
+    expect(sha256(image(result.newVolumeId))).toBe(before);
+    expect(await watch.stop()).toEqual([]);
+
+    const described = await cli('volumes', 'describe', volumeId);
+    expect(described.stdout).toMatch(/move {2}\S+ {2}COMPLETED {2}phase moved/);
+  });
+
+  it('refuses a volume in use on its node with what to stop, and touches nothing', async () => {
+    const { volumeId, pvName, uid } = await boundClaim('data-busy-0');
+    const node = nodeRpcs(cluster.csi(agents.get('node-a')!.endpoint));
+    const { staging } = kubeletPaths(cluster, volumeId);
+    await node.stage(volumeId, staging, BLOCK_CAPABILITY);
+    try {
+      const answer = await cli('volumes', 'move', volumeId, '--to', 'node-b');
+      expect(answer.code).toBe(1);
+      expect(answer.stderr).toMatch(
+        /FailedPrecondition: the move of \S+ to node-b rolled back, the volume untouched on node-a: holding \S+ for its move: volume \w+ is in use on this node \(staged at /,
+      );
+      expect(answer.stderr).toContain('cordon the node');
+    } finally {
+      await node.unstage(volumeId, staging);
+    }
+    const claim = await api.get<V1PersistentVolumeClaim>(claimPath('data-busy-0'));
+    expect(claim.metadata?.uid).toBe(uid);
+    const pv = await api.get<V1PersistentVolume>(`/api/v1/persistentvolumes/${pvName}`);
+    expect(pv.spec?.persistentVolumeReclaimPolicy).toBe('Delete');
+    const pvs = await api.get<V1PersistentVolumeList>('/api/v1/persistentvolumes');
+    expect(pvs.items.filter((item) => item.metadata?.annotations?.['durable-csi.io/moved-from'] === volumeId)).toEqual(
+      [],
+    );
+    expect(cluster.volumesOnDisk('node-b').length).toBe(1); // only the first test's copy
+    // Let go: the volume stages again.
+    await node.stage(volumeId, staging, BLOCK_CAPABILITY);
+    await node.unstage(volumeId, staging);
+  });
+});
