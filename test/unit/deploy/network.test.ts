@@ -111,6 +111,28 @@ describe('NetworkPolicies', () => {
   });
 });
 
+describe("loop nodes' node-to-node copies (components/loop-backend, docs/volume-moves.md)", () => {
+  const loopNode = node && withComponent(node, 'loop-backend');
+  const agent = containers(loopNode).find((container) => container.name === 'durable-csi');
+
+  it('listen on $(POD_IP):9470, a declared port that only other node agents may reach, and only reach those', () => {
+    expect(agent?.args).toEqual(expect.arrayContaining(['--transfer-port=9470', '--transfer-address=$(POD_IP)']));
+    expect(agent?.ports).toContainEqual({ name: 'transfer', containerPort: 9470 });
+    expect(containers(node).flatMap((c) => c.args ?? [])).not.toContain('--transfer-port=9470'); // dir nodes serve none
+    const ingressPorts = (policy('durable-csi-ingress').spec?.ingress ?? []).flatMap((rule) => rule.ports ?? []);
+    expect(ingressPorts.map((p) => p.port)).not.toContain(9470);
+    const transfers = policy('durable-csi-node-transfers');
+    const nodes = {
+      podSelector: { matchLabels: { 'app.kubernetes.io/name': 'durable-csi', 'app.kubernetes.io/component': 'node' } },
+    };
+    expect(transfers.spec?.podSelector).toEqual(nodes.podSelector);
+    expect(transfers.spec?.policyTypes).toEqual(['Ingress', 'Egress']);
+    const onlyTransfers = [{ protocol: 'TCP', port: 9470 }];
+    expect(transfers.spec?.ingress).toEqual([{ from: [nodes], ports: onlyTransfers }]);
+    expect(transfers.spec?.egress).toEqual([{ to: [nodes], ports: onlyTransfers }]);
+  });
+});
+
 describe('the controller through disruptions', () => {
   it('a PodDisruptionBudget evicts at most one of its replicas at a time', () => {
     const [budget] = load<V1PodDisruptionBudget>('base/controller-pdb.yaml');
