@@ -3,6 +3,7 @@ import { formatBytes } from '../common/quantity';
 import { forgetNode } from '../operations/forget-node';
 import { readNodeOverview } from '../operations/node-overview';
 import type { NodeOverview } from '../operations/node-overview';
+import type { EvacuationResult, EvacuationStep } from '../operations/move-operations';
 import { addOperatorOptions, ageOf, printJson, secondsSince, withTemporalClient } from './operator-options';
 import type { OperatorFlags } from './operator-options';
 import { printTable } from './table';
@@ -12,7 +13,98 @@ export function nodesCommand(): Command {
   const nodes = new Command('nodes').description("the node records and operators' decisions about nodes");
   nodes.addCommand(listCommand(), { isDefault: true });
   nodes.addCommand(forgetCommand());
+  nodes.addCommand(evacuateCommand());
   return nodes;
+}
+
+/**
+ * `nodes evacuate NODE`: every claim's volume on the node moved, each to a node with room that its StorageClass
+ * admits, as one move per volume (`volumes move`'s workflow: a second evacuate attaches to the moves running). The
+ * node must be cordoned; its Pods must be gone (a volume in use is refused by its move, saying what to stop).
+ */
+function evacuateCommand(): Command {
+  const command = new Command('evacuate')
+    .description(
+      "move every claim's volume off a cordoned node, each to a node with room that its StorageClass admits " +
+        '(one durable move per volume; docs/operations.md, "Evacuate a node"); reads Kubernetes as kubectl does',
+    )
+    .argument('<node-id>')
+    .option('--to <node-ids>', 'only these nodes as targets, comma-separated')
+    .option('--parallel <n>', 'moves at a time', '4')
+    .option('--dry-run', 'print the plan, move nothing');
+  return addOperatorOptions(command).action(
+    async (nodeId: string, flags: OperatorFlags & { to?: string; parallel: string; dryRun?: boolean }) => {
+      const parallel = Number(flags.parallel);
+      if (!Number.isInteger(parallel) || parallel < 1)
+        throw new Error(`--parallel ${flags.parallel}: a whole number >= 1`);
+      const { DriverError } = await import('../common/failures');
+      const { evacuationKube } = await import('../kubernetes/controller-integration');
+      const { evacuationClaims } = await import('../kubernetes/claim-switch');
+      const moves = await import('../operations/move-operations');
+      const { listNodeViews } = await import('../node-records/reads');
+      try {
+        const { claims, unschedulable } = await evacuationClaims(evacuationKube(), flags.driverName, nodeId);
+        const outcome = await withTemporalClient(flags, async (client) => {
+          const views = await listNodeViews(client, flags.driverName);
+          const only = flags.to?.split(',').filter(Boolean);
+          const targets = moves.evacuationTargets(views, nodeId, { unschedulable, ...(only ? { only } : {}) });
+          const plan = moves.planEvacuation(claims, targets);
+          const snapshots = views.find((view) => view.nodeId === nodeId)?.snapshotCount ?? 0;
+          if (flags.dryRun) return { plan, results: [], snapshots };
+          const results = await moves.runEvacuation(client, flags.driverName, plan, parallel, (line) =>
+            process.stderr.write(`${line}\n`),
+          );
+          return { plan, results, snapshots };
+        });
+        if (flags.output === 'json') printJson(outcome);
+        else printEvacuation(nodeId, outcome, flags.dryRun === true);
+        if (outcome.plan.some((step) => 'refused' in step) || outcome.results.some((result) => result.error))
+          process.exitCode = 1;
+      } catch (error) {
+        if (error instanceof DriverError) throw new Error(`${error.type}: ${error.message}`);
+        throw error;
+      }
+    },
+  );
+}
+
+function printEvacuation(
+  nodeId: string,
+  outcome: {
+    plan: EvacuationStep[];
+    results: EvacuationResult[];
+    snapshots: number;
+  },
+  dryRun: boolean,
+): void {
+  if (outcome.plan.length === 0) process.stdout.write(`node ${nodeId} holds no claim's volume\n`);
+  const results = new Map(outcome.results.map((result) => [result.volumeId, result]));
+  printTable(
+    ['VOLUME', 'CLAIM', 'SIZE', 'TO', dryRun ? 'PLAN' : 'OUTCOME'],
+    outcome.plan.map((step) => {
+      const result = results.get(step.volumeId);
+      const said =
+        'refused' in step
+          ? `not moved: ${step.refused}`
+          : dryRun
+            ? 'would move'
+            : result?.error
+              ? `failed: ${result.error}`
+              : `moved: ${result?.newVolumeId ?? '?'}`;
+      return [
+        step.volumeId,
+        step.claim ?? '',
+        formatBytes(step.capacityBytes),
+        'targetNodeId' in step ? step.targetNodeId : '',
+        said,
+      ];
+    }),
+  );
+  if (outcome.snapshots > 0)
+    process.stdout.write(
+      `\n${outcome.snapshots} snapshot copies stay on ${nodeId}: snapshots are not moved yet (delete or keep them ` +
+        'before the node goes; docs/volume-moves.md)\n',
+    );
 }
 
 function listCommand(): Command {

@@ -1,5 +1,6 @@
 import type {
   CoreV1Api,
+  StorageV1Api,
   V1ObjectMeta,
   V1OwnerReference,
   V1PersistentVolume,
@@ -8,7 +9,8 @@ import type {
   V1PersistentVolumeSpec,
 } from '@kubernetes/client-node';
 import { DriverError, FailureType } from '../common/failures';
-import { TOPOLOGY_NODE_KEY } from '../common/names';
+import { TOPOLOGY_NODE_KEY, parseVolumeId } from '../common/names';
+import { parseQuantity } from '../common/quantity';
 import { statusOf } from './api-status';
 
 /**
@@ -160,6 +162,64 @@ export async function claimVolumeId(
     );
   }
   return pv.spec.csi.volumeHandle;
+}
+
+/** A claim's volume on a node being evacuated, and where its StorageClass lets it go (undefined: anywhere). */
+export interface EvacuatedClaim {
+  volumeId: string;
+  claim: string;
+  capacityBytes: number;
+  allowedNodes?: string[];
+}
+
+/**
+ * `nodes evacuate`: the node must be cordoned (its Pods would otherwise start there again and hold their volumes), and
+ * what it holds for claims is every bound PV of the driver whose volume ID names it, with the nodes its StorageClass's
+ * allowedTopologies admit. Also the nodes that are cordoned: no target among them.
+ */
+export async function evacuationClaims(
+  { core, storage }: ClaimKube & { storage: StorageV1Api },
+  driverName: string,
+  nodeId: string,
+): Promise<{ claims: EvacuatedClaim[]; unschedulable: string[] }> {
+  const node = await ignoring(404, core.readNode({ name: nodeId }));
+  if (node && !node.spec?.unschedulable) {
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `node ${nodeId} is not cordoned: its Pods would start there again and hold their volumes; cordon it first ` +
+        `(kubectl cordon ${nodeId}), and drain it (kubectl drain ${nodeId} --ignore-daemonsets)`,
+    );
+  }
+  const [pvs, classes, nodes] = await Promise.all([
+    core.listPersistentVolume(),
+    storage.listStorageClass(),
+    core.listNode(),
+  ]);
+  const allowed = new Map(
+    classes.items.map((storageClass) => {
+      const terms = storageClass.allowedTopologies ?? [];
+      const values = terms.flatMap((term) =>
+        (term.matchLabelExpressions ?? []).filter((e) => e.key === TOPOLOGY_NODE_KEY).flatMap((e) => e.values),
+      );
+      return [storageClass.metadata?.name ?? '', terms.length ? values : undefined] as const;
+    }),
+  );
+  const claims = pvs.items.flatMap((pv) => {
+    const handle = pv.spec?.csi?.driver === driverName ? pv.spec.csi.volumeHandle : undefined;
+    const ref = pv.spec?.claimRef;
+    if (!handle || parseVolumeId(handle)?.nodeId !== nodeId || pv.status?.phase !== 'Bound' || !ref) return [];
+    const allowedNodes = allowed.get(pv.spec?.storageClassName ?? '');
+    return [
+      {
+        volumeId: handle,
+        claim: `${ref.namespace}/${ref.name}`,
+        capacityBytes: parseQuantity(String(pv.spec?.capacity?.storage ?? '0')),
+        ...(allowedNodes ? { allowedNodes } : {}),
+      },
+    ];
+  });
+  const unschedulable = nodes.items.filter((n) => n.spec?.unschedulable).map((n) => n.metadata?.name ?? '');
+  return { claims, unschedulable };
 }
 
 /**

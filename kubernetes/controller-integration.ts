@@ -1,4 +1,4 @@
-import { PatchStrategy, makeInformer, setHeaderOptions } from '@kubernetes/client-node';
+import { PatchStrategy, StorageV1Api, makeInformer, setHeaderOptions } from '@kubernetes/client-node';
 import type { KubeConfig, V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import type { Registry } from 'prom-client';
@@ -45,6 +45,11 @@ export function claimKube(): ClaimKube {
     core: coreApi(loadKubeConfig()),
     mergePatch: setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
   };
+}
+
+/** `nodes evacuate`'s: the switch's, and StorageClasses (their allowedTopologies). */
+export function evacuationKube(): ClaimKube & { storage: StorageV1Api } {
+  return { ...claimKube(), storage: loadKubeConfig().makeApiClient(StorageV1Api) };
 }
 
 /**

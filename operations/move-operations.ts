@@ -18,6 +18,8 @@ import {
 import type { MoveVolumeInput, MoveVolumeResult } from '../workflows/move-volume';
 import type * as workflows from '../workflows';
 import { readNodeRecord, type NodeRecordView } from '../node-records/reads';
+import type { NodeView } from '../common/names';
+import { formatBytes } from '../common/quantity';
 import { pendingActivity } from './describe-volume';
 import { newSnapshotKey } from './snapshot-key';
 
@@ -260,4 +262,118 @@ export async function moveResult(handle: WorkflowHandle): Promise<MoveVolumeResu
     const type = isFailureType(cause?.type) ? cause.type : FailureType.Internal;
     throw new DriverError(type, cause?.message ?? error.message);
   }
+}
+
+/* `durable-csi nodes evacuate` (docs/operations.md, "Evacuate a node"). */
+
+/** A volume to move off the node, and the nodes its StorageClass admits (undefined: any). */
+export interface EvacuationVolume {
+  volumeId: string;
+  claim?: string;
+  capacityBytes: number;
+  allowedNodes?: string[];
+}
+
+/** A node a volume may move to, with the room its agent last reported. */
+export interface EvacuationTarget {
+  nodeId: string;
+  availableBytes: number;
+}
+
+export type EvacuationStep =
+  | { volumeId: string; claim?: string; capacityBytes: number; targetNodeId: string }
+  | { volumeId: string; claim?: string; capacityBytes: number; refused: string };
+
+/**
+ * Each volume to the admitted target with the most room left, the largest volumes first (so that the large ones
+ * still find a node); a volume no target admits or has room for is refused, saying which. Room is what the agents
+ * reported, less what this plan already gave them: a move checks again before it copies (and rolls back without room).
+ */
+export function planEvacuation(volumes: EvacuationVolume[], targets: EvacuationTarget[]): EvacuationStep[] {
+  const room = new Map(targets.map((target) => [target.nodeId, target.availableBytes]));
+  const ordered = [...volumes].sort(
+    (a, b) => b.capacityBytes - a.capacityBytes || a.volumeId.localeCompare(b.volumeId),
+  );
+  return ordered.map((volume) => {
+    const { volumeId, capacityBytes } = volume;
+    const claim = volume.claim === undefined ? {} : { claim: volume.claim };
+    const admitted = [...room.keys()].filter((nodeId) => !volume.allowedNodes || volume.allowedNodes.includes(nodeId));
+    if (admitted.length === 0) {
+      const why = volume.allowedNodes
+        ? `its StorageClass admits only ${volume.allowedNodes.join(', ') || 'no node'}, and none of them can take it`
+        : 'no live node serves node-to-node copies on a loop pool';
+      return { volumeId, ...claim, capacityBytes, refused: why };
+    }
+    const best = admitted.sort((a, b) => room.get(b)! - room.get(a)! || a.localeCompare(b))[0]!;
+    if (room.get(best)! < capacityBytes) {
+      return {
+        volumeId,
+        ...claim,
+        capacityBytes,
+        refused: `no node has room for it (the most: ${best}, ${formatBytes(Math.max(0, room.get(best)!))} available)`,
+      };
+    }
+    room.set(best, room.get(best)! - capacityBytes);
+    return { volumeId, ...claim, capacityBytes, targetNodeId: best };
+  });
+}
+
+/**
+ * The nodes that can take moved volumes now: live, a loop pool, serving copies, not the source, not cordoned (as
+ * Kubernetes says), and among `only` when the operator names them.
+ */
+export function evacuationTargets(
+  nodes: NodeView[],
+  source: string,
+  options: { unschedulable?: string[]; only?: string[] } = {},
+): EvacuationTarget[] {
+  return nodes
+    .filter(
+      (node) =>
+        node.nodeId !== source &&
+        node.live &&
+        node.backend === 'loop' &&
+        node.transfer !== undefined &&
+        !options.unschedulable?.includes(node.nodeId) &&
+        (!options.only || options.only.includes(node.nodeId)),
+    )
+    .map((node) => ({ nodeId: node.nodeId, availableBytes: node.availableBytes }));
+}
+
+export interface EvacuationResult {
+  volumeId: string;
+  targetNodeId: string;
+  newVolumeId?: string;
+  /** Why the move failed (it rolled back), as `Type: message`. */
+  error?: string;
+}
+
+/** The planned moves, `parallel` at a time, each started (or attached to) and awaited; `say` gets a line per event. */
+export async function runEvacuation(
+  client: Client,
+  driverName: string,
+  plan: EvacuationStep[],
+  parallel: number,
+  say: (line: string) => void,
+): Promise<EvacuationResult[]> {
+  const queue = plan.flatMap((step) => ('targetNodeId' in step ? [step] : []));
+  const results: EvacuationResult[] = [];
+  const worker = async () => {
+    for (let step = queue.shift(); step; step = queue.shift()) {
+      const { volumeId, targetNodeId } = step;
+      try {
+        const start = await startMove(client, driverName, { volumeId, targetNodeId });
+        say(`${start.attached ? 'attached to' : 'started'} ${start.workflowId} (to ${targetNodeId})`);
+        const result = await moveResult(client.workflow.getHandle(start.workflowId));
+        say(`${volumeId}: ${result.outcome} to ${result.newVolumeId}`);
+        results.push({ volumeId, targetNodeId, newVolumeId: result.newVolumeId });
+      } catch (error) {
+        const text = error instanceof DriverError ? `${error.type}: ${error.message}` : String(error);
+        say(`${volumeId}: failed: ${text}`);
+        results.push({ volumeId, targetNodeId, error: text });
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(parallel, queue.length) }, worker));
+  return results;
 }

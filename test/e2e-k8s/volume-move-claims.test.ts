@@ -253,4 +253,38 @@ describe('volumes move --pvc on a real API server', () => {
     await node.stage(volumeId, staging, BLOCK_CAPABILITY);
     await node.unstage(volumeId, staging);
   });
+
+  it('evacuates a cordoned node: every claim on it moved to a node with room; an uncordoned node is refused', async () => {
+    const second = await boundClaim('data-db-1');
+    await api.create('/api/v1/nodes', { metadata: { name: 'node-a' } });
+    await api.create('/api/v1/nodes', { metadata: { name: 'node-b' } });
+    const refused = await cli('nodes', 'evacuate', 'node-a');
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/FailedPrecondition: node node-a is not cordoned: .*kubectl cordon node-a/);
+
+    await api.patch('/api/v1/nodes/node-a', { spec: { unschedulable: true } });
+    const onA = async () =>
+      (await api.get<V1PersistentVolumeList>('/api/v1/persistentvolumes')).items
+        .filter((pv) => parseVolumeId(pv.spec?.csi?.volumeHandle ?? '')?.nodeId === 'node-a')
+        .map((pv) => pv.spec?.claimRef?.name)
+        .sort();
+    expect(await onA()).toEqual(['data-busy-0', 'data-db-1']); // the refused one of the test before, and a new one
+    const planned = await cli('nodes', 'evacuate', 'node-a', '--dry-run');
+    expect(planned.code).toBe(0);
+    expect(planned.stdout).toMatch(/default\/data-db-1 +64Mi +node-b +would move/);
+    expect(await onA()).toEqual(['data-busy-0', 'data-db-1']);
+
+    const before = sha256(image(second.volumeId));
+    const answer = await cli('nodes', 'evacuate', 'node-a', '--output', 'json');
+    expect({ code: answer.code, stderr: answer.code === 0 ? '' : answer.stderr }).toEqual({ code: 0, stderr: '' });
+    const outcome = JSON.parse(answer.stdout) as { results: { volumeId: string; newVolumeId: string }[] };
+    expect(outcome.results).toHaveLength(2);
+    expect(await onA()).toEqual([]);
+    const moved = outcome.results.find((result) => result.volumeId === second.volumeId)!;
+    expect(sha256(image(moved.newVolumeId))).toBe(before);
+    const claim = await api.get<V1PersistentVolumeClaim>(claimPath('data-db-1'));
+    const pv = await api.get<V1PersistentVolume>(`/api/v1/persistentvolumes/${claim.spec?.volumeName}`);
+    expect(pv.spec?.csi?.volumeHandle).toBe(moved.newVolumeId);
+    expect(cluster.volumesOnDisk('node-a')).toEqual([]);
+  });
 });
