@@ -29,18 +29,27 @@ function moveCommand(): Command {
         'stays the one in use (docs/volume-moves.md); reads Temporal (and, for --pvc, Kubernetes as kubectl does)',
     )
     .argument('[volume-id]')
-    .requiredOption('--to <node-id>', 'the node to move the volume to (live, a loop pool, serving copies)')
-    .option('--pvc <namespace/name>', 'the claim whose volume to move, instead of a volume ID');
+    .option('--to <node-id>', 'the node to move the volume to (live, a loop pool, serving copies)')
+    .option('--pvc <namespace/name>', 'the claim whose volume to move, instead of a volume ID')
+    .option('--cancel', "cancel the volume's running move: it rolls back, unless the claim is already switched");
   return addOperatorOptions(command).action(
-    async (given: string | undefined, flags: OperatorFlags & { to: string; pvc?: string }) => {
+    async (given: string | undefined, flags: OperatorFlags & { to?: string; pvc?: string; cancel?: boolean }) => {
       if ((given === undefined) === (flags.pvc === undefined))
         throw new Error('volumes move takes a volume ID or --pvc NAMESPACE/NAME, one of them');
+      if ((flags.to === undefined) === (flags.cancel === undefined))
+        throw new Error('volumes move takes --to NODE (a move) or --cancel (of the running one), one of them');
       const { DriverError } = await import('../common/failures');
-      const { startMove, moveProgress, moveResult } = await import('../operations/move-operations');
+      const { startMove, moveProgress, moveResult, cancelMove } = await import('../operations/move-operations');
       try {
         const volumeId = given ?? (await volumeOfClaim(flags.driverName, flags.pvc!));
+        if (flags.cancel) {
+          const said = await withTemporalClient(flags, (client) => cancelMove(client, flags.driverName, volumeId));
+          process.stdout.write(`${said}\n`);
+          return;
+        }
+        const to = flags.to!;
         const result = await withTemporalClient(flags, async (client) => {
-          const start = await startMove(client, flags.driverName, { volumeId, targetNodeId: flags.to });
+          const start = await startMove(client, flags.driverName, { volumeId, targetNodeId: to });
           process.stderr.write(
             `${start.attached ? 'attached to' : 'started'} ${start.workflowId}${start.note ? `: ${start.note}` : ''}\n`,
           );

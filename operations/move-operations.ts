@@ -377,3 +377,34 @@ export async function runEvacuation(
   await Promise.all(Array.from({ length: Math.min(parallel, queue.length) }, worker));
   return results;
 }
+
+/**
+ * `volumes move --cancel`: the volume's running move is asked to stop and awaited. Before its claim is switched it
+ * rolls back (answered with what it says); after, it completes, and the cancellation is refused (FailedPrecondition).
+ */
+export async function cancelMove(client: Client, driverName: string, volumeId: string): Promise<string> {
+  const workflowId = moveWorkflowId(driverName, volumeId);
+  const handle = client.workflow.getHandle(workflowId);
+  let status: string;
+  try {
+    status = (await handle.describe()).status.name;
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError)
+      throw new DriverError(FailureType.NotFound, `volume ${volumeId} has no move (${workflowId})`);
+    throw error;
+  }
+  if (status !== 'RUNNING')
+    throw new DriverError(FailureType.FailedPrecondition, `the move of ${volumeId} is not running: it ended ${status}`);
+  await handle.cancel();
+  try {
+    const result = await moveResult(handle);
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `the move of ${volumeId} had switched its claim when the cancellation came: it ${result.outcome} to ` +
+        `${result.newVolumeId} on ${result.targetNodeId}`,
+    );
+  } catch (error) {
+    if (error instanceof DriverError && error.type === FailureType.Aborted) return `cancelled: ${error.message}`;
+    throw error;
+  }
+}

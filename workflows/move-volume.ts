@@ -1,6 +1,8 @@
 import {
   ActivityFailure,
   ApplicationFailure,
+  CancellationScope,
+  isCancellation,
   proxyActivities,
   setCurrentDetails,
   upsertSearchAttributes,
@@ -222,11 +224,41 @@ export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResu
       switched = await inCluster('switching', `${where} bound to the copy`, () => claims.switchMovedClaim(switchInput));
     }
   } catch (error) {
+    const made = { adoptedOn, switching };
+    // Cancelled (the Temporal UI, `volumes move --cancel`) before the claim is the copy's: rolled back like a failure,
+    // to the end, whatever is asked of it meanwhile.
+    if (isCancellation(error)) {
+      const cancelled = new MoveStopped(FailureType.Aborted, 'the move was cancelled');
+      return CancellationScope.nonCancellable(() => rollBack(input, step, onNode, cancelled, made));
+    }
     if (!(error instanceof MoveStopped)) throw error;
-    return rollBack(input, step, onNode, error, { adoptedOn, switching });
+    return rollBack(input, step, onNode, error, made);
   }
-  // The copy is the target's volume: what the source kept for the move goes. A source forgotten now took the
-  // volume with it; the new volume stands, and the snapshot is written off on the source's record.
+  // From here the claim is the copy's (or, without Kubernetes, the copy is made): a cancellation no longer stops it.
+  return CancellationScope.nonCancellable(() =>
+    finish(input, step, onNode, inCluster, { adopted: adopted!, pulled: pulled!, switching, switched }),
+  );
+}
+
+/**
+ * The end of a move whose copy is the target's volume: what the source kept for the move goes (a source forgotten
+ * now took the volume with it; the new volume stands, the snapshot is written off on its record); with the claim
+ * switched, the old PV and volume are retired; without Kubernetes, the source is let go.
+ */
+async function finish(
+  input: MoveVolumeInput,
+  step: Step,
+  onNode: OnNode,
+  inCluster: InCluster,
+  done: {
+    adopted: Awaited<ReturnType<NodeActivities['adoptMoveOnNode']>>;
+    pulled: NodePullResult;
+    switching: SwitchInput | undefined;
+    switched: { claimUid: string } | undefined;
+  },
+): Promise<MoveVolumeResult> {
+  const { sourceNodeId, targetNodeId } = input;
+  const { adopted, pulled, switching, switched } = done;
   const left = [await releaseSource(input, step, onNode)];
   const newVolumeId = newVolumeIdOf(adopted, targetNodeId);
   const result: MoveVolumeResult = {

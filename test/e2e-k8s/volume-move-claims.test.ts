@@ -254,6 +254,54 @@ describe('volumes move --pvc on a real API server', () => {
     await node.unstage(volumeId, staging);
   });
 
+  it('rolls a move cancelled during its switch back: the new PV and the copy gone, the old PV and claim as they were', async () => {
+    const { volumeId, pvName, uid } = await boundClaim('data-cancel-0');
+    const onB = cluster.volumesOnDisk('node-b');
+    await api.create(`/api/v1/namespaces/${NAMESPACE}/pods`, {
+      metadata: { name: 'cancel-0' },
+      spec: {
+        nodeName: 'node-a',
+        containers: [{ name: 'db', image: 'busybox', volumeDevices: [{ name: 'data', devicePath: '/dev/data' }] }],
+        volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data-cancel-0' } }],
+      },
+    });
+    const moving = cli('volumes', 'move', volumeId, '--to', 'node-b');
+    await eventually(
+      'the move waiting for the Pod on node-a',
+      async () => (await cli('volumes', 'describe', volumeId)).stdout.includes('is used by Pod default/cancel-0'),
+      120_000,
+      1000,
+    );
+    const newPvs = async () =>
+      (await api.get<V1PersistentVolumeList>('/api/v1/persistentvolumes')).items.filter(
+        (pv) => pv.metadata?.annotations?.['durable-csi.io/moved-from'] === volumeId,
+      );
+    expect(await newPvs()).toHaveLength(1); // made before the claim's deletion waits
+    const cancelled = await cli('volumes', 'move', volumeId, '--cancel');
+    expect({ code: cancelled.code, stderr: cancelled.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(cancelled.stdout).toMatch(
+      /^cancelled: the move of \S+ to node-b rolled back, the volume untouched on node-a: the move was cancelled/,
+    );
+    const answer = await moving;
+    expect(answer.code).toBe(1);
+    expect(answer.stderr).toMatch(/Aborted: the move of \S+ to node-b rolled back/);
+
+    expect(await newPvs()).toEqual([]);
+    const pv = await api.get<V1PersistentVolume>(`/api/v1/persistentvolumes/${pvName}`);
+    expect(pv.spec?.persistentVolumeReclaimPolicy).toBe('Delete');
+    expect(pv.metadata?.annotations?.['durable-csi.io/reclaim-policy-before-move']).toBeUndefined();
+    expect((await api.get<V1PersistentVolumeClaim>(claimPath('data-cancel-0'))).metadata?.uid).toBe(uid);
+    expect(cluster.volumesOnDisk('node-b')).toEqual(onB);
+    await api.request('DELETE', `/api/v1/namespaces/${NAMESPACE}/pods/cancel-0`, { gracePeriodSeconds: 0 });
+    // Let go: the volume stages again on its node.
+    const node = nodeRpcs(cluster.csi(agents.get('node-a')!.endpoint));
+    const { staging } = kubeletPaths(cluster, volumeId);
+    await node.stage(volumeId, staging, BLOCK_CAPABILITY);
+    await node.unstage(volumeId, staging);
+    const again = await cli('volumes', 'move', volumeId, '--cancel');
+    expect(again.stderr).toMatch(/FailedPrecondition: the move of \S+ is not running: it ended FAILED/);
+  });
+
   it('evacuates a cordoned node: every claim on it moved to a node with room; an uncordoned node is refused', async () => {
     const second = await boundClaim('data-db-1');
     await api.create('/api/v1/nodes', { metadata: { name: 'node-a' } });
@@ -268,17 +316,17 @@ describe('volumes move --pvc on a real API server', () => {
         .filter((pv) => parseVolumeId(pv.spec?.csi?.volumeHandle ?? '')?.nodeId === 'node-a')
         .map((pv) => pv.spec?.claimRef?.name)
         .sort();
-    expect(await onA()).toEqual(['data-busy-0', 'data-db-1']); // the refused one of the test before, and a new one
+    expect(await onA()).toEqual(['data-busy-0', 'data-cancel-0', 'data-db-1']); // the tests' before, and a new one
     const planned = await cli('nodes', 'evacuate', 'node-a', '--dry-run');
     expect(planned.code).toBe(0);
     expect(planned.stdout).toMatch(/default\/data-db-1 +64Mi +node-b +would move/);
-    expect(await onA()).toEqual(['data-busy-0', 'data-db-1']);
+    expect(await onA()).toEqual(['data-busy-0', 'data-cancel-0', 'data-db-1']);
 
     const before = sha256(image(second.volumeId));
     const answer = await cli('nodes', 'evacuate', 'node-a', '--output', 'json');
     expect({ code: answer.code, stderr: answer.code === 0 ? '' : answer.stderr }).toEqual({ code: 0, stderr: '' });
     const outcome = JSON.parse(answer.stdout) as { results: { volumeId: string; newVolumeId: string }[] };
-    expect(outcome.results).toHaveLength(2);
+    expect(outcome.results).toHaveLength(3);
     expect(await onA()).toEqual([]);
     const moved = outcome.results.find((result) => result.volumeId === second.volumeId)!;
     expect(sha256(image(moved.newVolumeId))).toBe(before);
