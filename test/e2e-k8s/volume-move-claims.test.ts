@@ -3,7 +3,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { V1PersistentVolume, V1PersistentVolumeClaim, V1PersistentVolumeList } from '@kubernetes/client-node';
-import { TOPOLOGY_NODE_KEY, parseVolumeId } from '../../common/names';
+import { temporal as temporal_api } from '@temporalio/proto';
+import { TOPOLOGY_NODE_KEY, moveWorkflowId, parseVolumeId } from '../../common/names';
+import { FIXTURES } from '../replay/record-histories';
 import { findFreePort } from '../../temporal-dev/free-port';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { MiB, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
@@ -51,6 +53,17 @@ const image = (volumeId: string) => {
 };
 const sha256 = (file: string) => createHash('sha256').update(fs.readFileSync(file)).digest('hex');
 const claimPath = (name: string) => `/api/v1/namespaces/${NAMESPACE}/persistentvolumeclaims/${name}`;
+
+/**
+ * The replay fixtures of a move with a switch (test/replay/replay.test.ts replays them): written when the run is
+ * asked to, `DURABLE_CSI_RECORD_HISTORIES=1` (record-histories.ts records the rest; these need an API server).
+ */
+async function recordHistory(name: string, volumeId: string): Promise<void> {
+  if (process.env.DURABLE_CSI_RECORD_HISTORIES !== '1') return;
+  const temporal = await cluster.temporal();
+  const history = await temporal.workflow.getHandle(moveWorkflowId(cluster.driverName, volumeId)).fetchHistory();
+  fs.writeFileSync(path.join(FIXTURES, `${name}.pb`), temporal_api.api.history.v1.History.encode(history).finish());
+}
 
 beforeAll(async () => {
   try {
@@ -223,6 +236,7 @@ describe('volumes move --pvc on a real API server', () => {
 
     const described = await cli('volumes', 'describe', volumeId);
     expect(described.stdout).toMatch(/move {2}\S+ {2}COMPLETED {2}phase moved/);
+    await recordHistory('move-volume-switched', volumeId);
   });
 
   it('refuses a volume in use on its node with what to stop, and touches nothing', async () => {
@@ -298,6 +312,7 @@ describe('volumes move --pvc on a real API server', () => {
     const { staging } = kubeletPaths(cluster, volumeId);
     await node.stage(volumeId, staging, BLOCK_CAPABILITY);
     await node.unstage(volumeId, staging);
+    await recordHistory('move-volume-cancelled', volumeId);
     const again = await cli('volumes', 'move', volumeId, '--cancel');
     expect(again.stderr).toMatch(/FailedPrecondition: the move of \S+ is not running: it ended FAILED/);
   });
