@@ -1,4 +1,4 @@
-import type { CreateSnapshotSpec, CreateVolumeSpec, StorageBackend } from '../storage/pool/backend';
+import type { CreateSnapshotSpec, CreateVolumeSpec, MoveFence, StorageBackend } from '../storage/pool/backend';
 
 /**
  * Failpoints for the crash tests and the chaos harness: the hidden flag `--failpoints name[,name]` makes the node
@@ -9,6 +9,8 @@ import type { CreateSnapshotSpec, CreateVolumeSpec, StorageBackend } from '../st
  *   create.before-allocate  create.after-allocate  delete.before  delete.after
  *   snapshot.after-copy (the copy and its record are made, the activity never answers)  snapshot.slow-copy
  *   move.pull-half (a move's pull checkpoints after every chunk and the agent dies once half the chunks are in)
+ *   move.after-hold (the source's hold on a moved volume is written, the activity never answers)
+ *   move.after-adopt (the target's volume is made from the copy, its staging not yet removed)
  */
 export const FAILPOINT_NAMES = [
   'create.before-allocate',
@@ -18,6 +20,8 @@ export const FAILPOINT_NAMES = [
   'snapshot.after-copy',
   'snapshot.slow-copy',
   'move.pull-half',
+  'move.after-hold',
+  'move.after-adopt',
 ] as const;
 export type Failpoint = (typeof FAILPOINT_NAMES)[number];
 
@@ -58,7 +62,12 @@ export function withFailpoints(backend: StorageBackend, armed: Set<Failpoint>): 
       hit('create.before-allocate');
       const record = await backend.createVolume(spec);
       hit('create.after-allocate');
+      if (spec.contentSource && 'moveKey' in spec.contentSource) hit('move.after-adopt');
       return record;
+    },
+    async fenceVolume(key: string, fence: MoveFence) {
+      await backend.fenceVolume(key, fence);
+      hit('move.after-hold');
     },
     async createSnapshot(spec: CreateSnapshotSpec) {
       if (armed.has('snapshot.slow-copy')) await new Promise((resolve) => setTimeout(resolve, SLOW_COPY_MS));

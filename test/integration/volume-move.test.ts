@@ -202,7 +202,7 @@ describe('moving a volume to another node', () => {
     const described = await cli('volumes', 'describe', volumeId);
     expect(described.stdout).toContain('node    node-a: offline');
     expect(described.stdout).toMatch(/move {2}\S+ {2}RUNNING {2}phase waiting-for-node on node-a/);
-    expect(described.stdout).toMatch(/pending: createSnapshotOnNode scheduled/);
+    expect(described.stdout).toMatch(/pending: fenceMoveOnNode scheduled/);
     const stuck = await cli('volumes', 'stuck', '--node', 'node-a');
     expect(stuck.stdout).toMatch(new RegExp(`move +${volumeId} +node-a +waiting-for-node`));
 
@@ -214,5 +214,35 @@ describe('moving a volume to another node', () => {
     expect(parseVolumeId(newVolumeId)?.nodeId).toBe('node-b');
     expect(sha256(image('node-b', newVolumeId))).toBe(sha256(image('node-a', volumeId)));
     expect(cluster.volumesOnDisk('node-a')).toContain(parseVolumeId(volumeId)!.key);
+  });
+
+  it('goes on after the source dies right after holding the volume and the target right after the adopt made it', async () => {
+    const volumeId = await volumeWithData('pvc-crashes', 16 * MiB);
+    const before = sha256(image('node-a', volumeId));
+    const recordFile = path.join(cluster.pool('node-a'), 'records', `${parseVolumeId(volumeId)!.key}.json`);
+    await nodeA!.stop();
+    const dyingSource = await startAgent('node-a', '1Gi', 'move.after-hold');
+    const dyingTarget = await startAgent('node-d', '1Gi', 'move.after-adopt');
+    const move = cli('volumes', 'move', volumeId, '--to', 'node-d', '--output', 'json');
+
+    await dyingSource.exited;
+    expect(dyingSource.child.signalCode).toBe('SIGKILL');
+    // The hold is on disk before the step answered: a retry finds it its own.
+    expect(JSON.parse(fs.readFileSync(recordFile, 'utf8'))).toMatchObject({ moving: { targetNodeId: 'node-d' } });
+    nodeA = await startAgent('node-a', '1Gi');
+    await dyingTarget.exited;
+    expect(dyingTarget.child.signalCode).toBe('SIGKILL');
+    expect(cluster.volumesOnDisk('node-d')).toHaveLength(1); // made, its staging not yet removed
+    await startAgent('node-d', '1Gi');
+
+    const answer = await move;
+    expect({ code: answer.code, stderr: answer.code === 0 ? '' : answer.stderr }).toEqual({ code: 0, stderr: '' });
+    const result = JSON.parse(answer.stdout) as { outcome: string; newVolumeId: string };
+    expect(result.outcome).toBe('copied'); // a controller without --kubernetes: the copy, the source kept
+    expect(cluster.volumesOnDisk('node-d')).toEqual([parseVolumeId(result.newVolumeId)!.key]);
+    expect(sha256(image('node-d', result.newVolumeId))).toBe(before);
+    expect(entries('node-d', 'transfers/in')).toEqual([]);
+    // Let go once copied: the source's record holds no move.
+    expect(JSON.parse(fs.readFileSync(recordFile, 'utf8'))).not.toHaveProperty('moving');
   });
 });
