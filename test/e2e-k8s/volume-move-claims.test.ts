@@ -22,7 +22,8 @@ import { CONTROL_PLANE_SETS, k8sTools } from './tools';
  * kube-apiserver with the PV controller binding claims, the real Temporal dev server, a controller run with
  * --kubernetes and real agents on loop pools copying node to node on loopback. A claim with its PV on node-a is moved
  * by `volumes move --pvc`: the claim comes back under its name, with its labels and annotations, bound to a new PV that
- * names the copy on node-b; the old PV and volume are deleted; a Pod still on node-a holds the switch until it goes.
+ * names the copy on node-b; the old PV and volume are deleted; a Pod still on node-a holds the switch until it goes
+ * (and the controller is killed meanwhile: another goes on).
  * A watch of the PVs all along checks the promises: every PV of the driver names a volume that exists on its node,
  * and there is always a copy. A volume in use (staged) is refused with what to stop, nothing touched.
  */
@@ -37,6 +38,7 @@ const ports = new Map<string, number>();
 const agents = new Map<string, ManagedProcess>();
 let api: KubeRest;
 let controllerEndpoint = '';
+let controller: ManagedProcess | undefined;
 
 const startAgent = async (nodeId: string): Promise<ManagedProcess> => {
   if (!ports.has(nodeId)) ports.set(nodeId, await findFreePort());
@@ -80,7 +82,8 @@ beforeAll(async () => {
   process.env.KUBECONFIG = plane.adminKubeconfig();
   await startAgent('node-a');
   await startAgent('node-b');
-  controllerEndpoint = (await cluster.startController('controller', ['--snapshots', '--kubernetes'])).endpoint;
+  controller = await cluster.startController('controller', ['--snapshots', '--kubernetes']);
+  controllerEndpoint = controller.endpoint;
   await api.create('/apis/storage.k8s.io/v1/storageclasses', {
     metadata: { name: CLASS },
     provisioner: cluster.driverName,
@@ -200,6 +203,10 @@ describe('volumes move --pvc on a real API server', () => {
     expect(waiting.metadata?.uid).toBe(uid);
     const held = await api.get<V1PersistentVolume>(`/api/v1/persistentvolumes/${pvName}`);
     expect(held.spec?.persistentVolumeReclaimPolicy).toBe('Retain');
+    // The controller dies mid-switch; another takes the move on from where it stands.
+    await controller!.kill('SIGKILL');
+    controller = await cluster.startController('controller-2', ['--snapshots', '--kubernetes']);
+    controllerEndpoint = controller.endpoint;
     await api.request('DELETE', `/api/v1/namespaces/${NAMESPACE}/pods/db-0`, { gracePeriodSeconds: 0 });
 
     const answer = await moving;
