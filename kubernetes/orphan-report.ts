@@ -169,9 +169,11 @@ async function snapshotOrphans(
     onPools: listing.snapshots,
     answeredNodes: listing.answeredNodes ?? [],
     contents,
-    pendingCreateNames: new Set(
-      pending.filter((op) => op.type === 'createSnapshot').map((op) => op.workflowId.slice(createPrefix.length)),
-    ),
+    pendingCreateNames: new Set([
+      ...pending.filter((op) => op.type === 'createSnapshot').map((op) => op.workflowId.slice(createPrefix.length)),
+      // A running move's snapshot, named as the move's VolumeName says.
+      ...pending.flatMap((op) => (op.type === 'moveVolume' && op.volumeName ? [op.volumeName] : [])),
+    ]),
     // A snapshot's deletion carries the snapshot ID in its VolumeId attribute.
     pendingDeletions: pending.flatMap((op) =>
       op.type === 'deleteSnapshot' && op.volumeId

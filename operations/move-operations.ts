@@ -6,6 +6,7 @@ import {
   OperationKey,
   PhaseKey,
   VolumeIdKey,
+  VolumeNameKey,
   WaitingSinceKey,
   controlTaskQueue,
   inspectWorkflowId,
@@ -115,6 +116,9 @@ export async function startMove(
       typedSearchAttributes: [
         { key: OperationKey, value: 'move' },
         { key: VolumeIdKey, value: volumeId },
+        // The name of what the move makes (its snapshot on the source, the copy on the target): the orphan report
+        // counts neither while the move runs.
+        { key: VolumeNameKey, value: `move-${input.moveKey}` },
         { key: NodeIdKey, value: parts.nodeId },
         ...(sourceNode.live
           ? [{ key: PhaseKey, value: 'checking' }]

@@ -102,6 +102,44 @@ beforeEach(() => {
   ];
 });
 
+describe("a running move's snapshot and copy (docs/volume-moves.md)", () => {
+  it('are no orphans while the move runs, named as its VolumeName attribute says; once it is gone they are', async () => {
+    const name = `move-${key(42)}`;
+    mockTemporal.volumes = {
+      volumes: [{ volumeId: volumeId('node-b', 9), name, nodeId: 'node-b', capacityBytes: 1 }],
+      unreachableNodes: [],
+      answeredNodes: ['node-a', 'node-b'],
+    };
+    mockTemporal.snapshots = {
+      snapshots: [
+        {
+          snapshotId: snapshotId('node-a', 8),
+          name,
+          sourceVolumeId: volumeId('node-a', 1),
+          nodeId: 'node-a',
+          sizeBytes: 1,
+          createdAt: STARTED.toISOString(),
+        },
+      ],
+      unreachableNodes: [],
+      answeredNodes: ['node-a', 'node-b'],
+    };
+    const apis = () => kubernetes([volumeId('node-a', 1)], []);
+    const move = { ...operation('moveVolume', `${DRIVER}/move/x`, volumeId('node-a', 1), 'node-a'), volumeName: name };
+    mockTemporal.pending = [move];
+    expect(await buildOrphanReport(client, apis(), DRIVER)).toMatchObject({
+      unclaimedVolumes: [],
+      unclaimedSnapshots: [],
+    });
+    mockTemporal.pending = [];
+    const after = await buildOrphanReport(client, apis(), DRIVER);
+    expect(after.unclaimedVolumes.map((volume) => volume.name)).toEqual([name]);
+    expect(after.unclaimedSnapshots.map((snapshot) => snapshot.name)).toEqual([name]);
+    mockTemporal.volumes = { volumes: [], unreachableNodes: [], answeredNodes: ['node-a', 'node-b'] };
+    mockTemporal.snapshots = { snapshots: [], unreachableNodes: [], answeredNodes: ['node-a', 'node-b'] };
+  });
+});
+
 describe('pending deletions whose Kubernetes object is gone', () => {
   const present = () =>
     kubernetes([volumeId('node-a', 1)], [{ name: 'snapcontent-3', handle: snapshotId('node-a', 3) }]);
