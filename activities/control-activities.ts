@@ -10,8 +10,7 @@ import {
 } from '../common/names';
 import type { NodeView, WrittenOffVolume, LivenessNotice } from '../common/names';
 import { listNodeViews } from '../node-records/reads';
-import { prepareSwitch, readMovedClaim, retireOldPv, switchClaim, undoSwitch } from '../kubernetes/claim-switch';
-import type { ClaimKube, MovedClaim, SwitchInput } from '../kubernetes/claim-switch';
+import type { V1OwnerReference, V1PersistentVolumeClaimSpec, V1PersistentVolumeSpec } from '@kubernetes/client-node';
 import { withFailureTypes } from './node-activities';
 
 /**
@@ -38,8 +37,53 @@ export interface ControlDeps {
   driverName: string;
   /** Set once Kubernetes is on (`--kubernetes`): records Events; never throws. */
   writtenOffEvents?: { report?(report: WrittenOffReport): Promise<void> };
-  /** With `--kubernetes`: the client a move's switch uses (kubernetes/claim-switch.ts). Without, a move only copies. */
-  claims?: () => Promise<ClaimKube>;
+  /** With `--kubernetes`: a move's switch (kubernetes/claim-switch.ts), loaded on first use. Without, a move only copies. */
+  claims?: () => Promise<ClaimSwitcher>;
+}
+
+/*
+ * A move's switch in Kubernetes: what the workflow keeps and passes (workflows/move-volume.ts), and what the controller
+ * does with it (kubernetes/claim-switch.ts, given to these activities as a ClaimSwitcher).
+ */
+
+/** The moved volume's PV and claim as they were before the move changed anything (kept in the move's history). */
+export interface MovedClaim {
+  pv: {
+    name: string;
+    uid: string;
+    reclaimPolicy: string;
+    labels: Record<string, string>;
+    spec: V1PersistentVolumeSpec;
+  };
+  claim: {
+    namespace: string;
+    name: string;
+    uid: string;
+    labels: Record<string, string>;
+    annotations: Record<string, string>;
+    ownerReferences: V1OwnerReference[];
+    spec: V1PersistentVolumeClaimSpec;
+  };
+}
+
+export interface SwitchInput {
+  driverName: string;
+  moveWorkflowId: string;
+  oldVolumeId: string;
+  newVolumeId: string;
+  targetNodeId: string;
+  newPvName: string;
+  moved: MovedClaim;
+}
+
+/** kubernetes/claim-switch.ts's steps, each one pass that reads the cluster as it is (docs/volume-moves.md). */
+export interface ClaimSwitcher {
+  read(driverName: string, volumeId: string): Promise<MovedClaim>;
+  prepare(input: SwitchInput): Promise<void>;
+  switchClaim(input: SwitchInput, heartbeat: () => void): Promise<{ claimUid: string }>;
+  retire(input: SwitchInput, heartbeat: () => void): Promise<void>;
+  /** What could not be restored, in words (undefined: the old PV is as it was). */
+  undo(input: SwitchInput): Promise<string | undefined>;
 }
 
 export function createControlActivities(deps: ControlDeps) {
@@ -69,31 +113,31 @@ export function createControlActivities(deps: ControlDeps) {
 
     async readMovedClaim(input: { driverName: string; volumeId: string }): Promise<MovedClaim | undefined> {
       if (!deps.claims) return undefined;
-      const kube = await deps.claims();
-      return withFailureTypes(() => readMovedClaim(kube, input.driverName, input.volumeId));
+      const claims = await deps.claims();
+      return withFailureTypes(() => claims.read(input.driverName, input.volumeId));
     },
 
     async prepareMovedSwitch(input: SwitchInput): Promise<void> {
-      const kube = await claimsFor(deps);
-      await withFailureTypes(() => prepareSwitch(kube, input));
+      const claims = await claimsFor(deps);
+      await withFailureTypes(() => claims.prepare(input));
     },
 
     async switchMovedClaim(input: SwitchInput): Promise<{ claimUid: string }> {
-      const kube = await claimsFor(deps);
-      const switched = await withFailureTypes(() => switchClaim(kube, input, () => heartbeat()));
+      const claims = await claimsFor(deps);
+      const switched = await withFailureTypes(() => claims.switchClaim(input, () => heartbeat()));
       log.info('moved claim switched', { claim: `${input.moved.claim.namespace}/${input.moved.claim.name}` });
       return switched;
     },
 
     async retireMovedPv(input: SwitchInput): Promise<void> {
-      const kube = await claimsFor(deps);
-      await withFailureTypes(() => retireOldPv(kube, input, () => heartbeat()));
+      const claims = await claimsFor(deps);
+      await withFailureTypes(() => claims.retire(input, () => heartbeat()));
     },
 
     /** What could not be restored, in words (undefined: the old PV is as it was). */
     async undoMovedSwitch(input: SwitchInput): Promise<string | undefined> {
-      const kube = await claimsFor(deps);
-      return withFailureTypes(() => undoSwitch(kube, input));
+      const claims = await claimsFor(deps);
+      return withFailureTypes(() => claims.undo(input));
     },
 
     async reportWrittenOffDeleted(input: WrittenOffReport & { driverName: string }): Promise<void> {
@@ -112,7 +156,7 @@ export function createControlActivities(deps: ControlDeps) {
 export type ControlActivities = ReturnType<typeof createControlActivities>;
 
 /** A move that began with Kubernetes needs it to end: a controller restarted without --kubernetes keeps it waiting. */
-function claimsFor(deps: ControlDeps): Promise<ClaimKube> {
+function claimsFor(deps: ControlDeps): Promise<ClaimSwitcher> {
   if (!deps.claims)
     throw new Error('this move switches a claim in Kubernetes, and the controller runs without --kubernetes');
   return deps.claims();

@@ -29,7 +29,7 @@ import { serveHealth } from './health-endpoint';
 import { registerControllerMetrics } from '../metrics/controller-metrics';
 import { createProcessMetrics, registerClientCertificateExpiry, serveMetrics } from '../metrics/registry';
 import type { NodeDeletedPolicy } from '../kubernetes/node-deleted-policy';
-import type { ClaimKube } from '../kubernetes/claim-switch';
+import type { ClaimSwitcher } from '../activities/control-activities';
 import { cachedCheck } from '../common/cached-check';
 
 export interface ControllerConfig {
@@ -357,9 +357,13 @@ function waitingForTemporal(
 
 /** Loaded only when asked for: @kubernetes/client-node is large (and ESM, which only Node >= 20.19 requires). */
 /** Loaded on a move's first switch, once (the Kubernetes modules load only with --kubernetes, as below). */
-function claimKubeOnce(): () => Promise<ClaimKube> {
-  let kube: Promise<ClaimKube> | undefined;
-  return () => (kube ??= import('../kubernetes/controller-integration').then((module) => module.claimKube()));
+function claimKubeOnce(): () => Promise<ClaimSwitcher> {
+  let switcher: Promise<ClaimSwitcher> | undefined;
+  return () =>
+    (switcher ??= Promise.all([
+      import('../kubernetes/controller-integration'),
+      import('../kubernetes/claim-switch'),
+    ]).then(([integration, claims]) => claims.claimSwitcher(integration.claimKube())));
 }
 
 async function startKubernetes(

@@ -2,12 +2,10 @@ import type {
   CoreV1Api,
   StorageV1Api,
   V1ObjectMeta,
-  V1OwnerReference,
   V1PersistentVolume,
   V1PersistentVolumeClaim,
-  V1PersistentVolumeClaimSpec,
-  V1PersistentVolumeSpec,
 } from '@kubernetes/client-node';
+import type { ClaimSwitcher, MovedClaim, SwitchInput } from '../activities/control-activities';
 import { DriverError, FailureType } from '../common/failures';
 import { TOPOLOGY_NODE_KEY, parseVolumeId } from '../common/names';
 import { parseQuantity } from '../common/quantity';
@@ -30,6 +28,17 @@ import { statusOf } from './api-status';
 export interface ClaimKube {
   core: CoreV1Api;
   mergePatch: unknown;
+}
+
+/** What the control activities call for a move's switch (activities/control-activities.ts ClaimSwitcher). */
+export function claimSwitcher(kube: ClaimKube): ClaimSwitcher {
+  return {
+    read: (driverName, volumeId) => readMovedClaim(kube, driverName, volumeId),
+    prepare: (input) => prepareSwitch(kube, input),
+    switchClaim: (input, heartbeat) => switchClaim(kube, input, heartbeat),
+    retire: (input, heartbeat) => retireOldPv(kube, input, heartbeat),
+    undo: (input) => undoSwitch(kube, input),
+  };
 }
 
 /** On the old PV while its reclaim policy is Retain for the move: the policy it had, restored on a rollback. */
@@ -55,36 +64,6 @@ const BINDING_ANNOTATIONS = new Set([
 /** How long one call waits for the API server's controllers (a deletion, a binding) before it says it still waits. */
 const WAIT_MS = 20_000;
 const POLL_MS = 500;
-
-/** The moved volume's PV and claim as they were before the move changed anything (kept in the move's history). */
-export interface MovedClaim {
-  pv: {
-    name: string;
-    uid: string;
-    reclaimPolicy: string;
-    labels: Record<string, string>;
-    spec: V1PersistentVolumeSpec;
-  };
-  claim: {
-    namespace: string;
-    name: string;
-    uid: string;
-    labels: Record<string, string>;
-    annotations: Record<string, string>;
-    ownerReferences: V1OwnerReference[];
-    spec: V1PersistentVolumeClaimSpec;
-  };
-}
-
-export interface SwitchInput {
-  driverName: string;
-  moveWorkflowId: string;
-  oldVolumeId: string;
-  newVolumeId: string;
-  targetNodeId: string;
-  newPvName: string;
-  moved: MovedClaim;
-}
 
 /**
  * The PV that names the volume and the claim bound to it. NotFound when no PV names it, FailedPrecondition when its

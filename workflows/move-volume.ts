@@ -8,10 +8,9 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { ControlActivities } from '../activities/control-activities';
+import type { ControlActivities, MovedClaim, SwitchInput } from '../activities/control-activities';
 import type { NodeActivities, NodeOfferResult, NodePullResult } from '../activities/node-activities';
 import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
-import type { MovedClaim, SwitchInput } from '../kubernetes/claim-switch';
 import {
   NodeIdKey,
   PhaseKey,
