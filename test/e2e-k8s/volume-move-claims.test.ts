@@ -146,9 +146,14 @@ async function boundClaim(name: string): Promise<{ volumeId: string; pvName: str
 }
 
 /**
- * Every 100 ms until stopped: each PV of the driver must name a volume whose image is on its node, and each claim
- * watched must have a copy (an image of one of the volume IDs seen for it). Returns what it saw wrong.
+ * Every 100 ms until stopped: each PV of the driver must name a volume whose image is on its node, and the volume
+ * watched must have a copy (its own image, or that of a PV made moved from it). Returns what it saw wrong.
  */
+const watches: { stop(): Promise<string[]> }[] = [];
+afterEach(async () => {
+  for (const watch of watches.splice(0)) await watch.stop();
+});
+
 function watchPromises(copies: () => string[]): { stop(): Promise<string[]> } {
   const wrong: string[] = [];
   let stopped = false;
@@ -160,18 +165,27 @@ function watchPromises(copies: () => string[]): { stop(): Promise<string[]> } {
         if (handle && !pv.metadata?.deletionTimestamp && !fs.existsSync(image(handle)))
           wrong.push(`PV ${pv.metadata?.name} names ${handle}, which is not on its node`);
       }
-      if (!copies().some((volumeId) => fs.existsSync(image(volumeId))))
-        wrong.push(`no copy of ${copies().join(' or ')}`);
+      // The copy counts once a PV names it (made moved from the volume watched).
+      const watched = copies();
+      const moved = pvs.items
+        .filter((pv) => watched.includes(pv.metadata?.annotations?.['durable-csi.io/moved-from'] ?? ''))
+        .map((pv) => pv.spec?.csi?.volumeHandle ?? '');
+      if (![...watched, ...moved].some((volumeId) => fs.existsSync(image(volumeId))))
+        wrong.push(`no copy of ${watched.join(' or ')}`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-  })();
-  return {
+  })().catch((error: unknown) => {
+    wrong.push(`the watch failed: ${String(error)}`);
+  });
+  const watch = {
     async stop() {
       stopped = true;
       await loop;
       return wrong;
     },
   };
+  watches.push(watch);
+  return watch;
 }
 
 describe('volumes move --pvc on a real API server', () => {
@@ -207,7 +221,8 @@ describe('volumes move --pvc on a real API server', () => {
     await controller!.kill('SIGKILL');
     controller = await cluster.startController('controller-2', ['--snapshots', '--kubernetes']);
     controllerEndpoint = controller.endpoint;
-    await api.request('DELETE', `/api/v1/namespaces/${NAMESPACE}/pods/db-0`, { gracePeriodSeconds: 0 });
+    await api.delete(`/api/v1/namespaces/${NAMESPACE}/pods/db-0?gracePeriodSeconds=0`);
+    await expect(api.get(`/api/v1/namespaces/${NAMESPACE}/pods/db-0`)).rejects.toThrow(/404/);
 
     const answer = await moving;
     expect({ code: answer.code, stderr: answer.code === 0 ? '' : answer.stderr }).toEqual({ code: 0, stderr: '' });
@@ -313,7 +328,7 @@ describe('volumes move --pvc on a real API server', () => {
     expect(pv.metadata?.annotations?.['durable-csi.io/reclaim-policy-before-move']).toBeUndefined();
     expect((await api.get<V1PersistentVolumeClaim>(claimPath('data-cancel-0'))).metadata?.uid).toBe(uid);
     expect(cluster.volumesOnDisk('node-b')).toEqual(onB);
-    await api.request('DELETE', `/api/v1/namespaces/${NAMESPACE}/pods/cancel-0`, { gracePeriodSeconds: 0 });
+    await api.delete(`/api/v1/namespaces/${NAMESPACE}/pods/cancel-0?gracePeriodSeconds=0`);
     // Let go: the volume stages again on its node.
     const node = nodeRpcs(cluster.csi(agents.get('node-a')!.endpoint));
     const { staging } = kubeletPaths(cluster, volumeId);
