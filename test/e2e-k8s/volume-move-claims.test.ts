@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { V1PersistentVolume, V1PersistentVolumeClaim, V1PersistentVolumeList } from '@kubernetes/client-node';
 import { temporal as temporal_api } from '@temporalio/proto';
 import { TOPOLOGY_NODE_KEY, moveWorkflowId, parseVolumeId } from '../../common/names';
-import { FIXTURES } from '../replay/record-histories';
+import { findProjectRoot } from '../../common/project-root';
 import { findFreePort } from '../../temporal-dev/free-port';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { MiB, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
@@ -64,7 +64,8 @@ async function recordHistory(name: string, volumeId: string): Promise<void> {
   if (process.env.DURABLE_CSI_RECORD_HISTORIES !== '1') return;
   const temporal = await cluster.temporal();
   const history = await temporal.workflow.getHandle(moveWorkflowId(cluster.driverName, volumeId)).fetchHistory();
-  fs.writeFileSync(path.join(FIXTURES, `${name}.pb`), temporal_api.api.history.v1.History.encode(history).finish());
+  const fixtures = path.join(findProjectRoot(), 'test', 'fixtures', 'histories');
+  fs.writeFileSync(path.join(fixtures, `${name}.pb`), temporal_api.api.history.v1.History.encode(history).finish());
 }
 
 beforeAll(async () => {

@@ -39,7 +39,10 @@ const NAMES = [
   'list-snapshots-page',
   'list-volumes-page',
   'move-volume',
+  // Recorded by test/e2e-k8s/volume-move-claims.test.ts (DURABLE_CSI_RECORD_HISTORIES=1): they need an API server.
+  'move-volume-cancelled',
   'move-volume-rolled-back',
+  'move-volume-switched',
   'node-presence',
   'node-presence-answers-from-report',
   'node-presence-written-off',
