@@ -100,9 +100,10 @@ function moveCommand(): Command {
 /** The volume ID of the PV a claim is bound to, read from Kubernetes as kubectl would (KUBECONFIG, ~/.kube/config). */
 async function volumeOfClaim(driverName: string, pvc: string): Promise<string> {
   const { parseClaim } = await import('../operations/describe-volume');
+  const claim = parseClaim(pvc); // bad input is refused before Kubernetes is looked for
   const { claimKube } = await import('../kubernetes/controller-integration');
   const { claimVolumeId } = await import('../kubernetes/claim-switch');
-  return claimVolumeId(claimKube(), driverName, parseClaim(pvc));
+  return claimVolumeId(claimKube(), driverName, claim);
 }
 
 function stuckCommand(): Command {

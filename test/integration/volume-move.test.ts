@@ -206,7 +206,7 @@ describe('moving a volume to another node', () => {
     const stuck = await cli('volumes', 'stuck', '--node', 'node-a');
     expect(stuck.stdout).toMatch(new RegExp(`move +${volumeId} +node-a +waiting-for-node`));
 
-    await startAgent('node-a', '1Gi');
+    nodeA = await startAgent('node-a', '1Gi');
     const answer = await move;
     expect(answer.stderr).toContain('node-a is offline: the move waits for it');
     expect(answer.code).toBe(0);
