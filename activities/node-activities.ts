@@ -172,6 +172,8 @@ export interface NodeFenceInput {
   key: string;
   poolIdPrefix: string;
   targetNodeId: string;
+  /** A terminated move of the volume whose hold this one takes over. */
+  replacing?: string;
 }
 
 /** Source: offer the move's snapshot (made by createSnapshotOnNode) to the target whose key the input names. */
@@ -426,7 +428,8 @@ export function createNodeActivities(deps: {
         if (!ownsVolume(poolId, input.poolIdPrefix)) {
           throw new DriverError(FailureType.NotFound, `the pool of the moved volume was replaced on node ${nodeId}`);
         }
-        await backend.fenceVolume(input.key, { moveKey: input.moveKey, targetNodeId: input.targetNodeId });
+        const fence = { moveKey: input.moveKey, targetNodeId: input.targetNodeId };
+        await backend.fenceVolume(input.key, fence, input.replacing);
         log.info('volume held for its move', { key: input.key, move: input.moveKey, target: input.targetNodeId });
       });
     },

@@ -65,8 +65,8 @@ export function withFailpoints(backend: StorageBackend, armed: Set<Failpoint>): 
       if (spec.contentSource && 'moveKey' in spec.contentSource) hit('move.after-adopt');
       return record;
     },
-    async fenceVolume(key: string, fence: MoveFence) {
-      await backend.fenceVolume(key, fence);
+    async fenceVolume(key: string, fence: MoveFence, replacing?: string) {
+      await backend.fenceVolume(key, fence, replacing);
       hit('move.after-hold');
     },
     async createSnapshot(spec: CreateSnapshotSpec) {

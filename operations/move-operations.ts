@@ -34,6 +34,8 @@ import { newSnapshotKey } from './snapshot-key';
 const MOVE_MEMO_KEY = 'move';
 interface MoveMemo {
   targetNodeId: string;
+  /** Absent from moves started before it was kept. */
+  moveKey?: string;
 }
 
 export interface MoveStart {
@@ -63,7 +65,7 @@ export async function startMove(
     throw new DriverError(FailureType.InvalidArgument, `--to "${targetNodeId}" is not a node ID`);
   const workflowId = moveWorkflowId(driverName, volumeId);
   const existing = await existingMove(client, workflowId, volumeId, targetNodeId);
-  if (existing) return { workflowId, attached: true };
+  if (existing === 'running' || existing === 'done') return { workflowId, attached: true };
   if (targetNodeId === parts.nodeId)
     throw new DriverError(FailureType.InvalidArgument, `volume ${volumeId} is already on node ${targetNodeId}`);
 
@@ -100,8 +102,10 @@ export async function startMove(
     newKey: newSnapshotKey(),
     sourceLive: sourceNode.live,
     targetLive: true,
+    // A move terminated before it ended left its hold on the volume (it ran no code to let go): this one takes it over.
+    ...(existing?.abandoned ? { replacing: existing.abandoned } : {}),
   };
-  const memo: MoveMemo = { targetNodeId };
+  const memo: MoveMemo = { targetNodeId, moveKey: input.moveKey };
   try {
     await client.workflow.start<typeof workflows.moveVolume>('moveVolume', {
       workflowId,
@@ -136,13 +140,16 @@ export async function startMove(
   return { workflowId, attached: false, note };
 }
 
-/** A move of the volume running or done: to this node (attach), or to another (AlreadyExists); undefined: none. */
+/**
+ * A move of the volume running or done: to this node (attach), or to another (AlreadyExists); undefined: none, or
+ * one that ended without an end of its own (terminated, timed out), whose move key is `abandoned`.
+ */
 async function existingMove(
   client: Client,
   workflowId: string,
   volumeId: string,
   targetNodeId: string,
-): Promise<'running' | 'done' | undefined> {
+): Promise<'running' | 'done' | { abandoned?: string } | undefined> {
   let description;
   try {
     description = await client.workflow.getHandle(workflowId).describe();
@@ -151,8 +158,10 @@ async function existingMove(
     throw error;
   }
   const status = description.status.name;
-  if (status !== 'RUNNING' && status !== 'COMPLETED') return undefined;
   const memo = description.memo?.[MOVE_MEMO_KEY] as MoveMemo | undefined;
+  if (status === 'TERMINATED' || status === 'TIMED_OUT')
+    return { ...(memo?.moveKey ? { abandoned: memo.moveKey } : {}) };
+  if (status !== 'RUNNING' && status !== 'COMPLETED') return undefined;
   if (memo?.targetNodeId !== targetNodeId) {
     throw new DriverError(
       FailureType.AlreadyExists,

@@ -38,6 +38,8 @@ export interface MoveVolumeInput {
   snapshotKey: string;
   /** The new volume's key on the target. */
   newKey: string;
+  /** The key of a move of this volume that was terminated: its hold on the volume is taken over. */
+  replacing?: string;
   /** The nodes' liveness as their records showed at the start (undefined: no record); drives the phase. */
   sourceLive?: boolean;
   targetLive?: boolean;
@@ -167,7 +169,10 @@ export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResu
   let switched: { claimUid: string } | undefined;
   try {
     await step('holding', sourceNodeId, `holding ${input.volumeId} for its move`, () =>
-      onNode(sourceNodeId, `hold ${input.volumeId} for move ${moveKey}`).fenceMoveOnNode(fence),
+      onNode(sourceNodeId, `hold ${input.volumeId} for move ${moveKey}`).fenceMoveOnNode({
+        ...fence,
+        ...(input.replacing === undefined ? {} : { replacing: input.replacing }),
+      }),
     );
     await step('snapshotting', sourceNodeId, `snapshot of ${input.volumeId} for its move`, () =>
       proxyActivities<NodeActivities>(

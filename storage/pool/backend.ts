@@ -243,9 +243,10 @@ export interface StorageBackend {
   expandVolume(key: string, capacityBytes: number): Promise<ExpandResult>;
   /**
    * Holds the volume for a move: FailedPrecondition, nothing changed, while it is staged (in use) or held by another
-   * move; the same move again is a no-op. While held, stage and expand are refused (FailedPrecondition).
+   * move; the same move again is a no-op. While held, stage and expand are refused (FailedPrecondition). `replacing`:
+   * a hold of that move (terminated, it will never let go) is taken over.
    */
-  fenceVolume(key: string, fence: MoveFence): Promise<void>;
+  fenceVolume(key: string, fence: MoveFence, replacing?: string): Promise<void>;
   /** Lets the volume go if `moveKey` holds it; false when it does not (or the volume is gone). */
   unfenceVolume(key: string, moveKey: string): Promise<boolean>;
   /**

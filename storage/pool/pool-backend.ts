@@ -269,10 +269,11 @@ export abstract class PoolBackend implements StorageBackend {
     return this.locked(() => expandVolume(this, key, capacityBytes));
   }
 
-  async fenceVolume(key: string, fence: MoveFence): Promise<void> {
+  async fenceVolume(key: string, fence: MoveFence, replacing?: string): Promise<void> {
     assertVolumeKey(key);
     assertMoveKey(fence.moveKey);
-    return this.locked(() => fenceVolume(this, key, fence));
+    if (replacing !== undefined) assertMoveKey(replacing);
+    return this.locked(() => fenceVolume(this, key, fence, replacing));
   }
 
   async unfenceVolume(key: string, moveKey: string): Promise<boolean> {

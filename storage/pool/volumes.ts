@@ -196,12 +196,12 @@ export async function expandVolume(pool: PoolBackend, key: string, capacityBytes
  * write to it, and what it writes after the snapshot would not be copied) or held by another move. Staging is
  * recorded before anything is attached, and both run under the pool's lock: no stage slips in between.
  */
-export async function fenceVolume(pool: PoolBackend, key: string, fence: MoveFence): Promise<void> {
+export async function fenceVolume(pool: PoolBackend, key: string, fence: MoveFence, replacing?: string): Promise<void> {
   const { layout, indexes } = pool;
   await indexes.settle();
   const record = await mustReadVolume(layout, key);
   if (record.moving?.moveKey === fence.moveKey) return;
-  assertNotMoving(record, `move volume ${key} to ${fence.targetNodeId}`);
+  if (record.moving?.moveKey !== replacing) assertNotMoving(record, `move volume ${key} to ${fence.targetNodeId}`);
   const staging = await readStaging(layout, key);
   if (staging) {
     throw new DriverError(

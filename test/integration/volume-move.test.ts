@@ -9,7 +9,7 @@ import { MiB, createRequest, createVolume, onNode, retryLikeCo } from '../suppor
 import { eventually } from '../support/eventually';
 import { runCli } from '../support/run-cli';
 import { testTemporalFlags } from '../support/test-temporal';
-import { BLOCK_CAPABILITY } from './node-helpers';
+import { BLOCK_CAPABILITY, kubeletPaths, nodeRpcs } from './node-helpers';
 
 /**
  * `volumes move` (issue 39, the Temporal side; docs/volume-moves.md) with a real Temporal dev server, a controller
@@ -244,5 +244,27 @@ describe('moving a volume to another node', () => {
     expect(entries('node-d', 'transfers/in')).toEqual([]);
     // Let go once copied: the source's record holds no move.
     expect(JSON.parse(fs.readFileSync(recordFile, 'utf8'))).not.toHaveProperty('moving');
+  });
+
+  it('takes over the hold a terminated move left: the volume, refused to stage meanwhile, stages again once moved', async () => {
+    const volumeId = await volumeWithData('pvc-terminated', 8 * MiB);
+    await nodeA!.stop();
+    const dying = await startAgent('node-a', '1Gi', 'move.after-hold');
+    const first = cli('volumes', 'move', volumeId, '--to', 'node-b');
+    await dying.exited;
+    expect(dying.child.signalCode).toBe('SIGKILL');
+    const temporal = await cluster.temporal();
+    await temporal.workflow.getHandle(moveWorkflowId(cluster.driverName, volumeId)).terminate('the test');
+    expect((await first).code).toBe(1);
+    nodeA = await startAgent('node-a', '1Gi');
+    const node = nodeRpcs(cluster.csi(nodeA.endpoint));
+    const { staging } = kubeletPaths(cluster, volumeId);
+    await expect(node.stage(volumeId, staging, BLOCK_CAPABILITY)).rejects.toThrow(/being moved to node node-b/);
+
+    const again = await cli('volumes', 'move', volumeId, '--to', 'node-b', '--output', 'json');
+    expect({ code: again.code, stderr: again.code === 0 ? '' : again.stderr }).toEqual({ code: 0, stderr: '' });
+    expect((JSON.parse(again.stdout) as { outcome: string }).outcome).toBe('copied');
+    await node.stage(volumeId, staging, BLOCK_CAPABILITY);
+    await node.unstage(volumeId, staging);
   });
 });

@@ -176,7 +176,7 @@ describe("a move's copy made a volume (a create from transfers/in, docs/volume-m
 });
 
 describe('a move\'s hold on its source volume (docs/volume-moves.md, "In use")', () => {
-  it('is refused while the volume is staged; once held, stage and growth are refused until the move lets it go', async () => {
+  it('is refused while the volume is staged; once held, stage and growth are refused until the move lets it go or a successor takes it over', async () => {
     const backend = await fixture.opened(GI);
     const volume = await backend.createVolume(spec({ accessType: 'block' }));
     const moveKey = randomKey();
@@ -208,6 +208,16 @@ describe('a move\'s hold on its source volume (docs/volume-moves.md, "In use")',
       /cannot move volume \w+ to node-c: it is being moved to node node-b/,
     );
     expect(loopDevicesOf(volume.path)).toEqual([]);
+    // A move that takes over a terminated one's hold names it; naming another takes nothing.
+    const successor = { moveKey: randomKey(), targetNodeId: 'node-c' };
+    await expectDriverError(
+      backend.fenceVolume(volume.key, successor, randomKey()),
+      FailureType.FailedPrecondition,
+      /being moved/,
+    );
+    await backend.fenceVolume(volume.key, successor, moveKey);
+    expect((await backend.getVolume(volume.key))?.moving).toEqual(successor);
+    await backend.fenceVolume(volume.key, fence, successor.moveKey); // and back, for the rest of the test
 
     // Held across a restart of the agent (the record is on disk); only its own move lets it go.
     await backend.close();
