@@ -22,8 +22,9 @@ import { statusOf } from './api-status';
  */
 
 /**
- * The controller's Kubernetes client for the switch, and client-node's request options for a JSON merge patch (made
- * by the caller: this module loads nothing of client-node, so that the control activities stay loadable by jest).
+ * The controller's Kubernetes client for the switch, and client-node's request options for a JSON merge patch, made
+ * by the caller (kubernetes/controller-integration.ts): this module imports client-node's types only, so that jest
+ * can load it.
  */
 export interface ClaimKube {
   core: CoreV1Api;
