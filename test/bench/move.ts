@@ -111,11 +111,14 @@ async function main(): Promise<void> {
         `${(mib / (totalMs / 1000)).toFixed(0)} MiB/s of volume moved\n`,
     );
   } finally {
-    await cluster.teardown();
-    releaseMountsUnder(cluster.root);
-    fs.rmSync(cluster.root, { recursive: true, force: true });
-    await server.stop();
-    fs.rmSync(dataDir, { recursive: true, force: true });
+    try {
+      await cluster.teardown();
+      releaseMountsUnder(cluster.root);
+      fs.rmSync(cluster.root, { recursive: true, force: true });
+    } finally {
+      await server.stop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
   }
 }
 
