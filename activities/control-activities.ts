@@ -1,4 +1,4 @@
-import { heartbeat, log } from '@temporalio/activity';
+import { Context, heartbeat, log } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { byVolumeIdOrder, nodeRemains } from '../common/list-position';
 import {
@@ -124,14 +124,14 @@ export function createControlActivities(deps: ControlDeps) {
 
     async switchMovedClaim(input: SwitchInput): Promise<{ claimUid: string }> {
       const claims = await claimsFor(deps);
-      const switched = await withFailureTypes(() => claims.switchClaim(input, () => heartbeat()));
+      const switched = await withFailureTypes(() => claims.switchClaim(input, beatOrStop));
       log.info('moved claim switched', { claim: `${input.moved.claim.namespace}/${input.moved.claim.name}` });
       return switched;
     },
 
     async retireMovedPv(input: SwitchInput): Promise<void> {
       const claims = await claimsFor(deps);
-      await withFailureTypes(() => claims.retire(input, () => heartbeat()));
+      await withFailureTypes(() => claims.retire(input, beatOrStop));
     },
 
     /** What could not be restored, in words (undefined: the old PV is as it was). */
@@ -154,6 +154,12 @@ export function createControlActivities(deps: ControlDeps) {
 }
 
 export type ControlActivities = ReturnType<typeof createControlActivities>;
+
+/** The switch's heartbeat: it stops at the next step once the move is cancelled (the activity then ends cancelled). */
+function beatOrStop(): void {
+  heartbeat();
+  Context.current().cancellationSignal.throwIfAborted();
+}
 
 /** A move that began with Kubernetes needs it to end: a controller restarted without --kubernetes keeps it waiting. */
 function claimsFor(deps: ControlDeps): Promise<ClaimSwitcher> {

@@ -340,6 +340,13 @@ export async function undoSwitch(kube: ClaimKube, input: SwitchInput): Promise<s
       404,
       core.deletePersistentVolume({ name: newPvName, body: { preconditions: { uid: fresh.metadata.uid } } }),
     );
+    // Gone, not only being deleted, before the rollback deletes the copy it names (a PV bound meanwhile stays).
+    if (await readPv(core, newPvName)) {
+      throw new DriverError(
+        FailureType.Unavailable,
+        `PersistentVolume ${newPvName} is being deleted; the rollback waits`,
+      );
+    }
   }
   const old = await readPv(core, moved.pv.name);
   if (!old || old.metadata?.uid !== moved.pv.uid) return `PersistentVolume ${moved.pv.name} is gone`;

@@ -159,7 +159,7 @@ export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResu
     if (!(error instanceof MoveStopped)) throw error;
     return refuse(input, error);
   }
-  const fence = { moveKey, key: input.sourceKey, poolIdPrefix: input.poolIdPrefix, targetNodeId };
+  const fence = fenceOf(input);
   let offered: NodeOfferResult | undefined;
   let pulled: NodePullResult | undefined;
   let adopted: Awaited<ReturnType<NodeActivities['adoptMoveOnNode']>> | undefined;
@@ -362,10 +362,16 @@ async function retire(
   }
 }
 
+/** What the move's hold on its source names: the move, the volume, its pool and where it goes. */
+function fenceOf(input: MoveVolumeInput) {
+  const { moveKey, sourceKey: key, poolIdPrefix, targetNodeId } = input;
+  return { moveKey, key, poolIdPrefix, targetNodeId };
+}
+
 /** The source volume let go by the move (it stays the CO's): stageable again. */
 async function letGo(input: MoveVolumeInput, step: Step, onNode: OnNode): Promise<string | undefined> {
   const { sourceNodeId, moveKey } = input;
-  const fence = { moveKey, key: input.sourceKey, poolIdPrefix: input.poolIdPrefix, targetNodeId: input.targetNodeId };
+  const fence = fenceOf(input);
   try {
     await step('releasing', sourceNodeId, `letting ${input.volumeId} go`, () =>
       onNode(sourceNodeId, `let ${input.volumeId} go (move ${moveKey})`).unfenceMoveOnNode(fence),

@@ -189,21 +189,25 @@ function watchPromises(copies: () => string[]): { stop(): Promise<string[]> } {
   return watch;
 }
 
+/** A Pod scheduled to node-a that uses the claim (no kubelet here: it stays there until deleted). */
+async function podOnNodeA(name: string, claimName: string): Promise<void> {
+  await api.create(`/api/v1/namespaces/${NAMESPACE}/pods`, {
+    metadata: { name },
+    spec: {
+      nodeName: 'node-a',
+      containers: [{ name: 'db', image: 'busybox', volumeDevices: [{ name: 'data', devicePath: '/dev/data' }] }],
+      volumes: [{ name: 'data', persistentVolumeClaim: { claimName } }],
+    },
+  });
+}
+
 describe('volumes move --pvc on a real API server', () => {
   it("binds the claim, under its name, to a new PV naming the copy on the target, once the old node's Pod is gone; then the old PV and volume go", async () => {
     const { volumeId, pvName, uid } = await boundClaim('data-db-0');
     const before = sha256(image(volumeId));
     const seen = [volumeId];
     const watch = watchPromises(() => seen);
-    // A Pod scheduled to node-a that uses the claim (no kubelet here: it stays there until deleted).
-    await api.create(`/api/v1/namespaces/${NAMESPACE}/pods`, {
-      metadata: { name: 'db-0' },
-      spec: {
-        nodeName: 'node-a',
-        containers: [{ name: 'db', image: 'busybox', volumeDevices: [{ name: 'data', devicePath: '/dev/data' }] }],
-        volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data-db-0' } }],
-      },
-    });
+    await podOnNodeA('db-0', 'data-db-0');
 
     const moving = cli('volumes', 'move', '--pvc', `${NAMESPACE}/data-db-0`, '--to', 'node-b', '--output', 'json');
     // The switch waits for the Pod, and says so where an operator looks.
@@ -294,14 +298,7 @@ describe('volumes move --pvc on a real API server', () => {
   it('rolls a move cancelled during its switch back: the new PV and the copy gone, the old PV and claim as they were', async () => {
     const { volumeId, pvName, uid } = await boundClaim('data-cancel-0');
     const onB = cluster.volumesOnDisk('node-b');
-    await api.create(`/api/v1/namespaces/${NAMESPACE}/pods`, {
-      metadata: { name: 'cancel-0' },
-      spec: {
-        nodeName: 'node-a',
-        containers: [{ name: 'db', image: 'busybox', volumeDevices: [{ name: 'data', devicePath: '/dev/data' }] }],
-        volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data-cancel-0' } }],
-      },
-    });
+    await podOnNodeA('cancel-0', 'data-cancel-0');
     const moving = cli('volumes', 'move', volumeId, '--to', 'node-b');
     await eventually(
       'the move waiting for the Pod on node-a',
