@@ -31,7 +31,18 @@ export class KubeRest {
     return this.request('DELETE', path);
   }
 
-  request<T>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
+  async request<T>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
+    try {
+      return await this.send<T>(method, path, body, contentType);
+    } catch (error) {
+      // A kept-alive connection the server closed as idle just as this request went out on it: the request never
+      // reached the server (Node's documentation, http.ClientRequest reusedSocket), so sending it again is safe.
+      if (!(error instanceof StaleConnection)) throw error;
+      return this.send<T>(method, path, body, contentType);
+    }
+  }
+
+  private send<T>(method: string, path: string, body: unknown, contentType: string): Promise<T> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     return new Promise<T>((resolve, reject) => {
       const request = https.request(
@@ -58,7 +69,9 @@ export class KubeRest {
           });
         },
       );
-      request.on('error', reject);
+      request.on('error', (error: NodeJS.ErrnoException) =>
+        reject(request.reusedSocket && error.code === 'ECONNRESET' ? new StaleConnection(error.message) : error),
+      );
       request.on('timeout', () => request.destroy(new Error(`${method} ${path}: timeout`)));
       request.end(payload);
     });
@@ -142,3 +155,6 @@ function parseBody(text: string): unknown {
     return text;
   }
 }
+
+/** A request reset on a kept-alive socket it reused, before any answer: KubeRest.request sends it once more. */
+class StaleConnection extends Error {}

@@ -169,7 +169,11 @@ test('rollout restart of the node DaemonSet and controller Deployment while clai
   const oldControllers = (await controllerPods()).map((pod) => pod.metadata?.name);
   // Set once the claims are deleted; the watch reads it from then on.
   const deletion: { at?: number } = {};
-  const watch = new RolloutWatch(node, watched, () => deletion.at);
+  // Whether the plugin runs, from the node's processes: the Pod's container status reaches the API server a second or
+  // more after the container starts (kubelet's relist, then its status sync), and a deletion waiting for the agent
+  // can end within that lag on a loaded machine, which the statuses would report as done with no plugin running.
+  const [only] = node.nodes;
+  const watch = new RolloutWatch(node, watched, () => deletion.at, () => only?.pluginRunning() ?? false);
   watch.start();
   const started = Date.now();
   node.kubectl([
