@@ -1,4 +1,5 @@
 import type { CreateSnapshotSpec, CreateVolumeSpec, MoveFence, StorageBackend } from '../storage/pool/backend';
+import type { TransferSource } from '../storage/pool/transfer';
 
 /**
  * Failpoints for the crash tests and the chaos harness: the hidden flag `--failpoints name[,name]` makes the node
@@ -11,6 +12,9 @@ import type { CreateSnapshotSpec, CreateVolumeSpec, MoveFence, StorageBackend } 
  *   move.pull-half (a move's pull checkpoints after every chunk and the agent dies once half the chunks are in)
  *   move.after-hold (the source's hold on a moved volume is written, the activity never answers)
  *   move.after-adopt (the target's volume is made from the copy, its staging not yet removed)
+ *   move.after-offer (the source's offer is written, its token sealed, the activity never answers)
+ *   move.after-withdraw (the source's offer is withdrawn at the move's release, the activity never answers)
+ * A move's retire deletes the old volume as every delete does: delete.before and delete.after reach it.
  */
 export const FAILPOINT_NAMES = [
   'create.before-allocate',
@@ -22,6 +26,8 @@ export const FAILPOINT_NAMES = [
   'move.pull-half',
   'move.after-hold',
   'move.after-adopt',
+  'move.after-offer',
+  'move.after-withdraw',
 ] as const;
 export type Failpoint = (typeof FAILPOINT_NAMES)[number];
 
@@ -51,12 +57,32 @@ export function pullFailpoint(
   };
 }
 
+/**
+ * Wraps the agent's TransferSource so move.after-offer and move.after-withdraw kill the process once its offer is
+ * written or withdrawn. The source itself when neither is armed.
+ */
+export function withTransferFailpoints(source: TransferSource, armed: Set<Failpoint> | undefined): TransferSource {
+  if (!armed?.has('move.after-offer') && !armed?.has('move.after-withdraw')) return source;
+  const hit = killer(armed);
+  const wrapped: Partial<TransferSource> = {
+    async offer(...args: Parameters<TransferSource['offer']>) {
+      const offer = await source.offer(...args);
+      hit('move.after-offer');
+      return offer;
+    },
+    async withdraw(moveKey: string) {
+      const withdrawn = await source.withdraw(moveKey);
+      hit('move.after-withdraw');
+      return withdrawn;
+    },
+  };
+  return boundProxy(source, wrapped);
+}
+
 /** Wraps a backend so armed failpoints kill the process around its create and delete steps. */
 export function withFailpoints(backend: StorageBackend, armed: Set<Failpoint>): StorageBackend {
   if (armed.size === 0) return backend;
-  const hit = (name: Failpoint) => {
-    if (armed.has(name)) process.kill(process.pid, 'SIGKILL');
-  };
+  const hit = killer(armed);
   const wrapped: Partial<StorageBackend> = {
     async createVolume(spec: CreateVolumeSpec) {
       hit('create.before-allocate');
@@ -82,13 +108,23 @@ export function withFailpoints(backend: StorageBackend, armed: Set<Failpoint>): 
       return result;
     },
   };
-  // Everything else goes straight to the backend, bound to it (its methods use private state).
-  return new Proxy(backend, {
-    get(target, property, receiver) {
-      const own = wrapped[property as keyof StorageBackend];
-      if (own) return own;
-      const value: unknown = Reflect.get(target, property, receiver);
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+  return boundProxy(backend, wrapped);
+}
+
+function killer(armed: Set<Failpoint>): (name: Failpoint) => void {
+  return (name) => {
+    if (armed.has(name)) process.kill(process.pid, 'SIGKILL');
+  };
+}
+
+/** `target` with `own`'s methods in place of its own; everything else goes to it, bound (its methods use private state). */
+function boundProxy<T extends object>(target: T, own: Partial<T>): T {
+  return new Proxy(target, {
+    get(inner, property, receiver) {
+      const replaced = own[property as keyof T];
+      if (replaced) return replaced;
+      const value: unknown = Reflect.get(inner, property, receiver);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(inner) : value;
     },
   });
 }

@@ -8,7 +8,7 @@ import { nodeTaskQueue } from '../common/names';
 import { PoolLayout } from '../storage/pool/pool-layout';
 import { TransferSource, transferPublicKey } from '../storage/pool/transfer';
 import type { NodeTransfer } from '../activities/node-activities';
-import { pullFailpoint, type Failpoint } from './failpoints';
+import { pullFailpoint, withTransferFailpoints, type Failpoint } from './failpoints';
 import type { TemporalConfig } from '../temporal/config';
 import { FollowingConnection } from '../temporal/connection';
 import { driverVersion } from '../common/version';
@@ -34,7 +34,7 @@ export interface NodeTemporalOptions {
    * listens on the address it advertises, so a copy is served on no other interface. Absent: no moves.
    */
   transfer?: { host: string; port: number };
-  /** `--failpoints` (test harnesses only): move.pull-half reaches the pull. */
+  /** `--failpoints` (test harnesses only): the move's failpoints in the pull, the offer and its withdrawal. */
   failpoints?: Set<Failpoint>;
 }
 
@@ -146,7 +146,12 @@ function serveTransfers(run: NodeTemporalRun, address: { host: string; port: num
         const publicKey = await transferPublicKey(layout);
         logger.info({ host: address.host, port: bound.port, offered: source.offered() }, 'serving node-to-node copies');
         const endpoint = { host: address.host, port: bound.port, publicKey };
-        return { source, layout, endpoint, pullFailpoint: pullFailpoint(options.failpoints) };
+        return {
+          source: withTransferFailpoints(source, options.failpoints),
+          layout,
+          endpoint,
+          pullFailpoint: pullFailpoint(options.failpoints),
+        };
       } catch (error) {
         await source.close();
         throw error;

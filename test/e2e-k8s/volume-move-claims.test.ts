@@ -40,10 +40,10 @@ let api: KubeRest;
 let controllerEndpoint = '';
 let controller: ManagedProcess | undefined;
 
-const startAgent = async (nodeId: string): Promise<ManagedProcess> => {
+const startAgent = async (nodeId: string, failpoints?: string): Promise<ManagedProcess> => {
   if (!ports.has(nodeId)) ports.set(nodeId, await findFreePort());
   const extra = ['--transfer-port', String(ports.get(nodeId)), '--transfer-address', '127.0.0.1'];
-  const agent = await cluster.startNode(nodeId, { backend: 'loop', capacity: '512Mi', extra });
+  const agent = await cluster.startNode(nodeId, { backend: 'loop', capacity: '512Mi', extra, failpoints });
   agents.set(nodeId, agent);
   return agent;
 };
@@ -337,7 +337,7 @@ describe('volumes move --pvc on a real API server', () => {
     expect(again.stderr).toMatch(/FailedPrecondition: the move of \S+ is not running: it ended FAILED/);
   });
 
-  it('evacuates a cordoned node: every claim on it moved to a node with room; an uncordoned node is refused', async () => {
+  it('evacuates a cordoned node (its agent killed right after a retire deleted a volume): every claim on it moved to a node with room; an uncordoned node is refused', async () => {
     const second = await boundClaim('data-db-1');
     await api.create('/api/v1/nodes', { metadata: { name: 'node-a' } });
     await api.create('/api/v1/nodes', { metadata: { name: 'node-b' } });
@@ -358,7 +358,14 @@ describe('volumes move --pvc on a real API server', () => {
     expect(await onA()).toEqual(['data-busy-0', 'data-cancel-0', 'data-db-1']);
 
     const before = sha256(image(second.volumeId));
-    const answer = await cli('nodes', 'evacuate', 'node-a', '--output', 'json');
+    // The source dies right after a retire deleted an old volume (the PV already gone): the retry finds it gone.
+    await agents.get('node-a')!.stop();
+    const dying = await startAgent('node-a', 'delete.after');
+    const evacuating = cli('nodes', 'evacuate', 'node-a', '--output', 'json');
+    await dying.exited;
+    expect(dying.child.signalCode).toBe('SIGKILL');
+    await startAgent('node-a');
+    const answer = await evacuating;
     expect({ code: answer.code, stderr: answer.code === 0 ? '' : answer.stderr }).toEqual({ code: 0, stderr: '' });
     const outcome = JSON.parse(answer.stdout) as { results: { volumeId: string; newVolumeId: string }[] };
     expect(outcome.results).toHaveLength(3);

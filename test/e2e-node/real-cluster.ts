@@ -4,6 +4,7 @@ import type net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { CLI_MAIN } from '../../agent/spawn-cli';
 import { findProjectRoot } from '../../temporal-dev/project-root';
 import { temporalAddress } from '../support/cluster';
 import { ControlPlane } from '../e2e-k8s/control-plane';
@@ -238,6 +239,30 @@ export class RealCluster {
     } catch (error) {
       const { code, stdout = '', stderr = '' } = error as { code?: number | string; stdout?: string; stderr?: string };
       return { code: typeof code === 'number' ? code : -1, output: `${stdout}${stderr}${String(error)}` };
+    }
+  }
+
+  /**
+   * The compiled `durable-csi` CLI run in the control plane's namespace, as an operator with kubectl's access runs it:
+   * the admin's kubeconfig, the cluster's Temporal. Its exit code and what it printed.
+   */
+  async cli(args: string[], timeoutMs = 600_000): Promise<{ code: number; stdout: string; stderr: string }> {
+    const [command, wrapped] = this.controlNs.launch(process.execPath, [
+      CLI_MAIN,
+      ...args,
+      `--temporal-address=${CLUSTER_TEMPORAL_ADDRESS}`,
+    ]);
+    const env = { ...process.env, KUBECONFIG: this.plane.adminKubeconfig() };
+    try {
+      const { stdout, stderr } = await run_(command, wrapped, { encoding: 'utf8', timeout: timeoutMs, env });
+      return { code: 0, stdout, stderr };
+    } catch (error) {
+      const { code, stdout = '', stderr = '' } = error as { code?: number | string; stdout?: string; stderr?: string };
+      return {
+        code: typeof code === 'number' ? code : -1,
+        stdout,
+        stderr: `${stderr}${code === undefined ? String(error) : ''}`,
+      };
     }
   }
 
@@ -529,13 +554,31 @@ export class ClusterNode {
    * kubelet last reported): the agent's command line is the only one with --kubelet-registration-path.
    */
   pluginRunning(): boolean {
-    return processesIn(this.cgroupRoot).some((pid) => {
+    return this.agentProcesses('node').length > 0;
+  }
+
+  /**
+   * The driver's processes in the node's Pods: its node plugin (the only command line with
+   * --kubelet-registration-path) or its controller (`durable-csi controller`).
+   */
+  agentProcesses(role: 'node' | 'controller'): number[] {
+    return processesIn(this.cgroupRoot).filter((pid) => {
+      let args: string[];
       try {
-        return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('--kubelet-registration-path=');
+        args = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
       } catch {
-        return false;
+        return false; // gone meanwhile
       }
+      const plugin = args.some((arg) => arg.startsWith('--kubelet-registration-path='));
+      return role === 'node' ? plugin : !plugin && args.includes('controller') && args.includes('--kubernetes');
     });
+  }
+
+  /** SIGKILLs the driver's processes of `role` on the node (a crash: kubelet starts the container again). */
+  killAgents(role: 'node' | 'controller'): number {
+    const pids = this.agentProcesses(role);
+    for (const pid of pids) killQuietly(pid);
+    return pids.length;
   }
 
   /** Loop devices of the node's pool (and kubelet's over them): node-loops.ts. Empty while the node is off. */

@@ -246,6 +246,36 @@ describe('moving a volume to another node', () => {
     expect(JSON.parse(fs.readFileSync(recordFile, 'utf8'))).not.toHaveProperty('moving');
   });
 
+  it('goes on after the source dies right after its offer, then right after withdrawing it at the release', async () => {
+    const volumeId = await volumeWithData('pvc-offer-crashes', 16 * MiB);
+    const before = sha256(image('node-a', volumeId));
+    const snapshotsBefore = entries('node-a', 'snapshots/data');
+    const offersBefore = entries('node-a', 'transfers/out');
+    await nodeA!.stop();
+    const diesAfterOffer = await startAgent('node-a', '1Gi', 'move.after-offer');
+    const move = cli('volumes', 'move', volumeId, '--to', 'node-d', '--output', 'json');
+
+    await diesAfterOffer.exited;
+    expect(diesAfterOffer.child.signalCode).toBe('SIGKILL');
+    // The offer is written before the step answered: the retry seals the same one again.
+    expect(entries('node-a', 'transfers/out')).toHaveLength(offersBefore.length + 1);
+    const diesAfterWithdraw = await startAgent('node-a', '1Gi', 'move.after-withdraw');
+    await diesAfterWithdraw.exited;
+    expect(diesAfterWithdraw.child.signalCode).toBe('SIGKILL');
+    expect(entries('node-a', 'transfers/out')).toEqual(offersBefore);
+    nodeA = await startAgent('node-a', '1Gi');
+
+    const answer = await move;
+    expect({ code: answer.code, stderr: answer.code === 0 ? '' : answer.stderr }).toEqual({ code: 0, stderr: '' });
+    const result = JSON.parse(answer.stdout) as { outcome: string; newVolumeId: string };
+    expect(result.outcome).toBe('copied');
+    expect(sha256(image('node-d', result.newVolumeId))).toBe(before);
+    // The release finished after the second death: the move's snapshot deleted, nothing offered or staged.
+    expect(entries('node-a', 'snapshots/data')).toEqual(snapshotsBefore);
+    expect(entries('node-a', 'transfers/out')).toEqual(offersBefore);
+    expect(entries('node-d', 'transfers/in')).toEqual([]);
+  });
+
   it('takes over the hold a terminated move left: the volume, refused to stage meanwhile, stages again once moved', async () => {
     const volumeId = await volumeWithData('pvc-terminated', 8 * MiB);
     await nodeA!.stop();
