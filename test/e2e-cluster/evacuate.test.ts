@@ -157,6 +157,15 @@ function killDuringMoves(cluster: RealCluster, volumeIds: string[]): { stop(): P
 }
 
 test("nodes evacuate moves a drained node's StatefulSet volumes to the others, its agents and controllers killed on the way: every Pod runs again on B or C with its data", async () => {
+  try {
+    await evacuation();
+  } finally {
+    // Whatever the test reached: while the set stands, its Pods hold the claims deployedCluster's cleanUp deletes.
+    await real.node.api.delete(`${APPS}/${SET}`).catch(() => undefined);
+  }
+});
+
+async function evacuation(): Promise<void> {
   const { node: cluster, work } = real;
   // Every Pod of the set on A: the other two cordoned while it starts.
   for (const other of [B, C]) cluster.kubectl(['cordon', other]);
@@ -308,7 +317,7 @@ test("nodes evacuate moves a drained node's StatefulSet volumes to the others, i
     ];
     expect({ node: node.name, left }).toEqual({ node: node.name, left: [] });
   }
-});
+}
 
 /** What a pool directory holds, named from the pool (none when it was never made). */
 function entries(pool: string, dir: string): string[] {

@@ -251,6 +251,8 @@ export class RealCluster {
       CLI_MAIN,
       ...args,
       `--temporal-address=${CLUSTER_TEMPORAL_ADDRESS}`,
+      // The test's dev server, forwarded on the control plane's bridge: plaintext, as the overlay's components say.
+      '--temporal-insecure',
     ]);
     const env = { ...process.env, KUBECONFIG: this.plane.adminKubeconfig() };
     try {

@@ -173,7 +173,12 @@ test('rollout restart of the node DaemonSet and controller Deployment while clai
   // more after the container starts (kubelet's relist, then its status sync), and a deletion waiting for the agent
   // can end within that lag on a loaded machine, which the statuses would report as done with no plugin running.
   const [only] = node.nodes;
-  const watch = new RolloutWatch(node, watched, () => deletion.at, () => only?.pluginRunning() ?? false);
+  const watch = new RolloutWatch(
+    node,
+    watched,
+    () => deletion.at,
+    () => only?.pluginRunning() ?? false,
+  );
   watch.start();
   const started = Date.now();
   node.kubectl([
