@@ -18,6 +18,7 @@
 // after the other (one lane of real nodes), phase 6 in a lane of its own beside them (node-lock.ts: two real-node
 // runs at once; they mostly wait). The rest of test/e2e-cluster runs in `npm run test:cluster` (docs/testing.md).
 const { spawn } = require('child_process');
+const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { startBackgroundBuild } = require('./background-build');
@@ -67,13 +68,15 @@ function step(name, command, args, env = {}) {
  */
 function jestRun(name, timing, args, { env = {}, workers } = {}) {
   const parallel = workers === undefined ? ['--runInBand'] : [`--maxWorkers=${workers}`];
+  // An earlier run's file would name its failures as this run's (printFailures) if this one wrote none.
+  fs.rmSync(timingsFile(timing), { force: true });
   return step(
     name,
     process.execPath,
     // The reporters last: --reporters takes every word after it that is not an option, paths included.
     [jest, ...parallel, ...args, '--reporters=default', `--reporters=${TIMING_REPORTER}`],
     { DURABLE_CSI_TIMING_PHASE: timing, ...env },
-  );
+  ).then((result) => ({ ...result, timing }));
 }
 
 /** Phase 1: the isolated suites side by side, then the exclusive ones alone (jest.config.js says why each is). */
@@ -145,6 +148,37 @@ async function laterPhases(background) {
   return Promise.all(LATER_PHASES.map(run));
 }
 
+/**
+ * A failed jest phase's failures again, from its timings file (test/support/timing-reporter.js): at the end of the
+ * output, where CI's kept tail shows them, whatever the suites printed after them.
+ */
+function printFailures(result) {
+  const file = timingsFile(result.timing);
+  let failures;
+  try {
+    failures = JSON.parse(fs.readFileSync(file, 'utf8')).failures ?? [];
+  } catch (error) {
+    console.error(`test: ${result.name}: no failures recorded in ${file} (${error.message})`);
+    return;
+  }
+  const shown = failures.slice(0, 10);
+  for (const failure of shown)
+    console.error(`test: ${result.name} failed: ${failure.suite} > ${failure.test}\n${indent(failure.message)}`);
+  if (failures.length > shown.length)
+    console.error(`test: ${result.name}: ${failures.length - shown.length} more failed (${file})`);
+}
+
+function timingsFile(timing) {
+  return path.join(root, 'test-artifacts', 'timings', `${timing}.json`);
+}
+
+function indent(text) {
+  return text
+    .split('\n')
+    .map((line) => `    ${line}`)
+    .join('\n');
+}
+
 async function main() {
   const started = Date.now();
   // The Go builds need nothing of setup's (npm ci, the build): they start first.
@@ -165,6 +199,7 @@ async function main() {
       `test: ${result.ok ? 'ok    ' : 'FAILED'} ${result.name}` +
         `${result.seconds === undefined ? '' : ` (${result.seconds} s)`}${result.ok ? '' : `: ${result.why}`}`,
     );
+  for (const result of results.filter((each) => !each.ok && each.timing)) printFailures(result);
   console.error(`test: ${Math.round((Date.now() - started) / 1000)} s in all`);
   process.exit(results.every((result) => result.ok) ? 0 : 1);
 }

@@ -55,12 +55,21 @@ function treeTicks(rootPid = process.pid) {
   return total;
 }
 
+/** A failure message without its colours, its stack cut to the first frames: enough to tell what failed and where. */
+function plain(message) {
+  const colours = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g');
+  const lines = String(message).replace(colours, '').split('\n');
+  const firstFrame = lines.findIndex((line) => /^\s+at /.test(line));
+  return (firstFrame < 0 ? lines : lines.slice(0, firstFrame + 3)).slice(0, 60).join('\n');
+}
+
 class TimingReporter {
   constructor(globalConfig, options = {}) {
     this.root = globalConfig.rootDir;
     this.name = options.phase || process.env.DURABLE_CSI_TIMING_PHASE || 'jest';
     this.running = new Map();
     this.rows = [];
+    this.failures = [];
     // A process that exits after the last sample but is reaped later is counted once reaped: the tree only grows.
     this.maxTicks = treeTicks();
     this.startTicks = this.maxTicks;
@@ -96,6 +105,18 @@ class TimingReporter {
       tests: result.numPassingTests + result.numFailingTests + result.numPendingTests,
       failed: result.numFailingTests > 0 || Boolean(result.testExecError),
     });
+    // What failed, in words, for scripts/test.js to print again at the end of the run: CI's output is kept as its
+    // head and tail, and a long phase's failures land in the middle, under the figures its suites print.
+    const failures = (result.testResults ?? [])
+      .filter((assertion) => assertion.status === 'failed')
+      .map((assertion) => ({ test: assertion.fullName, message: (assertion.failureMessages ?? []).join('\n') }));
+    if (result.testExecError) failures.push({ test: '(the suite did not run)', message: result.testExecError.message });
+    for (const failure of failures)
+      this.failures.push({
+        suite: path.relative(this.root, test.path),
+        test: failure.test,
+        message: plain(failure.message),
+      });
   }
 
   onRunComplete() {
@@ -108,6 +129,7 @@ class TimingReporter {
       wallSeconds: (Date.now() - this.startedAt) / 1000,
       cpuSeconds: (this.maxTicks - this.startTicks) / TICK,
       suites: this.rows.sort((a, b) => b.wallSeconds - a.wallSeconds),
+      failures: this.failures,
     };
     fs.writeFileSync(file, JSON.stringify(summary, null, 2));
   }
