@@ -311,10 +311,7 @@ async function evacuation(): Promise<void> {
   );
   for (const node of cluster.nodes) {
     const pool = node.poolDir;
-    const left = [
-      ...['volumes', path.join('snapshots', 'data')].flatMap((dir) => entries(pool, dir)),
-      ...[path.join('transfers', 'in'), path.join('transfers', 'out')].flatMap((dir) => entries(pool, dir)),
-    ];
+    const left = ['volumes', 'snapshots/data', 'transfers/in', 'transfers/out'].flatMap((dir) => entries(pool, dir));
     expect({ node: node.name, left }).toEqual({ node: node.name, left: [] });
   }
 }

@@ -263,7 +263,8 @@ export class RealCluster {
       return {
         code: typeof code === 'number' ? code : -1,
         stdout,
-        stderr: `${stderr}${code === undefined ? String(error) : ''}`,
+        // Killed (its timeout) or not started: no exit code, and the error says why.
+        stderr: `${stderr}${typeof code === 'number' ? '' : String(error)}`,
       };
     }
   }
