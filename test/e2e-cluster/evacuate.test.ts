@@ -16,17 +16,30 @@ import { connectTestTemporal } from '../support/test-temporal';
  * B or C, one at a time, while the test kills the target's agent as one move copies, the source's agent as another
  * does, and every controller as the third switches its claim. Every Pod then runs on B or C and reads what it wrote
  * (checksums); nothing is left on A; and a watch of the PVs all along holds the promises: no PV names a volume that
- * is not on its node, and each claim always has a copy a PV names. Run by `npm run test:cluster` (docs/volume-moves.md).
+ * is not on its node, and each claim always has a copy a PV names. Then the same with 20 claims, 4 moves at a time
+ * and no kills, for the figure of a whole node's evacuation with the claims switched. Run by `npm run test:cluster`
+ * (docs/volume-moves.md).
  */
 jest.setTimeout(900_000);
 
 const NODES = ['dcsi-m1', 'dcsi-m2', 'dcsi-m3'];
 const [A, B, C] = NODES as [string, string, string];
 const CLASS = 'durable-csi-loop-ext4';
-const SET = 'db';
-const REPLICAS = 3;
-const CLAIMS = Array.from({ length: REPLICAS }, (_, i) => `data-${SET}-${i}`);
-const PODS = Array.from({ length: REPLICAS }, (_, i) => `${SET}-${i}`);
+
+/** One evacuation: a StatefulSet of `replicas` on A, each Pod writing `dataMiB` of random data to its claim. */
+interface Scenario {
+  set: string;
+  replicas: number;
+  claimSize: string;
+  dataMiB: number;
+  /** `nodes evacuate --parallel`. */
+  parallel: number;
+  /** Made in order, one per move, each when some move shows one of its phases; every one must happen. */
+  kills: Kill[];
+}
+
+const claimsOf = ({ set, replicas }: Scenario) => Array.from({ length: replicas }, (_, i) => `data-${set}-${i}`);
+const podsOf = ({ set, replicas }: Scenario) => Array.from({ length: replicas }, (_, i) => `${set}-${i}`);
 const real = deployedCluster(
   { nodes: NODES, poolFilesystem: 'xfs-reflink', runPrefix: 'dcsi-move-' },
   { components: ['loop-backend'] },
@@ -49,7 +62,7 @@ function driverPvs(list: V1PersistentVolumeList): V1PersistentVolume[] {
  * missing image is read again: still there, it is a PV pointing at a volume that is gone), and each claim has a copy
  * some PV bound to it names. Returns what it saw wrong.
  */
-function watchPromises(cluster: RealCluster): { stop(): Promise<string[]> } {
+function watchPromises(cluster: RealCluster, claims: string[]): { stop(): Promise<string[]> } {
   const wrong: string[] = [];
   let stopped = false;
   const loop = (async () => {
@@ -64,7 +77,7 @@ function watchPromises(cluster: RealCluster): { stop(): Promise<string[]> } {
         if (again?.metadata?.uid === pv.metadata?.uid && !again?.metadata?.deletionTimestamp)
           wrong.push(`PV ${pv.metadata?.name} names ${pv.spec?.csi?.volumeHandle}, which is not on its node`);
       }
-      for (const claim of CLAIMS) {
+      for (const claim of claims) {
         const copies = pvs.filter((pv) => pv.spec?.claimRef?.name === claim);
         if (!copies.some((pv) => fs.existsSync(imageOf(cluster, pv.spec?.csi?.volumeHandle ?? '') ?? '')))
           wrong.push(
@@ -111,10 +124,10 @@ const KILLS: Kill[] = [
 ];
 
 /**
- * Every 200 ms until stopped: the moves' phases (their workflows' search attributes); the next kill of KILLS made
+ * Every 200 ms until stopped: the moves' phases (their workflows' search attributes); the next of `kills` made
  * on a move that none made one on yet, in one of its phases. Returns what was killed, where, in which phase.
  */
-function killDuringMoves(cluster: RealCluster, volumeIds: string[]): { stop(): Promise<string[]> } {
+function killDuringMoves(cluster: RealCluster, volumeIds: string[], kills: Kill[]): { stop(): Promise<string[]> } {
   const done: string[] = [];
   const killedOn = new Set<string>();
   let stopped = false;
@@ -122,9 +135,9 @@ function killDuringMoves(cluster: RealCluster, volumeIds: string[]): { stop(): P
     const connection = await connectTestTemporal();
     try {
       const client = new Client({ connection, namespace: 'default' });
-      while (!stopped && done.length < KILLS.length) {
+      while (!stopped && done.length < kills.length) {
         for (const volumeId of volumeIds) {
-          const next = KILLS[done.length];
+          const next = kills[done.length];
           if (!next || killedOn.has(volumeId)) continue;
           const description = await client.workflow
             .getHandle(moveWorkflowId(DRIVER, volumeId))
@@ -157,27 +170,47 @@ function killDuringMoves(cluster: RealCluster, volumeIds: string[]): { stop(): P
 }
 
 test("nodes evacuate moves a drained node's StatefulSet volumes to the others, its agents and controllers killed on the way: every Pod runs again on B or C with its data", async () => {
-  try {
-    await evacuation();
-  } finally {
-    // Whatever the test reached: while the set stands, its Pods hold the claims deployedCluster's cleanUp deletes.
-    await real.node.api.delete(`${APPS}/${SET}`).catch(() => undefined);
-  }
+  const scenario = { set: 'db', replicas: 3, claimSize: '256Mi', dataMiB: 64, parallel: 1, kills: KILLS };
+  const seconds = await evacuation(scenario);
+  real.node.timings['evacuate: 3 volumes of 256 MiB (64 MiB written), one at a time, 3 kills'] = seconds;
 });
 
-async function evacuation(): Promise<void> {
+test('figures: 20 claims evacuated 4 at a time, switched in Kubernetes', async () => {
+  const scenario = { set: 'many', replicas: 20, claimSize: '64Mi', dataMiB: 16, parallel: 4, kills: [] };
+  const seconds = await evacuation(scenario);
+  real.node.timings['evacuate: 20 volumes of 64 MiB (16 MiB written), 4 at a time'] = seconds;
+});
+
+/**
+ * The scenario from a clean start (the previous one's A cordoned, its set gone): its set made on A, A drained, the
+ * evacuation run and checked, the set and its claims deleted and every pool checked empty. The evacuation's seconds.
+ */
+async function evacuation(scenario: Scenario): Promise<number> {
+  try {
+    return await evacuate(scenario);
+  } finally {
+    // Whatever the test reached: while the set stands, its Pods hold the claims deployedCluster's cleanUp deletes.
+    await real.node.api.delete(`${APPS}/${scenario.set}`).catch(() => undefined);
+  }
+}
+
+async function evacuate(scenario: Scenario): Promise<number> {
   const { node: cluster, work } = real;
+  const { set, replicas } = scenario;
+  const claims = claimsOf(scenario);
+  const pods = podsOf(scenario);
   // Every Pod of the set on A: the other two cordoned while it starts.
+  cluster.kubectl(['uncordon', A]);
   for (const other of [B, C]) cluster.kubectl(['cordon', other]);
   await cluster.api.create(APPS, {
-    metadata: { name: SET },
+    metadata: { name: set },
     spec: {
-      serviceName: SET,
-      replicas: REPLICAS,
+      serviceName: set,
+      replicas,
       podManagementPolicy: 'Parallel',
-      selector: { matchLabels: { app: SET } },
+      selector: { matchLabels: { app: set } },
       template: {
-        metadata: { labels: { app: SET } },
+        metadata: { labels: { app: set } },
         spec: {
           terminationGracePeriodSeconds: 1,
           automountServiceAccountToken: false,
@@ -186,11 +219,11 @@ async function evacuation(): Promise<void> {
               name: 'app',
               image: imageRef(real.images, 'library/busybox'),
               imagePullPolicy: 'Never',
-              // 64 MiB of random data written once, then kept: a Pod started again on the copy finds it there.
+              // Random data written once, then kept: a Pod started again on the copy finds it there.
               command: [
                 'sh',
                 '-c',
-                'test -f /data/blob || head -c 67108864 /dev/urandom > /data/blob; sync; exec sleep 3600',
+                `test -f /data/blob || head -c ${scenario.dataMiB * 2 ** 20} /dev/urandom > /data/blob; sync; exec sleep 3600`,
               ],
               volumeMounts: [{ name: 'data', mountPath: '/data' }],
             },
@@ -199,18 +232,18 @@ async function evacuation(): Promise<void> {
       },
       volumeClaimTemplates: [
         {
-          metadata: { name: 'data', labels: { app: SET } },
+          metadata: { name: 'data', labels: { app: set } },
           spec: {
             accessModes: ['ReadWriteOnce'],
             storageClassName: CLASS,
-            resources: { requests: { storage: '256Mi' } },
+            resources: { requests: { storage: scenario.claimSize } },
           },
         },
       ],
     },
   });
   const sums = new Map<string, string>();
-  for (const pod of PODS) {
+  for (const pod of pods) {
     const running = await work.waitRunning(pod, 180_000);
     expect(running.spec?.nodeName).toBe(A);
     const sum = await eventually(`${pod}'s data written`, async () => {
@@ -220,7 +253,7 @@ async function evacuation(): Promise<void> {
     sums.set(pod, sum);
   }
   const before = new Map<string, string>();
-  for (const claim of CLAIMS) {
+  for (const claim of claims) {
     const pv = await work.volumeOf(claim);
     expect(nodeOfVolume(pv)).toBe(A);
     before.set(claim, pv.spec?.csi?.volumeHandle ?? '');
@@ -236,8 +269,8 @@ async function evacuation(): Promise<void> {
   await eventually(
     "the set's Pods off A and its volumes unstaged there",
     async () => {
-      const pods = await cluster.api.get<V1PodList>(
-        `/api/v1/namespaces/${APP_NAMESPACE}/pods?labelSelector=app%3D${SET}`,
+      const listed = await cluster.api.get<V1PodList>(
+        `/api/v1/namespaces/${APP_NAMESPACE}/pods?labelSelector=app%3D${set}`,
       );
       // A staged ext4 volume is a loop device over its image (the pool's own disk is one too, its file elsewhere).
       const staged = cluster
@@ -245,22 +278,22 @@ async function evacuation(): Promise<void> {
         .loopDevices()
         .filter((device) => device['back-file'].includes('/volumes/'));
       return (
-        pods.items.length === REPLICAS && pods.items.every((pod) => pod.spec?.nodeName !== A) && staged.length === 0
+        listed.items.length === replicas && listed.items.every((pod) => pod.spec?.nodeName !== A) && staged.length === 0
       );
     },
     180_000,
     1000,
   );
 
-  const watch = watchPromises(cluster);
-  const killer = killDuringMoves(cluster, [...before.values()]);
+  const watch = watchPromises(cluster, claims);
+  const killer = killDuringMoves(cluster, [...before.values()], scenario.kills);
   const started = Date.now();
   const answer = await cluster.cli([
     'nodes',
     'evacuate',
     A,
     '--parallel',
-    '1',
+    String(scenario.parallel),
     '--driver-name',
     DRIVER,
     '--output',
@@ -272,19 +305,19 @@ async function evacuation(): Promise<void> {
   const outcome = JSON.parse(answer.stdout) as {
     results: { volumeId: string; targetNodeId: string; newVolumeId?: string; error?: string }[];
   };
-  expect(outcome.results.map((result) => result.error)).toEqual(CLAIMS.map(() => undefined));
+  expect(outcome.results.map((result) => result.error)).toEqual(claims.map(() => undefined));
   expect(outcome.results.map((result) => result.volumeId).sort()).toEqual([...before.values()].sort());
   for (const result of outcome.results) expect([B, C]).toContain(parseVolumeId(result.newVolumeId ?? '')?.nodeId);
-  expect(kills).toHaveLength(KILLS.length);
+  expect(kills).toHaveLength(scenario.kills.length);
   expect(kills.filter((line) => line.includes('failed'))).toEqual([]);
 
   // Every Pod runs again, on B or C, on its claim's copy, with what it wrote on A.
-  for (const pod of PODS) {
+  for (const pod of pods) {
     const running = await work.waitRunning(pod, 240_000);
     expect([B, C]).toContain(running.spec?.nodeName);
     expect(work.exec(pod, 'sha256sum /data/blob')).toBe(sums.get(pod));
   }
-  for (const claim of CLAIMS) {
+  for (const claim of claims) {
     const pv = await work.volumeOf(claim);
     const moved = outcome.results.find((result) => result.volumeId === before.get(claim));
     expect(pv.spec?.csi?.volumeHandle).toBe(moved?.newVolumeId);
@@ -296,14 +329,13 @@ async function evacuation(): Promise<void> {
   expect(driverPvs(await cluster.api.get('/api/v1/persistentvolumes')).filter((pv) => nodeOfVolume(pv) === A)).toEqual(
     [],
   );
-  cluster.timings[`evacuate: ${REPLICAS} volumes of 256 MiB (64 MiB written), one at a time, 3 kills`] = evacuated;
-  console.log(`evacuation of ${A} in ${evacuated} s; killed:\n${kills.join('\n')}`);
+  console.log(`evacuation of ${replicas} claims off ${A} in ${evacuated} s; killed:\n${kills.join('\n') || 'nothing'}`);
 
   // The set goes, its claims' volumes with it on B and C; nothing left on any node: no volume, no snapshot (a move's
   // own is deleted at its release), no offer or copy in transfers/.
-  await cluster.api.delete(`${APPS}/${SET}`);
-  for (const pod of PODS) await work.waitGone(`/api/v1/namespaces/${APP_NAMESPACE}/pods/${pod}`, `Pod ${pod}`);
-  for (const claim of CLAIMS) await work.deleteClaim(claim);
+  await cluster.api.delete(`${APPS}/${set}`);
+  for (const pod of pods) await work.waitGone(`/api/v1/namespaces/${APP_NAMESPACE}/pods/${pod}`, `Pod ${pod}`);
+  for (const claim of claims) await work.deleteClaim(claim);
   await eventually(
     'every PV gone',
     async () => driverPvs(await cluster.api.get('/api/v1/persistentvolumes')).length === 0,
@@ -314,6 +346,7 @@ async function evacuation(): Promise<void> {
     const left = ['volumes', 'snapshots/data', 'transfers/in', 'transfers/out'].flatMap((dir) => entries(pool, dir));
     expect({ node: node.name, left }).toEqual({ node: node.name, left: [] });
   }
+  return evacuated;
 }
 
 /** What a pool directory holds, named from the pool (none when it was never made). */
