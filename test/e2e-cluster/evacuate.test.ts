@@ -219,11 +219,13 @@ async function evacuate(scenario: Scenario): Promise<number> {
               name: 'app',
               image: imageRef(real.images, 'library/busybox'),
               imagePullPolicy: 'Never',
-              // Random data written once, then kept: a Pod started again on the copy finds it there.
+              // Random data written once, then kept: a Pod started again on the copy finds it there. Renamed into
+              // place once whole and synced, so that /data/blob is never seen half written.
               command: [
                 'sh',
                 '-c',
-                `test -f /data/blob || head -c ${scenario.dataMiB * 2 ** 20} /dev/urandom > /data/blob; sync; exec sleep 3600`,
+                `test -f /data/blob || { head -c ${scenario.dataMiB * 2 ** 20} /dev/urandom > /data/part && ` +
+                  'sync /data/part && mv /data/part /data/blob && sync; }; exec sleep 3600',
               ],
               volumeMounts: [{ name: 'data', mountPath: '/data' }],
             },
