@@ -64,36 +64,51 @@ function driverPvs(list: V1PersistentVolumeList): V1PersistentVolume[] {
  */
 function watchPromises(cluster: RealCluster, claims: string[]): { stop(): Promise<string[]> } {
   const wrong: string[] = [];
+  return sampling('the watch', wrong, async () => {
+    const pvs = driverPvs(await cluster.api.get<V1PersistentVolumeList>('/api/v1/persistentvolumes'));
+    for (const pv of pvs) {
+      const image = imageOf(cluster, pv.spec?.csi?.volumeHandle ?? '');
+      if (pv.metadata?.deletionTimestamp || (image && fs.existsSync(image))) continue;
+      const again = await cluster.api
+        .get<V1PersistentVolume>(`/api/v1/persistentvolumes/${pv.metadata?.name}`)
+        .catch(() => undefined);
+      if (again?.metadata?.uid === pv.metadata?.uid && !again?.metadata?.deletionTimestamp)
+        wrong.push(`PV ${pv.metadata?.name} names ${pv.spec?.csi?.volumeHandle}, which is not on its node`);
+    }
+    for (const claim of claims) {
+      const copies = pvs.filter((pv) => pv.spec?.claimRef?.name === claim);
+      if (!copies.some((pv) => fs.existsSync(imageOf(cluster, pv.spec?.csi?.volumeHandle ?? '') ?? '')))
+        wrong.push(`no copy of claim ${claim}: its PVs ${copies.map((pv) => pv.metadata?.name).join(', ') || 'none'}`);
+    }
+    return false;
+  });
+}
+
+/**
+ * `sample` every 200 ms until stopped or until it answers true; stop() waits for the sample under way and returns
+ * `found`, with the loop's own failure among it (`what` failed: ...). `close` runs once the loop ends.
+ */
+function sampling(
+  what: string,
+  found: string[],
+  sample: () => Promise<boolean>,
+  close?: () => Promise<void>,
+): { stop(): Promise<string[]> } {
   let stopped = false;
   const loop = (async () => {
-    while (!stopped) {
-      const pvs = driverPvs(await cluster.api.get<V1PersistentVolumeList>('/api/v1/persistentvolumes'));
-      for (const pv of pvs) {
-        const image = imageOf(cluster, pv.spec?.csi?.volumeHandle ?? '');
-        if (pv.metadata?.deletionTimestamp || (image && fs.existsSync(image))) continue;
-        const again = await cluster.api
-          .get<V1PersistentVolume>(`/api/v1/persistentvolumes/${pv.metadata?.name}`)
-          .catch(() => undefined);
-        if (again?.metadata?.uid === pv.metadata?.uid && !again?.metadata?.deletionTimestamp)
-          wrong.push(`PV ${pv.metadata?.name} names ${pv.spec?.csi?.volumeHandle}, which is not on its node`);
-      }
-      for (const claim of claims) {
-        const copies = pvs.filter((pv) => pv.spec?.claimRef?.name === claim);
-        if (!copies.some((pv) => fs.existsSync(imageOf(cluster, pv.spec?.csi?.volumeHandle ?? '') ?? '')))
-          wrong.push(
-            `no copy of claim ${claim}: its PVs ${copies.map((pv) => pv.metadata?.name).join(', ') || 'none'}`,
-          );
-      }
-      await new Promise((resolve) => setTimeout(resolve, 200));
+    try {
+      while (!stopped && !(await sample())) await new Promise((resolve) => setTimeout(resolve, 200));
+    } finally {
+      await close?.();
     }
   })().catch((error: unknown) => {
-    wrong.push(`the watch failed: ${String(error)}`);
+    found.push(`${what} failed: ${String(error)}`);
   });
   return {
     async stop() {
       stopped = true;
       await loop;
-      return wrong;
+      return found;
     },
   };
 }
@@ -130,43 +145,32 @@ const KILLS: Kill[] = [
 function killDuringMoves(cluster: RealCluster, volumeIds: string[], kills: Kill[]): { stop(): Promise<string[]> } {
   const done: string[] = [];
   const killedOn = new Set<string>();
-  let stopped = false;
-  const loop = (async () => {
-    const connection = await connectTestTemporal();
-    try {
-      const client = new Client({ connection, namespace: 'default' });
-      while (!stopped && done.length < kills.length) {
-        for (const volumeId of volumeIds) {
-          const next = kills[done.length];
-          if (!next || killedOn.has(volumeId)) continue;
-          const description = await client.workflow
-            .getHandle(moveWorkflowId(DRIVER, volumeId))
-            .describe()
-            .catch(() => undefined);
-          if (description?.status.name !== 'RUNNING') continue;
-          const phase = description.typedSearchAttributes.get(PhaseKey) ?? '';
-          const node = description.typedSearchAttributes.get(NodeIdKey) ?? '';
-          if (!next.phases.includes(phase)) continue;
-          const killed = next.kill(cluster, node);
-          if (killed === 0) continue;
-          killedOn.add(volumeId);
-          done.push(`${next.what} (${killed} process(es)) in the ${phase} of ${volumeId}'s move`);
-        }
-        await new Promise((resolve) => setTimeout(resolve, 200));
-      }
-    } finally {
-      await connection.close();
+  const connecting = connectTestTemporal();
+  const client = connecting.then((connection) => new Client({ connection, namespace: 'default' }));
+  client.catch(() => undefined); // a failed connect is reported by the sample that awaits it
+  const sample = async () => {
+    for (const volumeId of volumeIds) {
+      const next = kills[done.length];
+      if (!next) return true;
+      if (killedOn.has(volumeId)) continue;
+      const description = await (
+        await client
+      ).workflow
+        .getHandle(moveWorkflowId(DRIVER, volumeId))
+        .describe()
+        .catch(() => undefined);
+      if (description?.status.name !== 'RUNNING') continue;
+      const phase = description.typedSearchAttributes.get(PhaseKey) ?? '';
+      const node = description.typedSearchAttributes.get(NodeIdKey) ?? '';
+      if (!next.phases.includes(phase)) continue;
+      const killed = next.kill(cluster, node);
+      if (killed === 0) continue;
+      killedOn.add(volumeId);
+      done.push(`${next.what} (${killed} process(es)) in the ${phase} of ${volumeId}'s move`);
     }
-  })().catch((error: unknown) => {
-    done.push(`the killer failed: ${String(error)}`);
-  });
-  return {
-    async stop() {
-      stopped = true;
-      await loop;
-      return done;
-    },
+    return done.length >= kills.length;
   };
+  return sampling('the killer', done, sample, async () => (await connecting).close());
 }
 
 test("nodes evacuate moves a drained node's StatefulSet volumes to the others, its agents and controllers killed on the way: every Pod runs again on B or C with its data", async () => {

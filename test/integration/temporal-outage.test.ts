@@ -10,7 +10,7 @@ import { startDevServer, type DevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
 import { TestCluster, probe, type ManagedProcess } from '../support/cluster';
 import { MiB, codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
-import { ADDRESS_ENV, CONFIG_ENV, testTemporalFlags } from '../support/test-temporal';
+import { testTemporalFlags, useOwnTemporal } from '../support/test-temporal';
 import { isMountPoint, releaseMountsUnder } from '../unit/storage/mount-helpers';
 import { kubeletPaths, nodeRpcs } from './node-helpers';
 import { eventually } from '../support/eventually';
@@ -41,7 +41,7 @@ let startServer: () => Promise<DevServer>;
 let cluster: TestCluster;
 let controller: CsiClients;
 let late: { child: ChildProcess; endpoint: string; metrics: string; health: string; clients?: CsiClients };
-const saved = { address: process.env[ADDRESS_ENV], config: process.env[CONFIG_ENV] };
+let restoreTemporal: (() => void) | undefined;
 /** name -> volume ID of the volumes made before the outage. */
 const volumes = new Map<string, string>();
 const nodes = new Map<string, ManagedProcess>();
@@ -52,8 +52,7 @@ beforeAll(async () => {
   startServer = () => startDevServer({ dataDir: path.join(workDir, 'temporal'), port, headless: true });
   server = await startServer();
   // Every process of this suite (and TestCluster's own client) talks to this server, not jest's.
-  process.env[ADDRESS_ENV] = server.address;
-  delete process.env[CONFIG_ENV];
+  restoreTemporal = useOwnTemporal(server.address);
   cluster = new TestCluster('outage');
   controller = cluster.csi((await cluster.startController('controller-1')).endpoint);
   for (const nodeId of ['node-1', 'node-2']) nodes.set(nodeId, await cluster.startNode(nodeId));
@@ -73,9 +72,7 @@ afterAll(async () => {
   if (late) await stopChild(late.child);
   await cluster?.teardown();
   await server?.stop();
-  if (saved.address === undefined) delete process.env[ADDRESS_ENV];
-  else process.env[ADDRESS_ENV] = saved.address;
-  if (saved.config !== undefined) process.env[CONFIG_ENV] = saved.config;
+  restoreTemporal?.();
   if (workDir && !process.env.DURABLE_CSI_KEEP_TEST_DATA) fs.rmSync(workDir, { recursive: true, force: true });
 });
 

@@ -4,18 +4,18 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { PhaseKey, moveWorkflowId, parseVolumeId } from '../../common/names';
-import { startDevServer, type DevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
 import { TestCluster } from '../support/cluster';
 import { MiB, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { runCli } from '../support/run-cli';
-import { ADDRESS_ENV, CONFIG_ENV, testTemporalFlags } from '../support/test-temporal';
+import { startRunTemporal, type RunTemporal } from '../support/run-temporal';
+import { testTemporalFlags, useOwnTemporal } from '../support/test-temporal';
 import { BLOCK_CAPABILITY } from './node-helpers';
 
 /**
  * A move with the Temporal server itself SIGKILLed in its phases (issue 39 item 4, docs/volume-moves.md "Crash at
  * each step"): the suite runs its own dev server (its own port and database file) and, as the move goes, kills it
- * once in each phase it finds the move in, then starts it again on the same database and port. The agents and the
+ * once in each phase it finds the move in and starts it again on the same database and port (RunTemporal.restart). The agents and the
  * controller reconnect on their own; the move resumes from its history and ends as one that was never interrupted:
  * the copy's sha256 the source's, the move's snapshot deleted, nothing offered or staged, the source let go. The
  * source's snapshot copy is slowed (snapshot.slow-copy) so that a phase is long enough to be found in; the others
@@ -28,28 +28,22 @@ const SIZE = 128 * MiB;
 const DATA = 96 * MiB;
 
 let workDir: string;
-let server: DevServer | undefined;
-let startServer: () => Promise<DevServer>;
+let temporal: RunTemporal | undefined;
+let restoreTemporal: (() => void) | undefined;
 let cluster: TestCluster;
-const saved = { address: process.env[ADDRESS_ENV], config: process.env[CONFIG_ENV] };
 
 beforeAll(async () => {
   workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-move-temporal-'));
-  const port = await findFreePort();
-  startServer = () => startDevServer({ dataDir: path.join(workDir, 'temporal'), port, headless: true });
-  server = await startServer();
+  temporal = await startRunTemporal('dev', workDir, () => undefined);
   // Every process of this suite (and TestCluster's own client) talks to this server, not jest's.
-  process.env[ADDRESS_ENV] = server.address;
-  delete process.env[CONFIG_ENV];
+  restoreTemporal = useOwnTemporal(temporal.config.address);
   cluster = new TestCluster('move-temporal');
 });
 
 afterAll(async () => {
   await cluster?.teardown();
-  await server?.stop();
-  if (saved.address === undefined) delete process.env[ADDRESS_ENV];
-  else process.env[ADDRESS_ENV] = saved.address;
-  if (saved.config !== undefined) process.env[CONFIG_ENV] = saved.config;
+  await temporal?.stop();
+  restoreTemporal?.();
   if (workDir && !process.env.DURABLE_CSI_KEEP_TEST_DATA) fs.rmSync(workDir, { recursive: true, force: true });
 });
 
@@ -87,7 +81,7 @@ it('completes a move whose Temporal server was killed in each phase it was found
     runCli([...args, '--driver-name', cluster.driverName, ...testTemporalFlags()], { timeoutMs: 240_000 });
   // The first request may fail while the server is down: the second one, after the last kill, attaches.
   const first = cli('volumes', 'move', volumeId, '--to', 'node-b');
-  const connection = await Connection.connect({ address: server!.address });
+  const connection = await Connection.connect({ address: temporal!.config.address });
   const client = new Client({ connection, namespace: 'default' });
   const handle = client.workflow.getHandle(moveWorkflowId(cluster.driverName, volumeId));
   const killedIn: string[] = [];
@@ -101,10 +95,7 @@ it('completes a move whose Temporal server was killed in each phase it was found
       const at = phase === undefined ? -1 : PHASES.indexOf(phase);
       if (at > next) missed.push(...PHASES.slice(next, at));
       if (at >= next) {
-        const down = server!;
-        process.kill(down.pid, 'SIGKILL');
-        await down.exited;
-        server = await startServer();
+        await temporal!.restart('SIGKILL', 0);
         killedIn.push(PHASES[at]!);
         next = at + 1;
       }

@@ -13,6 +13,21 @@ export const CONFIG_ENV = 'DURABLE_CSI_TEST_TEMPORAL_CONFIG';
 /** Set by the prod project's global setup; test/support/use-prod-temporal.ts selects it per test file. */
 export const PROD_CONFIG_ENV = 'DURABLE_CSI_TEST_PROD_TEMPORAL_CONFIG';
 
+/**
+ * Points this test process, and every process it starts after, at another dev server than jest's (a suite that
+ * kills its own server); returns what sets it back, for afterAll.
+ */
+export function useOwnTemporal(address: string): () => void {
+  const saved = { address: process.env[ADDRESS_ENV], config: process.env[CONFIG_ENV] };
+  process.env[ADDRESS_ENV] = address;
+  delete process.env[CONFIG_ENV];
+  return () => {
+    if (saved.address === undefined) delete process.env[ADDRESS_ENV];
+    else process.env[ADDRESS_ENV] = saved.address;
+    if (saved.config !== undefined) process.env[CONFIG_ENV] = saved.config;
+  };
+}
+
 export function testTemporalConfig(): TemporalConfig {
   const config = process.env[CONFIG_ENV];
   if (config) return JSON.parse(config) as TemporalConfig;
