@@ -264,6 +264,7 @@ export async function switchClaim(
     } else if (claim.spec?.volumeName === newPvName) {
       if (claim.status?.phase === 'Bound') {
         await releaseNewPv(kube, input);
+        await resetStrandedPods(core, input);
         return { claimUid: uid };
       }
       if (Date.now() > deadline)
@@ -290,6 +291,8 @@ export async function retireOldPv(kube: ClaimKube, input: SwitchInput, heartbeat
   const { core } = kube;
   const { pv } = input.moved;
   const deadline = Date.now() + WAIT_MS;
+  // Again here: the scheduler may bind a Pod it placed through the template's claim just after the switch looked.
+  await resetStrandedPods(core, input);
   for (;;) {
     heartbeat();
     const current = await readPv(core, pv.name);
@@ -492,6 +495,37 @@ async function podUsing(core: CoreV1Api, namespace: string, claim: string) {
       (pod.spec.volumes ?? []).some((volume) => volume.persistentVolumeClaim?.claimName === claim),
   );
   return using && { pod: using.metadata?.name ?? '', node: using.spec?.nodeName ?? '' };
+}
+
+/**
+ * A Pod the scheduler placed through the claim while the switch had it away: a StatefulSet makes a deleted claim again
+ * from its template at once, the scheduler may pick a node for its Pending Pod through that claim, and bind the Pod
+ * there after the switch replaced the claim with its own. Its kubelet then waits forever ("MountVolume.NodeAffinity
+ * check failed"): the copy is on the target. Such a Pod (on another node than the target, not started, made by a
+ * controller) is deleted, so that its controller makes it again and the scheduler places it where the data is. At
+ * once (grace period 0): a StatefulSet makes its Pod again only once the old one is gone, and no container of it can
+ * have run, since kubelet starts none (init containers neither) before the Pod's volumes are mounted, and this one's
+ * never can be there. A Pod nobody makes again is its owner's to delete; a started one is not touched.
+ */
+async function resetStrandedPods(core: CoreV1Api, input: SwitchInput): Promise<void> {
+  const { namespace, name } = input.moved.claim;
+  const pods = (await core.listNamespacedPod({ namespace })).items;
+  for (const pod of pods) {
+    const uid = pod.metadata?.uid;
+    const stranded =
+      uid &&
+      pod.spec?.nodeName &&
+      pod.spec.nodeName !== input.targetNodeId &&
+      pod.status?.phase === 'Pending' &&
+      ![...(pod.status.initContainerStatuses ?? []), ...(pod.status.containerStatuses ?? [])].some(
+        (container) => container.state?.running || container.state?.terminated,
+      ) &&
+      (pod.metadata?.ownerReferences ?? []).some((owner) => owner.controller) &&
+      (pod.spec.volumes ?? []).some((volume) => volume.persistentVolumeClaim?.claimName === name);
+    if (!stranded) continue;
+    const body = { preconditions: { uid }, gracePeriodSeconds: 0 };
+    await ignoring([404, 409], core.deleteNamespacedPod({ namespace, name: pod.metadata?.name ?? '', body }));
+  }
 }
 
 /* Reads and writes that say what a missing object means. */

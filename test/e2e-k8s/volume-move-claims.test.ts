@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -201,6 +201,23 @@ async function podOnNodeA(name: string, claimName: string): Promise<void> {
   });
 }
 
+/** A Pending Pod of a StatefulSet bound to a node (the API server does not check that the owner exists). */
+async function strandedPod(name: string, claimName: string, nodeName: string): Promise<void> {
+  await api.create(`/api/v1/namespaces/${NAMESPACE}/pods`, {
+    metadata: {
+      name,
+      ownerReferences: [
+        { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db', uid: randomUUID(), controller: true },
+      ],
+    },
+    spec: {
+      nodeName,
+      containers: [{ name: 'db', image: 'busybox', volumeDevices: [{ name: 'data', devicePath: '/dev/data' }] }],
+      volumes: [{ name: 'data', persistentVolumeClaim: { claimName } }],
+    },
+  });
+}
+
 describe('volumes move --pvc on a real API server', () => {
   it("binds the claim, under its name, to a new PV naming the copy on the target, once the old node's Pod is gone; then the old PV and volume go", async () => {
     const { volumeId, pvName, uid } = await boundClaim('data-db-0');
@@ -228,6 +245,17 @@ describe('volumes move --pvc on a real API server', () => {
     controllerEndpoint = controller.endpoint;
     await api.delete(`/api/v1/namespaces/${NAMESPACE}/pods/db-0?gracePeriodSeconds=0`);
     await expect(api.get(`/api/v1/namespaces/${NAMESPACE}/pods/db-0`)).rejects.toThrow(/404/);
+    // As a StatefulSet's Pod does when the scheduler places it through the claim its controller made again while the
+    // switch had the claim away: bound to node-c, where the copy is not. The switch deletes it (not started, made by a
+    // controller), so that its controller makes it again where the data is.
+    await eventually(
+      'the claim replaced by the switch',
+      async () =>
+        (await api.get<V1PersistentVolumeClaim>(claimPath('data-db-0')).catch(() => undefined))?.metadata?.uid !== uid,
+      60_000,
+      50,
+    );
+    await strandedPod('db-0', 'data-db-0', 'node-c');
 
     const answer = await moving;
     expect({ code: answer.code, stderr: answer.code === 0 ? '' : answer.stderr }).toEqual({ code: 0, stderr: '' });
@@ -260,6 +288,7 @@ describe('volumes move --pvc on a real API server', () => {
     expect(cluster.volumesOnDisk('node-a')).not.toContain(parseVolumeId(volumeId)!.key);
     expect(sha256(image(result.newVolumeId))).toBe(before);
     expect(await watch.stop()).toEqual([]);
+    await expect(api.get(`/api/v1/namespaces/${NAMESPACE}/pods/db-0`)).rejects.toThrow(/404/);
 
     const described = await cli('volumes', 'describe', volumeId);
     expect(described.stdout).toMatch(/move {2}\S+ {2}COMPLETED {2}phase moved/);

@@ -37,6 +37,7 @@ const METHOD_NEEDS: Record<string, { resource: string; verb: string; namespaced:
   createNamespacedPersistentVolumeClaim: { resource: 'persistentvolumeclaims', verb: 'create', namespaced: false },
   deleteNamespacedPersistentVolumeClaim: { resource: 'persistentvolumeclaims', verb: 'delete', namespaced: false },
   listNamespacedPod: { resource: 'pods', verb: 'list', namespaced: false },
+  deleteNamespacedPod: { resource: 'pods', verb: 'delete', namespaced: false },
   patchNamespacedPersistentVolumeClaim: { resource: 'persistentvolumeclaims', verb: 'patch', namespaced: false },
   listPersistentVolumeClaimForAllNamespaces: { resource: 'persistentvolumeclaims', verb: 'list', namespaced: false },
   createNamespacedEvent: { resource: 'events', verb: 'create', namespaced: true },
