@@ -80,8 +80,9 @@ export interface SwitchInput {
 export interface ClaimSwitcher {
   read(driverName: string, volumeId: string): Promise<MovedClaim>;
   prepare(input: SwitchInput): Promise<void>;
-  switchClaim(input: SwitchInput, heartbeat: () => void): Promise<{ claimUid: string }>;
-  retire(input: SwitchInput, heartbeat: () => void): Promise<void>;
+  /** podsReset: Pods bound to another node while the claim was away, deleted for their controllers to make again. */
+  switchClaim(input: SwitchInput, heartbeat: () => void): Promise<{ claimUid: string; podsReset: string[] }>;
+  retire(input: SwitchInput, heartbeat: () => void): Promise<{ podsReset: string[] }>;
   /** What could not be restored, in words (undefined: the old PV is as it was). */
   undo(input: SwitchInput): Promise<string | undefined>;
 }
@@ -124,14 +125,16 @@ export function createControlActivities(deps: ControlDeps) {
 
     async switchMovedClaim(input: SwitchInput): Promise<{ claimUid: string }> {
       const claims = await claimsFor(deps);
-      const switched = await withFailureTypes(() => claims.switchClaim(input, beatOrStop));
+      const { claimUid, podsReset } = await withFailureTypes(() => claims.switchClaim(input, beatOrStop));
       log.info('moved claim switched', { claim: `${input.moved.claim.namespace}/${input.moved.claim.name}` });
-      return switched;
+      logPodsReset(input, podsReset);
+      return { claimUid };
     },
 
     async retireMovedPv(input: SwitchInput): Promise<void> {
       const claims = await claimsFor(deps);
-      await withFailureTypes(() => claims.retire(input, beatOrStop));
+      const { podsReset } = await withFailureTypes(() => claims.retire(input, beatOrStop));
+      logPodsReset(input, podsReset);
     },
 
     /** What could not be restored, in words (undefined: the old PV is as it was). */
@@ -200,6 +203,19 @@ async function tellWaitingOperations(
       .catch(() => undefined); // it finished meanwhile
   }
   return told;
+}
+
+function logPodsReset(input: SwitchInput, pods: string[]): void {
+  for (const pod of pods) {
+    log.warn(
+      'a Pod bound to another node than the copy while the switch had its claim away was deleted: its controller makes it again where the data is',
+      {
+        pod,
+        claim: `${input.moved.claim.namespace}/${input.moved.claim.name}`,
+        target: input.targetNodeId,
+      },
+    );
+  }
 }
 
 /** signalWithStart of the node's record, started as an offline record when there is none. */

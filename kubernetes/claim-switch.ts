@@ -232,7 +232,7 @@ export async function switchClaim(
   kube: ClaimKube,
   input: SwitchInput,
   heartbeat: () => void,
-): Promise<{ claimUid: string }> {
+): Promise<{ claimUid: string; podsReset: string[] }> {
   const { core } = kube;
   const { moved, newPvName } = input;
   const { namespace, name } = moved.claim;
@@ -264,8 +264,7 @@ export async function switchClaim(
     } else if (claim.spec?.volumeName === newPvName) {
       if (claim.status?.phase === 'Bound') {
         await releaseNewPv(kube, input);
-        await resetStrandedPods(core, input);
-        return { claimUid: uid };
+        return { claimUid: uid, podsReset: await resetStrandedPods(core, input) };
       }
       if (Date.now() > deadline)
         throw new DriverError(FailureType.Unavailable, `${where} is not bound to ${newPvName} yet (the PV controller)`);
@@ -287,16 +286,20 @@ export async function switchClaim(
  * After the switch: the old PV deleted (its policy is Retain, so nothing else deletes the volume it names). Then
  * the move deletes the old volume on its node. A PV already gone, or replaced by another of its name, is done.
  */
-export async function retireOldPv(kube: ClaimKube, input: SwitchInput, heartbeat: () => void): Promise<void> {
+export async function retireOldPv(
+  kube: ClaimKube,
+  input: SwitchInput,
+  heartbeat: () => void,
+): Promise<{ podsReset: string[] }> {
   const { core } = kube;
   const { pv } = input.moved;
   const deadline = Date.now() + WAIT_MS;
   // Again here: the scheduler may bind a Pod it placed through the template's claim just after the switch looked.
-  await resetStrandedPods(core, input);
+  const podsReset = await resetStrandedPods(core, input);
   for (;;) {
     heartbeat();
     const current = await readPv(core, pv.name);
-    if (!current || current.metadata?.uid !== pv.uid) return;
+    if (!current || current.metadata?.uid !== pv.uid) return { podsReset };
     if (current.spec?.persistentVolumeReclaimPolicy !== 'Retain') {
       throw new DriverError(
         FailureType.Unavailable,
@@ -507,9 +510,10 @@ async function podUsing(core: CoreV1Api, namespace: string, claim: string) {
  * have run, since kubelet starts none (init containers neither) before the Pod's volumes are mounted, and this one's
  * never can be there. A Pod nobody makes again is its owner's to delete; a started one is not touched.
  */
-async function resetStrandedPods(core: CoreV1Api, input: SwitchInput): Promise<void> {
+async function resetStrandedPods(core: CoreV1Api, input: SwitchInput): Promise<string[]> {
   const { namespace, name } = input.moved.claim;
   const pods = (await core.listNamespacedPod({ namespace })).items;
+  const reset: string[] = [];
   for (const pod of pods) {
     const uid = pod.metadata?.uid;
     const stranded =
@@ -525,7 +529,9 @@ async function resetStrandedPods(core: CoreV1Api, input: SwitchInput): Promise<v
     if (!stranded) continue;
     const body = { preconditions: { uid }, gracePeriodSeconds: 0 };
     await ignoring([404, 409], core.deleteNamespacedPod({ namespace, name: pod.metadata?.name ?? '', body }));
+    reset.push(`Pod ${namespace}/${pod.metadata?.name} on node ${pod.spec?.nodeName}`);
   }
+  return reset;
 }
 
 /* Reads and writes that say what a missing object means. */

@@ -50,6 +50,10 @@ async function main(): Promise<void> {
       'the shortest wave of the rolling restart in --churn (0s: once live again)',
       '0s',
     )
+    .option(
+      '--controller-profile <dir>',
+      "the controller's CPU profile (node --cpu-prof), written to the directory when it stops: who spends what",
+    )
     .option('--report <file>', 'JSON report', path.join(findProjectRoot(), 'test-artifacts', 'bench-scale.json'));
   program.parse(process.argv);
   const flags = program.opts<{
@@ -62,6 +66,7 @@ async function main(): Promise<void> {
     down: string;
     waveEvery: string;
     server: string;
+    controllerProfile?: string;
   }>();
   if (flags.server !== 'dev' && flags.server !== 'prod') throw new Error(`--server ${flags.server}: dev or prod`);
   const serverKind = flags.server;
@@ -77,7 +82,10 @@ async function main(): Promise<void> {
       flags.churn && nodes > 1
         ? { downMs: parseDuration(flags.down), waveEveryMs: parseDuration(flags.waveEvery) }
         : undefined;
-    rows.push(await measureAt(nodes, Number(flags.ops), parseDuration(flags.idle), extraConfig, serverKind, churn));
+    const profile = flags.controllerProfile && path.resolve(flags.controllerProfile, String(nodes));
+    rows.push(
+      await measureAt(nodes, Number(flags.ops), parseDuration(flags.idle), extraConfig, serverKind, churn, profile),
+    );
     printScaleTable(rows);
     printChurnTable(rows);
   }
@@ -93,6 +101,7 @@ async function measureAt(
   extraConfig: string[],
   serverKind: 'dev' | 'prod',
   churnTimes?: { downMs: number; waveEveryMs: number },
+  profileDir?: string,
 ): Promise<ScaleRow> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'dscale-'));
   // Each node holds one long poll; the default limit of 1,200 concurrent polls per namespace is below 1,000
@@ -123,6 +132,7 @@ async function measureAt(
     controller = spawnCli(
       ['controller', '--endpoint', endpoint, '--driver-name', driverName, '--temporal-address', server.address],
       path.join(root, 'controller.log'),
+      profileDir ? { ...process.env, NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}` } : process.env,
     );
     await waitUntilReady(endpoint, 60_000);
     let lastReport = 0;
