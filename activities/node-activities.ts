@@ -4,10 +4,13 @@ import { ownsVolume, poolIdPrefix, type TransferEndpoint } from '../common/names
 import { DriverError, FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
 import type { AccessType, ContentSource, ExpandResult, SnapshotRecord, StorageBackend } from '../storage/pool/backend';
 import type { PoolLayout } from '../storage/pool/pool-layout';
+import { PoolBackend } from '../storage/pool/pool-backend';
 import {
   discardTransfer,
+  listTransfers,
   pullTransfer,
   transferStatus,
+  type PoolTransfer,
   type PullProgress,
   type TransferOffer,
   type TransferSource,
@@ -148,6 +151,18 @@ export interface NodeListInput {
   after: string;
   maxEntries: number;
 }
+
+/** What transfers/ holds on a node's pool: staged copies (in) and offers (out), each under its move's key. */
+export interface NodeTransferList {
+  nodeId: string;
+  poolId: string;
+  transfers: PoolTransfer[];
+  /** The pool holds more than were listed (MAX_NODE_TRANSFERS). */
+  more: boolean;
+}
+
+/** Transfers one node lists at most: a pool holds one per move in flight, and leftovers nobody cleared. */
+export const MAX_NODE_TRANSFERS = 256;
 
 export interface NodeListPage {
   nodeId: string;
@@ -563,6 +578,17 @@ export function createNodeActivities(deps: {
     },
 
     /** A page of the pool's volumes after the position, sorted by key (so by volume ID). */
+    /** The moves' staged copies and offers on this pool, judged by the orphan report against the running moves. */
+    async listTransfersOnNode(): Promise<NodeTransferList> {
+      return withFailureTypes(async () => {
+        const layout = deps.transfer?.layout ?? (backend instanceof PoolBackend ? backend.layout : undefined);
+        if (!layout) {
+          throw new DriverError(FailureType.FailedPrecondition, `node ${nodeId}'s backend keeps no pool of its own`);
+        }
+        return { nodeId, poolId, ...(await listTransfers(layout, MAX_NODE_TRANSFERS)) };
+      });
+    },
+
     async listVolumePageOnNode(input: NodeListInput): Promise<NodeListPage> {
       return withFailureTypes(async () => {
         const { entries, more } = await pageOnNode(deps, input, async (afterKey, limit) => {

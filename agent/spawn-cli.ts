@@ -13,11 +13,17 @@ export const CLI_MAIN = path.join(findProjectRoot(), 'dist', 'cli', 'main.js');
  * we stop it in order; and it holds an IPC channel to us, whose closing tells it that we are gone, however we
  * died (agent/shutdown.ts), so it never outlives us. It runs with the agents' runtime settings (agent/process-tuning.ts).
  */
-export function spawnCli(args: string[], logFile: string, env: NodeJS.ProcessEnv = process.env): ChildProcess {
+export function spawnCli(
+  args: string[],
+  logFile: string,
+  env: NodeJS.ProcessEnv = process.env,
+  /** Options for node itself, before the script (those NODE_OPTIONS refuses, such as --cpu-prof). */
+  nodeArgs: string[] = [],
+): ChildProcess {
   fs.mkdirSync(path.dirname(logFile), { recursive: true });
   const log = fs.openSync(logFile, 'a');
   try {
-    const child = spawn(process.execPath, [CLI_MAIN, ...args], {
+    const child = spawn(process.execPath, [...nodeArgs, CLI_MAIN, ...args], {
       stdio: ['ignore', log, log, 'ipc'],
       detached: true,
       env: withAgentRuntimeEnv(env),

@@ -35,7 +35,8 @@ export function printOrphanReport(report: OrphanReport): void {
     report.unclaimedSnapshots.length +
     report.unclaimedGroupSnapshots.length +
     report.lostSnapshots.length +
-    report.snapshotDeletionsWithoutContent.length;
+    report.snapshotDeletionsWithoutContent.length +
+    report.strandedTransfers.length;
   if (found === 0) process.stdout.write('no orphans\n');
   printSection(
     'Unclaimed: on a pool, with no PV and no pending operation\n',
@@ -53,6 +54,21 @@ export function printOrphanReport(report: OrphanReport): void {
     report.deletionsWithoutPv.map((d) => [d.volumeId, d.nodeId ?? '', ageOf(d.startTime, now), d.workflowId]),
   );
   printSnapshotOrphans(report);
+  printSection(
+    "\nStranded transfers: what a move left in a node's pool (transfers/) with no move of that key running, as a " +
+      'terminated move leaves it; remove it on the node (docs/operations.md, "Stranded transfers")\n',
+    ['NODE', 'MOVE KEY', 'WHAT', 'ON DISK', 'CHANGED'],
+    report.strandedTransfers.map((t) => [
+      t.nodeId,
+      t.moveKey,
+      t.direction === 'in'
+        ? `copy staged here${t.verified ? ' (verified)' : ''}`
+        : `offer of snapshot ${t.snapshotKey ?? '?'}`,
+      formatBytes(t.bytesOnDisk),
+      ageOf(new Date(t.modifiedAt), now),
+    ]),
+  );
+  if (report.transfersNotChecked) process.stdout.write(`\nTransfers not checked: ${report.transfersNotChecked}\n`);
   if (report.uncheckedNodes.length > 0)
     process.stdout.write(`\nNot checked (node did not answer): ${report.uncheckedNodes.join(', ')}\n`);
 }

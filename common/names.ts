@@ -194,6 +194,11 @@ export function inspectWorkflowId(driverName: string, volumeId: string, runTag: 
   return `${driverName}/inspect/${volumeId}/${runTag}`;
 }
 
+/** One page of the moves' transfers on the pools (the orphan report); `runTag` as for listWorkflowId. */
+export function listTransfersWorkflowId(driverName: string, runTag: string): string {
+  return `${driverName}/list-transfers/${runTag}`;
+}
+
 /** One page of ListVolumes; `runTag` keeps concurrent listings apart (see oneOffTag). */
 export function listWorkflowId(driverName: string, runTag: string): string {
   return `${driverName}/list/${runTag}`;

@@ -11,11 +11,13 @@ import {
   controlTaskQueue,
   inspectWorkflowId,
   isValidNodeId,
+  listTransfersWorkflowId,
   moveWorkflowId,
   oneOffTag,
   ownsVolume,
   parseVolumeId,
 } from '../common/names';
+import type { ListedTransfer } from '../workflows/listing';
 import type { MoveVolumeInput, MoveVolumeResult } from '../workflows/move-volume';
 import type * as workflows from '../workflows';
 import { readNodeRecord, type NodeRecordView } from '../node-records/reads';
@@ -234,6 +236,35 @@ function checkSource(
       `node ${parts.nodeId}'s agent serves no node-to-node copies: run it with --transfer-port and --transfer-address`,
     );
   return { live: node.live };
+}
+
+/** What the moves have on the pools: every node's staged copies and offers, and the nodes not checked. */
+export interface PoolTransfers {
+  transfers: ListedTransfer[];
+  unreachableNodes: string[];
+  truncatedNodes: string[];
+}
+
+/**
+ * Every node's transfers, a page of nodes after another (listTransfersPage), for the orphan report. A running move's
+ * are there too: the caller tells them apart by their move key (the move's VolumeNameKey is `move-<key>`).
+ */
+export async function listPoolTransfers(client: Client, driverName: string): Promise<PoolTransfers> {
+  const every: PoolTransfers = { transfers: [], unreachableNodes: [], truncatedNodes: [] };
+  let after = '';
+  do {
+    const page = await client.workflow.execute<typeof workflows.listTransfersPage>('listTransfersPage', {
+      workflowId: listTransfersWorkflowId(driverName, oneOffTag()),
+      taskQueue: controlTaskQueue(driverName),
+      args: [{ driverName, after }],
+      workflowExecutionTimeout: '1m',
+    });
+    every.transfers.push(...page.transfers);
+    every.unreachableNodes.push(...page.unreachableNodes);
+    every.truncatedNodes.push(...page.truncatedNodes);
+    after = page.nextToken;
+  } while (after);
+  return every;
 }
 
 /** One look at a running move, for the CLI's progress lines. */

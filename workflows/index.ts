@@ -4,7 +4,7 @@ export { createVolume } from './create-volume';
 export { deleteSnapshot, deleteVolume } from './node-work';
 export { expandVolume } from './expand-volume';
 export { inspectVolume } from './inspect-volume';
-export { listSnapshotsPage, listVolumesPage } from './listing';
+export { listSnapshotsPage, listTransfersPage, listVolumesPage } from './listing';
 export { nodePresence } from './node-presence';
 export { createVolumeGroupSnapshot, deleteVolumeGroupSnapshot } from './group-snapshots';
 export { moveVolume } from './move-volume';

@@ -3,6 +3,7 @@ import type { ControlActivities } from '../activities/control-activities';
 import type {
   NodeActivities,
   NodeListPage,
+  NodeTransferList,
   NodeSnapshotFilter,
   NodeSnapshotList,
   NodeSnapshotPage,
@@ -87,6 +88,56 @@ export async function listSnapshotsPage(input: ListSnapshotsPageInput): Promise<
     );
   });
   return { snapshots: entries, ...page };
+}
+
+type PoolTransferEntry = NodeTransferList['transfers'][number];
+
+/** A move's staged copy or offer on a node's pool (storage/pool/transfer.ts listTransfers). */
+export interface ListedTransfer extends PoolTransferEntry {
+  nodeId: string;
+}
+
+export interface ListTransfersPage {
+  transfers: ListedTransfer[];
+  /** Nodes that did not answer (offline, silent, or a backend without a pool): their transfers are missing. */
+  unreachableNodes: string[];
+  /** Nodes whose pool holds more transfers than it listed. */
+  truncatedNodes: string[];
+  /** The position after the last node asked ('' once every node was asked), for the next page. */
+  nextToken: string;
+}
+
+/**
+ * The transfers of up to MAX_PAGE_NODES nodes after the position (a list position, as readNodesAfter takes it), for
+ * the orphan report (issue 39): what a move that was terminated left on its nodes. Bounded as the other listings
+ * are: nodes asked, entries per node. A new workflow type, which a 0.2.0 controller does not run (the report then
+ * says the transfers were not checked).
+ */
+export async function listTransfersPage(input: { driverName: string; after: string }): Promise<ListTransfersPage> {
+  const nodes = await control.readNodesAfter({ after: input.after, limit: MAX_PAGE_NODES });
+  const page: ListTransfersPage = { transfers: [], unreachableNodes: [], truncatedNodes: [], nextToken: '' };
+  for (let start = 0; start < nodes.nodes.length; start += NODES_AT_ONCE) {
+    const batch = nodes.nodes.slice(start, start + NODES_AT_ONCE);
+    const answers = await Promise.all(
+      batch.map((node) => {
+        if (!node.live) return undefined;
+        const onNode = proxyActivities<NodeActivities>(listOptions(input.driverName, node.nodeId));
+        return unlessSilent<NodeTransferList>(() => onNode.listTransfersOnNode());
+      }),
+    );
+    for (const [index, node] of batch.entries()) {
+      const answer = answers[index];
+      if (!answer) {
+        page.unreachableNodes.push(node.nodeId);
+        continue;
+      }
+      page.transfers.push(...answer.transfers.map((transfer) => ({ ...transfer, nodeId: node.nodeId })));
+      if (answer.more) page.truncatedNodes.push(node.nodeId);
+    }
+  }
+  const last = nodes.nodes[nodes.nodes.length - 1];
+  if (nodes.more && last) page.nextToken = pastNode(last.nodeId);
+  return page;
 }
 
 /** What a listing pages through: its IDs, and how a node's answer becomes entries. */

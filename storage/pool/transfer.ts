@@ -878,6 +878,66 @@ export async function transferStatus(
   };
 }
 
+/** A move's leftovers on one pool: a copy staged here (target) or an offer served from here (source). */
+export interface PoolTransfer {
+  moveKey: string;
+  direction: 'in' | 'out';
+  /** Space it holds on the pool (a staged copy's files; an offer's own file, its snapshot apart). */
+  bytesOnDisk: number;
+  /** When it last changed (a pull's checkpoint, an offer's writing). */
+  modifiedAt: string;
+  /** In: the copy passed its final verification. Out: the snapshot the offer serves. */
+  verified?: boolean;
+  snapshotKey?: string;
+}
+
+/**
+ * What transfers/ holds, for the orphan report: every staged copy and offer (their names only are trusted: a name
+ * that is no move key is no leftover of this driver's). At most `limit` of them, in/ first; `more` if there are
+ * others. Reads only.
+ */
+export async function listTransfers(
+  layout: PoolLayout,
+  limit: number,
+): Promise<{ transfers: PoolTransfer[]; more: boolean }> {
+  const names = async (dir: string) => (await fs.readdir(dir).catch(ignoreNotFound)) ?? [];
+  const incoming = (await names(layout.transfersInDir)).filter(isVolumeKey).sort();
+  const outgoing = (await names(layout.transfersOutDir)).flatMap((name) => keyOfJsonFileName(name) ?? []).sort();
+  const transfers: PoolTransfer[] = [];
+  for (const moveKey of incoming.slice(0, limit)) {
+    const dir = layout.transferDir(moveKey);
+    const files = await names(dir);
+    const stats = await Promise.all(files.map((name) => fs.lstat(path.join(dir, name)).catch(() => undefined)));
+    const modified = Math.max(0, ...stats.map((stat) => stat?.mtimeMs ?? 0));
+    transfers.push({
+      moveKey,
+      direction: 'in',
+      bytesOnDisk: stats.reduce((sum, stat) => sum + (stat ? stat.blocks * 512 : 0), 0),
+      modifiedAt: new Date(modified).toISOString(),
+      verified: (await readCheckpoint(layout, moveKey))?.done ?? false,
+    });
+  }
+  for (const moveKey of outgoing.slice(0, Math.max(0, limit - transfers.length))) {
+    const file = layout.transferOfferFile(moveKey);
+    const stat = await fs.lstat(file).catch(() => undefined);
+    if (!stat) continue; // withdrawn meanwhile
+    const offer = await readOffer(layout, moveKey).catch(() => undefined);
+    transfers.push({
+      moveKey,
+      direction: 'out',
+      bytesOnDisk: stat.blocks * 512,
+      modifiedAt: stat.mtime.toISOString(),
+      ...(offer ? { snapshotKey: offer.snapshotKey } : {}),
+    });
+  }
+  return { transfers, more: incoming.length + outgoing.length > limit };
+}
+
+function ignoreNotFound(error: unknown): undefined {
+  if (isNotFound(error)) return undefined;
+  throw error;
+}
+
 function checkPullSpec(spec: unknown): PullSpec {
   const { moveKey, source, offer } = jsonFields(spec);
   assertMoveKey(moveKey);

@@ -10,6 +10,7 @@ import { findFreePort } from '../../temporal-dev/free-port';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { MiB, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { eventually } from '../support/eventually';
+import { readNodeRecord } from '../../node-records/reads';
 import { runCli } from '../support/run-cli';
 import { testTemporalFlags } from '../support/test-temporal';
 import { BLOCK_CAPABILITY, kubeletPaths, nodeRpcs } from '../integration/node-helpers';
@@ -364,6 +365,84 @@ describe('volumes move --pvc on a real API server', () => {
     await recordHistory('move-volume-cancelled', volumeId);
     const again = await cli('volumes', 'move', volumeId, '--cancel');
     expect(again.stderr).toMatch(/FailedPrecondition: the move of \S+ is not running: it ended FAILED/);
+  });
+
+  it("lists what a move terminated mid-pull left on both nodes as stranded transfers in the orphan report, never a running move's", async () => {
+    type Transfer = { nodeId: string; moveKey: string; direction: string; bytesOnDisk: number; verified?: boolean };
+    const orphans = async () => {
+      const answer = await cli('volumes', 'orphans', '--output', 'json');
+      expect({ code: answer.code, stderr: answer.code === 0 ? '' : answer.stderr }).toEqual({ code: 0, stderr: '' });
+      return JSON.parse(answer.stdout) as { strandedTransfers: Transfer[]; uncheckedNodes: string[] };
+    };
+    const temporal = await cluster.temporal();
+    await agents.get('node-b')!.stop();
+    const doomed = await startAgent('node-b', 'move.pull-half');
+    const { volumeId } = await boundClaim('data-stranded-0');
+    // Data in every chunk: a pull checkpoints after the chunks it fetches, and the failpoint needs one half way.
+    fs.writeFileSync(image(volumeId), randomBytes(SIZE));
+    await eventually(
+      'node-b live again',
+      async () => (await readNodeRecord(temporal, cluster.driverName, 'node-b'))?.node?.live === true,
+      60_000,
+    );
+    const moving = cli(
+      'volumes',
+      'move',
+      '--pvc',
+      `${NAMESPACE}/data-stranded-0`,
+      '--to',
+      'node-b',
+      '--output',
+      'json',
+    );
+    const first = await Promise.race([doomed.exited.then(() => undefined), moving]);
+    if (first) throw new Error(`the move ended before its target died half way: ${first.stdout}${first.stderr}`);
+    expect(doomed.child.signalCode).toBe('SIGKILL');
+    const [moveKey] = fs.readdirSync(path.join(cluster.pool('node-b'), 'transfers', 'in'));
+    expect(fs.readdirSync(path.join(cluster.pool('node-a'), 'transfers', 'out'))).toContain(`${moveKey}.json`);
+    // Running (its target down): its offer on node-a is no orphan, and node-b, silent, is not checked.
+    const whileRunning = await orphans();
+    expect(whileRunning.strandedTransfers).toEqual([]);
+
+    await temporal.workflow.getHandle(moveWorkflowId(cluster.driverName, volumeId)).terminate('stranded-transfer test');
+    expect((await moving).code).not.toBe(0);
+    await startAgent('node-b');
+    const stranded = await eventually(
+      'both halves of the terminated move listed',
+      async () => {
+        const found = (await orphans()).strandedTransfers;
+        return found.length === 2 ? found : undefined;
+      },
+      60_000,
+      1000,
+    );
+    expect(
+      stranded
+        .map(({ nodeId, moveKey: key, direction }) => ({ nodeId, key, direction }))
+        .sort((a, b) => a.nodeId.localeCompare(b.nodeId)),
+    ).toEqual([
+      { nodeId: 'node-a', key: moveKey, direction: 'out' },
+      { nodeId: 'node-b', key: moveKey, direction: 'in' },
+    ]);
+    const staged = stranded.find((transfer) => transfer.direction === 'in')!;
+    expect(staged.verified).toBe(false);
+    expect(staged.bytesOnDisk).toBeGreaterThanOrEqual(SIZE / 2);
+
+    // As the runbook says: removed by hand on each node; the volume is moved again (the new move takes the hold over).
+    fs.rmSync(path.join(cluster.pool('node-b'), 'transfers', 'in', moveKey!), { recursive: true });
+    fs.rmSync(path.join(cluster.pool('node-a'), 'transfers', 'out', `${moveKey}.json`));
+    expect((await orphans()).strandedTransfers).toEqual([]);
+    const again = await cli(
+      'volumes',
+      'move',
+      '--pvc',
+      `${NAMESPACE}/data-stranded-0`,
+      '--to',
+      'node-b',
+      '--output',
+      'json',
+    );
+    expect({ code: again.code, stderr: again.code === 0 ? '' : again.stderr }).toEqual({ code: 0, stderr: '' });
   });
 
   it('evacuates a cordoned node (its agent killed right after a retire deleted a volume): every claim on it moved to a node with room; an uncordoned node is refused', async () => {

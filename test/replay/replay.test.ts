@@ -37,6 +37,7 @@ const NAMES = [
   'expand-volume',
   'inspect-volume',
   'list-snapshots-page',
+  'list-transfers-page',
   'list-volumes-page',
   'move-volume',
   // Recorded by test/e2e-k8s/volume-move-claims.test.ts (DURABLE_CSI_RECORD_HISTORIES=1): they need an API server.
@@ -47,8 +48,9 @@ const NAMES = [
   'node-presence-answers-from-report',
   'node-presence-written-off',
 ];
-/** Workflow types 0.2.0 does not have: group snapshots, moves. */
-const SINCE_RELEASE = (name: string) => name.includes('group-snapshot') || name.startsWith('move-volume');
+/** Workflow types 0.2.0 does not have: group snapshots, moves and the listing of their transfers. */
+const SINCE_RELEASE = (name: string) =>
+  name.includes('group-snapshot') || name.startsWith('move-volume') || name === 'list-transfers-page';
 /**
  * The histories of this code (recorded again at each patched() change), and those 0.2.0, the first release, wrote:
  * kept in release-0.2.0/ so that the branches every patch keeps for them stay replayed (group snapshots and moves

@@ -8,6 +8,7 @@ import {
   deleteSnapshotWorkflowId,
   inspectWorkflowId,
   listSnapshotsWorkflowId,
+  listTransfersWorkflowId,
   listWorkflowId,
   nodeRecordWorkflowId,
   renewRecordSignal,
@@ -106,6 +107,9 @@ async function recordListings(driverName: string, temporal: Client, volumeId: st
   return {
     'list-volumes-page': await run('listVolumesPage', listWorkflowId(driverName, 'recorded-page'), page),
     'list-snapshots-page': await run('listSnapshotsPage', listSnapshotsWorkflowId(driverName, 'recorded-page'), page),
+    'list-transfers-page': await run('listTransfersPage', listTransfersWorkflowId(driverName, 'recorded-page'), {
+      after: '',
+    }),
     'inspect-volume': await run(
       'inspectVolume',
       inspectWorkflowId(driverName, volumeId, 'recorded'),

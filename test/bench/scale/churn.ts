@@ -4,7 +4,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import type { Client } from '@temporalio/client';
-import { nodeRecordWorkflowId, PhaseKey } from '../../../common/names';
+import { temporal } from '@temporalio/proto';
+import { controlTaskQueue, nodeRecordWorkflowId, PhaseKey } from '../../../common/names';
 import type { CsiClients } from '../../../csi/client';
 import { createRequest, createVolume, deleteVolume, MiB, onNode, retryLikeCo } from '../../support/csi-requests';
 import { summarize, type LatencyStats } from '../stats';
@@ -93,6 +94,11 @@ export interface ChurnReport {
     delete: LatencyStats;
     onRestartingNode: { create: LatencyStats; delete: LatencyStats };
   };
+  /**
+   * The controller's workflow task queue every 10 s of the churn (the server's approximate figures): node records and
+   * CSI operations share it, so a backlog there is what a create waits behind.
+   */
+  controlBacklog: { maxCount: number; maxAgeMs: number; samples: number };
   /** After the churn: node records live (of all), and the largest record of a sample (the crashed nodes' included). */
   liveAfter: number;
   largestRecord: { events: number; bytes: number };
@@ -123,6 +129,7 @@ export async function runChurn(setup: ChurnSetup): Promise<ChurnReport> {
   let done = false;
 
   const operations = runOperations(setup, restartable, () => done);
+  const backlog = sampleBacklog(setup, () => done);
   const crash = crashAndReturn(setup, [...crashed]);
   const rolling = rollingRestart(setup, restarting);
   let reports: [ChurnReport['rolling'], ChurnReport['crash']];
@@ -133,6 +140,7 @@ export async function runChurn(setup: ChurnSetup): Promise<ChurnReport> {
   }
   const [rollingReport, crashReport] = reports;
   const ops = await operations;
+  const controlBacklog = await backlog;
 
   const overlaps = (node: number, start: number, end: number) =>
     (restarting.get(node) ?? []).some(([from, to]) => from < end && to > start);
@@ -157,12 +165,40 @@ export async function runChurn(setup: ChurnSetup): Promise<ChurnReport> {
       delete: split('delete', false),
       onRestartingNode: { create: split('create', true), delete: split('delete', true) },
     },
+    controlBacklog,
     liveAfter,
     largestRecord: {
       events: Math.max(...records.map((r) => r.events)),
       bytes: Math.max(...records.map((r) => r.bytes)),
     },
   };
+}
+
+/** The control queue's backlog, every 10 s until `finished`: the largest count and age seen. */
+async function sampleBacklog(setup: ChurnSetup, finished: () => boolean): Promise<ChurnReport['controlBacklog']> {
+  const seen = { maxCount: 0, maxAgeMs: 0, samples: 0 };
+  while (!finished()) {
+    try {
+      const { stats } = await setup.client.workflowService.describeTaskQueue({
+        namespace: setup.client.options.namespace,
+        taskQueue: { name: controlTaskQueue(setup.driverName) },
+        taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        reportStats: true,
+      });
+      const age = stats?.approximateBacklogAge;
+      seen.maxCount = Math.max(seen.maxCount, Number(stats?.approximateBacklogCount ?? 0));
+      seen.maxAgeMs = Math.max(seen.maxAgeMs, Number(age?.seconds ?? 0) * 1000 + (age?.nanos ?? 0) / 1e6);
+      seen.samples++;
+      if (seen.samples % 6 === 0)
+        setup.log(
+          `control queue backlog ${String(stats?.approximateBacklogCount ?? 0)} tasks, ${Number(age?.seconds ?? 0)} s old`,
+        );
+    } catch {
+      // a busy server may not answer in time: the sample is skipped, never taken for an empty queue
+    }
+    await new Promise((resolve) => setTimeout(resolve, 10_000));
+  }
+  return seen;
 }
 
 interface Operation {

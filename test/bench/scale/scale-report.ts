@@ -98,6 +98,7 @@ export function printChurnTable(rows: ScaleRow[]): void {
     'live again s',
     'deletes while down',
     'deletes after return p50/max s',
+    'control backlog max/age s',
     'live after',
     'largest record ev/B',
   ];
@@ -118,6 +119,7 @@ export function printChurnTable(rows: ScaleRow[]): void {
       seconds(crash.liveAgainAfterMs),
       String(crash.deletesAnsweredWhileDown),
       `${seconds(crash.deletesAfterReturn.p50)}/${seconds(crash.deletesAfterReturn.max)}`,
+      `${churn!.controlBacklog.maxCount}/${seconds(churn!.controlBacklog.maxAgeMs)}`,
       `${churn!.liveAfter}/${nodes}`,
       `${churn!.largestRecord.events}/${churn!.largestRecord.bytes}`,
     ];

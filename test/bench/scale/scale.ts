@@ -132,7 +132,8 @@ async function measureAt(
     controller = spawnCli(
       ['controller', '--endpoint', endpoint, '--driver-name', driverName, '--temporal-address', server.address],
       path.join(root, 'controller.log'),
-      profileDir ? { ...process.env, NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}` } : process.env,
+      process.env,
+      profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
     );
     await waitUntilReady(endpoint, 60_000);
     let lastReport = 0;

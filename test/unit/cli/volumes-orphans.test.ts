@@ -19,6 +19,7 @@ function report(fields: Partial<OrphanReport> = {}): OrphanReport {
     unclaimedGroupSnapshots: [],
     lostSnapshots: [],
     snapshotDeletionsWithoutContent: [],
+    strandedTransfers: [],
     snapshotCrdsInstalled: true,
     uncheckedNodes: [],
     ...fields,
@@ -63,6 +64,41 @@ describe('volumes orphans as text', () => {
           `${SNAPSHOT} +node-1 +5m0s +${snapshotDeletion}\\n$`,
       ),
     );
+  });
+
+  it('lists what a terminated move left on each node, or says the transfers were not checked and why', () => {
+    const moveKey = '0123456789abcdef0123456789abcdef';
+    const text = printed(
+      report({
+        strandedTransfers: [
+          {
+            nodeId: 'node-2',
+            moveKey,
+            direction: 'in',
+            bytesOnDisk: 32 * 1024 * 1024,
+            modifiedAt: MINUTES_AGO(90).toISOString(),
+            verified: false,
+          },
+          {
+            nodeId: 'node-1',
+            moveKey,
+            direction: 'out',
+            bytesOnDisk: 4096,
+            modifiedAt: MINUTES_AGO(91).toISOString(),
+            snapshotKey: PARTS.key,
+          },
+        ],
+      }),
+    );
+    expect(text).not.toContain('no orphans');
+    expect(text).toMatch(
+      /\nStranded transfers: .*docs\/operations\.md, "Stranded transfers"\)\nNODE +MOVE KEY +WHAT +ON DISK +CHANGED\n/,
+    );
+    expect(text).toMatch(new RegExp(`node-2 +${moveKey} +copy staged here +32Mi +1h30m`));
+    expect(text).toMatch(new RegExp(`node-1 +${moveKey} +offer of snapshot ${PARTS.key} +4Ki +1h31m`));
+    const old = printed(report({ transfersNotChecked: 'Workflow type listTransfersPage not found' }));
+    expect(old).toContain('no orphans\n');
+    expect(old).toContain('\nTransfers not checked: Workflow type listTransfersPage not found\n');
   });
 
   it('without the snapshot CRDs says snapshots were not checked, and lists no snapshot kind', () => {

@@ -18,6 +18,7 @@ const mockTemporal = {
   volumes: { volumes: [], unreachableNodes: [], answeredNodes: ['node-a', 'node-b'] } as object,
   snapshots: { snapshots: [], unreachableNodes: [], answeredNodes: ['node-a', 'node-b'] } as object,
   pending: [] as OperationSummary[],
+  transfers: { transfers: [], unreachableNodes: [], truncatedNodes: [] } as object | Error,
 };
 jest.mock('../../../operations/volume-operations', () => ({
   VolumeOperations: class {
@@ -31,6 +32,12 @@ jest.mock('../../../operations/snapshot-operations', () => ({
 }));
 jest.mock('../../../operations/pending-operations', () => ({
   listPendingOperations: async () => mockTemporal.pending,
+}));
+jest.mock('../../../operations/move-operations', () => ({
+  listPoolTransfers: async () => {
+    if (mockTemporal.transfers instanceof Error) throw mockTemporal.transfers;
+    return mockTemporal.transfers;
+  },
 }));
 
 const DRIVER = 'durable-csi.io';
@@ -137,6 +144,53 @@ describe("a running move's snapshot and copy (docs/volume-moves.md)", () => {
     expect(after.unclaimedSnapshots.map((snapshot) => snapshot.name)).toEqual([name]);
     mockTemporal.volumes = { volumes: [], unreachableNodes: [], answeredNodes: ['node-a', 'node-b'] };
     mockTemporal.snapshots = { snapshots: [], unreachableNodes: [], answeredNodes: ['node-a', 'node-b'] };
+  });
+});
+
+describe('what a move left in the pools (transfers/)', () => {
+  const transfer = (nodeId: string, n: number, direction: 'in' | 'out') => ({
+    nodeId,
+    moveKey: key(n),
+    direction,
+    bytesOnDisk: 4096,
+    modifiedAt: STARTED.toISOString(),
+  });
+  afterEach(() => {
+    mockTemporal.transfers = { transfers: [], unreachableNodes: [], truncatedNodes: [] };
+  });
+
+  it("lists those of no running move (a running one's by its VolumeName `move-<key>`), and the nodes not checked", async () => {
+    mockTemporal.transfers = {
+      transfers: [transfer('node-b', 41, 'in'), transfer('node-a', 41, 'out'), transfer('node-b', 42, 'in')],
+      unreachableNodes: ['node-c'],
+      truncatedNodes: ['node-d'],
+    };
+    const move = { ...operation('moveVolume', `${DRIVER}/move/x`, volumeId('node-a', 1), 'node-a') };
+    mockTemporal.pending = [{ ...move, volumeName: `move-${key(42)}` }];
+    const report = await buildOrphanReport(client, kubernetes([volumeId('node-a', 1)], []), DRIVER);
+    expect(report.strandedTransfers).toEqual([transfer('node-b', 41, 'in'), transfer('node-a', 41, 'out')]);
+    expect(report.uncheckedNodes).toEqual(expect.arrayContaining(['node-c', 'node-d']));
+    expect(report.transfersNotChecked).toBeUndefined();
+    // A move of another type's name (a create named so) does not cover a transfer.
+    mockTemporal.pending = [{ ...move, type: 'createVolume', volumeName: `move-${key(42)}` }];
+    const again = await buildOrphanReport(client, kubernetes([volumeId('node-a', 1)], []), DRIVER);
+    expect(again.strandedTransfers.map((t) => t.moveKey)).toEqual([key(41), key(41), key(42)]);
+  });
+
+  it('says why they were not checked when the listing fails (a controller before 0.3.0), and counts no kind for them', async () => {
+    mockTemporal.transfers = new Error('workflow listTransfersPage timed out');
+    const apis = kubernetes([volumeId('node-a', 1)], []);
+    const report = await buildOrphanReport(client, apis, DRIVER);
+    expect(report.transfersNotChecked).toBe('workflow listTransfersPage timed out');
+    expect(report.strandedTransfers).toEqual([]);
+    const registry = new Registry();
+    const logger = { warn: jest.fn() } as unknown as Logger;
+    registerOrphanMetrics(registry, { client, kubernetes: apis, driverName: DRIVER, logger });
+    expect(await registry.metrics()).not.toContain('kind="stranded-transfer"');
+    mockTemporal.transfers = { transfers: [transfer('node-b', 41, 'in')], unreachableNodes: [], truncatedNodes: [] };
+    const counted = new Registry();
+    registerOrphanMetrics(counted, { client, kubernetes: apis, driverName: DRIVER, logger });
+    expect(await counted.metrics()).toContain('durable_csi_orphans{kind="stranded-transfer"} 1\n');
   });
 });
 

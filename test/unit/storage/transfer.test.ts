@@ -17,6 +17,7 @@ import { PoolLayout } from '../../../storage/pool/pool-layout';
 import {
   CHUNK_BYTES,
   discardTransfer,
+  listTransfers,
   pullTransfer,
   sealToken,
   transferPublicKey,
@@ -209,6 +210,45 @@ describe('node-to-node copies', () => {
     await source.withdraw(moveKey);
     expect(await pullTransfer(targetLayout, pullSpec(port, offer))).toMatchObject({ fetchedBytes: 0 });
     expect(poolTree('target').filter((entry) => !entry.startsWith('transfers'))).toEqual([]);
+  });
+
+  it("lists a pool's staged copies and offers for the orphan report, bounded, without a token, ignoring strays", async () => {
+    expect(await listTransfers(sourceLayout, 10)).toEqual({ transfers: [], more: false });
+    const { source, port } = await startSource();
+    const offer = await source.offer({ moveKey, snapshotKey, targetPublicKey });
+    const half = Math.ceil((PATTERN.length + 1) / 2);
+    const stopped = new AbortController();
+    const pull = pullTransfer(targetLayout, pullSpec(port, offer), {
+      ...pausingAt(half, () => stopped.abort()),
+      signal: stopped.signal,
+    });
+    await expect(pull).rejects.toThrow();
+    // Strays: a name that is no move key, on either side, is no leftover of this driver's.
+    fs.mkdirSync(path.join(targetLayout.transfersInDir, 'not-a-move'));
+    fs.writeFileSync(path.join(sourceLayout.transfersOutDir, 'notes.txt'), 'x');
+
+    const onSource = await listTransfers(sourceLayout, 10);
+    expect(onSource).toEqual({
+      transfers: [
+        { moveKey, direction: 'out', bytesOnDisk: expect.any(Number), modifiedAt: expect.any(String), snapshotKey },
+      ],
+      more: false,
+    });
+    expect(JSON.stringify(onSource)).not.toContain('token');
+    const onTarget = await listTransfers(targetLayout, 10);
+    expect(onTarget.transfers).toEqual([
+      { moveKey, direction: 'in', bytesOnDisk: expect.any(Number), modifiedAt: expect.any(String), verified: false },
+    ]);
+    expect(onTarget.transfers[0]!.bytesOnDisk).toBeGreaterThanOrEqual(CHUNK_BYTES);
+    expect(Date.parse(onTarget.transfers[0]!.modifiedAt)).toBeGreaterThan(Date.now() - 60_000);
+
+    // Bounded: in/ first, and `more` says that some were left out.
+    const other = randomKey();
+    fs.mkdirSync(targetLayout.transferDir(other));
+    const bounded = await listTransfers(targetLayout, 1);
+    expect(bounded.more).toBe(true);
+    expect(bounded.transfers).toHaveLength(1);
+    expect(bounded.transfers[0]!.moveKey).toBe([moveKey, other].sort()[0]);
   });
 
   it('keeps the token out of the offer: only the target opens it', async () => {
