@@ -577,7 +577,6 @@ export function createNodeActivities(deps: {
       });
     },
 
-    /** A page of the pool's volumes after the position, sorted by key (so by volume ID). */
     /** The moves' staged copies and offers on this pool, judged by the orphan report against the running moves. */
     async listTransfersOnNode(): Promise<NodeTransferList> {
       return withFailureTypes(async () => {
@@ -589,6 +588,7 @@ export function createNodeActivities(deps: {
       });
     },
 
+    /** A page of the pool's volumes after the position, sorted by key (so by volume ID). */
     async listVolumePageOnNode(input: NodeListInput): Promise<NodeListPage> {
       return withFailureTypes(async () => {
         const { entries, more } = await pageOnNode(deps, input, async (afterKey, limit) => {
