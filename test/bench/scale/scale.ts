@@ -32,6 +32,19 @@ const NODES_PER_HOST = 250;
 /** The nodes that crash in --churn run in small hosts of their own, so that a SIGKILL takes down only them. */
 const CRASH_HOST_SIZE = 10;
 
+/**
+ * Stops the processes of the run in progress (its server, agents' hosts and controller) and removes its files: on
+ * its end, and on SIGTERM or SIGINT, which would otherwise leave them running (the `finally` of a run does not run
+ * when a signal ends the process).
+ */
+let stopRun: (() => Promise<void>) | undefined;
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.once(signal, () => {
+    process.stderr.write(`bench:scale: ${signal}, stopping the run's processes\n`);
+    void (stopRun?.() ?? Promise.resolve()).finally(() => process.exit(1));
+  });
+}
+
 async function main(): Promise<void> {
   const program = new Command('bench:scale')
     .option('--nodes <list>', 'node counts', '1,100,1000')
@@ -116,6 +129,15 @@ async function measureAt(
   let controller: ChildProcess | undefined;
   const connection = await Connection.connect({ address: server.address });
   const client = new Client({ connection });
+  let stopped: Promise<void> | undefined;
+  stopRun = () =>
+    (stopped ??= (async () => {
+      await Promise.all([...hosts, ...crashHosts].map((host) => stopChild(host.child, 15_000)));
+      if (controller) await stopChild(controller);
+      await connection.close();
+      await server.stop();
+      fs.rmSync(root, { recursive: true, force: true });
+    })());
   try {
     const started = Date.now();
     const crashing = churnTimes === undefined ? 0 : Math.max(1, Math.round(nodes / 100));
@@ -292,11 +314,8 @@ async function measureAt(
     csi.close();
     return row;
   } finally {
-    await Promise.all([...hosts, ...crashHosts].map((host) => stopChild(host.child, 15_000)));
-    if (controller) await stopChild(controller);
-    await connection.close();
-    await server.stop();
-    fs.rmSync(root, { recursive: true, force: true });
+    await stopRun();
+    stopRun = undefined;
   }
 }
 
