@@ -403,6 +403,7 @@ describe('volumes move --pvc on a real API server', () => {
     // Running (its target down): its offer on node-a is no orphan, and node-b, silent, is not checked.
     const whileRunning = await orphans();
     expect(whileRunning.strandedTransfers).toEqual([]);
+    expect(whileRunning.uncheckedNodes).toContain('node-b');
 
     await temporal.workflow.getHandle(moveWorkflowId(cluster.driverName, volumeId)).terminate('stranded-transfer test');
     expect((await moving).code).not.toBe(0);
