@@ -111,7 +111,8 @@ export interface ListTransfersPage {
  * The transfers of up to MAX_PAGE_NODES nodes after the position (a list position, as readNodesAfter takes it), for
  * the orphan report (issue 39): what a move that was terminated left on its nodes. Bounded as the other listings
  * are: nodes asked, entries per node. A new workflow type, which a 0.2.0 controller does not run (the report then
- * says the transfers were not checked).
+ * says the transfers were not checked). Not through PageBuilder: transfers have no IDs in the list order, so a node
+ * answers all of its transfers at once (or says it holds more) and a page ends between nodes only.
  */
 export async function listTransfersPage(input: { driverName: string; after: string }): Promise<ListTransfersPage> {
   const nodes = await control.readNodesAfter({ after: input.after, limit: MAX_PAGE_NODES });

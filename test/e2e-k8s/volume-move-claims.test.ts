@@ -374,6 +374,8 @@ describe('volumes move --pvc on a real API server', () => {
       expect({ code: answer.code, stderr: answer.code === 0 ? '' : answer.stderr }).toEqual({ code: 0, stderr: '' });
       return JSON.parse(answer.stdout) as { strandedTransfers: Transfer[]; uncheckedNodes: string[] };
     };
+    const moveStranded = () =>
+      cli('volumes', 'move', '--pvc', `${NAMESPACE}/data-stranded-0`, '--to', 'node-b', '--output', 'json');
     const temporal = await cluster.temporal();
     await agents.get('node-b')!.stop();
     const doomed = await startAgent('node-b', 'move.pull-half');
@@ -385,16 +387,7 @@ describe('volumes move --pvc on a real API server', () => {
       async () => (await readNodeRecord(temporal, cluster.driverName, 'node-b'))?.node?.live === true,
       60_000,
     );
-    const moving = cli(
-      'volumes',
-      'move',
-      '--pvc',
-      `${NAMESPACE}/data-stranded-0`,
-      '--to',
-      'node-b',
-      '--output',
-      'json',
-    );
+    const moving = moveStranded();
     const first = await Promise.race([doomed.exited.then(() => undefined), moving]);
     if (first) throw new Error(`the move ended before its target died half way: ${first.stdout}${first.stderr}`);
     expect(doomed.child.signalCode).toBe('SIGKILL');
@@ -433,16 +426,7 @@ describe('volumes move --pvc on a real API server', () => {
     fs.rmSync(path.join(cluster.pool('node-b'), 'transfers', 'in', moveKey!), { recursive: true });
     fs.rmSync(path.join(cluster.pool('node-a'), 'transfers', 'out', `${moveKey}.json`));
     expect((await orphans()).strandedTransfers).toEqual([]);
-    const again = await cli(
-      'volumes',
-      'move',
-      '--pvc',
-      `${NAMESPACE}/data-stranded-0`,
-      '--to',
-      'node-b',
-      '--output',
-      'json',
-    );
+    const again = await moveStranded();
     expect({ code: again.code, stderr: again.code === 0 ? '' : again.stderr }).toEqual({ code: 0, stderr: '' });
   });
 
