@@ -107,6 +107,8 @@ interface NodeTemporalRun {
 async function startInBackground(run: NodeTemporalRun): Promise<void> {
   const { options, logger } = run;
   await untilFilesystemFit(run);
+  // Named before the first attempt: a connect that hangs (a firewall dropping packets) logs nothing for a while.
+  logger.info({ temporal: options.temporal.address }, 'connecting to Temporal');
   run.connection = await connect(run);
   logger.info({ temporal: options.temporal.address }, 'connected to Temporal');
   const client = new Client({ connection: run.connection, namespace: options.temporal.namespace });

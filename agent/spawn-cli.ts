@@ -19,11 +19,20 @@ export function spawnCli(
   env: NodeJS.ProcessEnv = process.env,
   /** Options for node itself, before the script (those NODE_OPTIONS refuses, such as --cpu-prof). */
   nodeArgs: string[] = [],
+  /**
+   * A command that execs node in place, such as `unshare --net --` (a test's own network namespace). It must exec,
+   * not fork: the child's PID and its IPC channel (the tether) stay node's.
+   */
+  launcher: string[] = [],
 ): ChildProcess {
   fs.mkdirSync(path.dirname(logFile), { recursive: true });
   const log = fs.openSync(logFile, 'a');
   try {
-    const child = spawn(process.execPath, [...nodeArgs, CLI_MAIN, ...args], {
+    const [command, ...commandArgs] = [...launcher, process.execPath, ...nodeArgs, CLI_MAIN, ...args] as [
+      string,
+      ...string[],
+    ];
+    const child = spawn(command, commandArgs, {
       stdio: ['ignore', log, log, 'ipc'],
       detached: true,
       env: withAgentRuntimeEnv(env),

@@ -16,7 +16,8 @@ import { eventually } from '../support/eventually';
 describe('refused at start', () => {
   const cluster = new TestCluster('security');
   afterAll(() => cluster.teardown());
-  // TEST-NET-3: nothing answers there, and a start that got past the check would hang connecting, not fail.
+  // TEST-NET-3, and never tried from this host's network: the refusals come before any connect, and the agents
+  // that do try it run in a network namespace of their own (startNode's ownNetwork).
   const REMOTE = '203.0.113.7:7233';
 
   const nodeArgs = (name: string, endpoint = `unix://${path.join(cluster.root, `${name}.sock`)}`) => [
@@ -61,7 +62,13 @@ describe('refused at start', () => {
       ['insecure-flag', ['--temporal-insecure'], {}],
       ['insecure-env', [], { TEMPORAL_INSECURE: 'true' }],
     ] as const) {
-      const node = await cluster.startNode(name, { temporalAddress: REMOTE, extra: [...extra], env, waitReady: false });
+      const node = await cluster.startNode(name, {
+        temporalAddress: REMOTE,
+        extra: [...extra],
+        env,
+        waitReady: false,
+        ownNetwork: true,
+      });
       const clients = cluster.csi(node.endpoint);
       // It serves kubelet whatever Temporal's state, unready until it reaches Temporal.
       const probe = await eventually(
@@ -74,7 +81,20 @@ describe('refused at start', () => {
       );
       expect(probe.ready?.value).toBe(false);
       expect(node.child.exitCode).toBeNull();
-      expect(fs.readFileSync(cluster.log(name), 'utf8')).toContain(REMOTE);
+      // It tried the address, failed and stays up retrying (the namespace has no route: the failure is at once).
+      await eventually(
+        `${name} retrying ${REMOTE}`,
+        () => {
+          const lines = fs.readFileSync(cluster.log(name), 'utf8').split('\n').filter(Boolean);
+          const parsed = lines.map((line) => JSON.parse(line) as { msg?: string; temporal?: string });
+          return (
+            parsed.some((line) => line.msg === 'connecting to Temporal' && line.temporal === REMOTE) &&
+            parsed.some((line) => line.msg?.startsWith('Temporal: ') && line.msg.includes('retrying in'))
+          );
+        },
+        30_000,
+      );
+      expect(node.child.exitCode).toBeNull();
       await node.stop();
     }
   });

@@ -117,6 +117,12 @@ export class TestCluster {
       extra?: string[];
       /** Arm these failpoints (agent/failpoints.ts): the agent kills itself there. */
       failpoints?: string;
+      /**
+       * Run the agent in a network namespace of its own with no interface up: an address it tries beyond loopback
+       * fails at once (ENETUNREACH) and no packet leaves this host. Kubelet's side is a unix socket, which any
+       * namespace reaches.
+       */
+      ownNetwork?: boolean;
     } = {},
   ): Promise<ManagedProcess> {
     const endpoint = `unix://${path.join(this.root, `${nodeId}.sock`)}`;
@@ -133,7 +139,8 @@ export class TestCluster {
     if (!args.includes('--kubelet-dir')) args.push('--kubelet-dir', this.kubeletDir());
     if (options.failpoints) args.push('--failpoints', options.failpoints);
     const waitReady = options.waitReady ?? true;
-    const node = await this.start(nodeId, endpoint, args, { ...process.env, ...options.env }, waitReady);
+    const launcher = options.ownNetwork ? ['unshare', '--net', '--'] : [];
+    const node = await this.start(nodeId, endpoint, args, { ...process.env, ...options.env }, waitReady, launcher);
     this.nodes.set(nodeId, node);
     // Records turn live only while a controller runs them.
     if (waitReady && this.controllers.some(isRunning)) await this.untilLive([nodeId]);
@@ -200,8 +207,9 @@ export class TestCluster {
     args: string[],
     env: NodeJS.ProcessEnv = process.env,
     waitReady = true,
+    launcher: string[] = [],
   ): Promise<ManagedProcess> {
-    const child = spawnCli(args, this.log(name), { ...env, LOG_LEVEL: this.options.logLevel ?? 'debug' });
+    const child = spawnCli(args, this.log(name), { ...env, LOG_LEVEL: this.options.logLevel ?? 'debug' }, [], launcher);
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     const managed: ManagedProcess = {
       endpoint,
