@@ -496,16 +496,8 @@ export function createNodeActivities(deps: {
         const { layout, pullFailpoint } = transfer();
         const { offer } = input;
         const staged = await transferStatus(layout, input.moveKey);
-        if (!staged?.done) {
-          const status = await backend.status();
-          if (status.availableBytes < offer.sizeBytes) {
-            throw new DriverError(
-              FailureType.ResourceExhausted,
-              `node ${nodeId} has ${status.availableBytes} bytes available, and the moved volume needs ` +
-                `${offer.sizeBytes}`,
-            );
-          }
-        }
+        // The room the adopt will need, held from now on (storage/pool/transfer.ts, "Room on the target").
+        if (!staged?.done) await poolOf(backend, nodeId).reserveStagedCopy(input.moveKey, offer.sizeBytes);
         const context = Context.current();
         let last: MoveProgress | undefined;
         // Between checkpoints (a connect, the manifest) the last progress is repeated, so the server keeps it.
@@ -580,10 +572,7 @@ export function createNodeActivities(deps: {
     /** The moves' staged copies and offers on this pool, judged by the orphan report against the running moves. */
     async listTransfersOnNode(): Promise<NodeTransferList> {
       return withFailureTypes(async () => {
-        const layout = deps.transfer?.layout ?? (backend instanceof PoolBackend ? backend.layout : undefined);
-        if (!layout) {
-          throw new DriverError(FailureType.FailedPrecondition, `node ${nodeId}'s backend keeps no pool of its own`);
-        }
+        const layout = deps.transfer?.layout ?? poolOf(backend, nodeId).layout;
         return { nodeId, poolId, ...(await listTransfers(layout, MAX_NODE_TRANSFERS)) };
       });
     },
@@ -603,6 +592,12 @@ export function createNodeActivities(deps: {
 }
 
 export type NodeActivities = ReturnType<typeof createNodeActivities>;
+
+/** The node's pool, for what only a pool of its own does (a move's copy); FailedPrecondition otherwise. */
+function poolOf(backend: StorageBackend, nodeId: string): PoolBackend {
+  if (backend instanceof PoolBackend) return backend;
+  throw new DriverError(FailureType.FailedPrecondition, `node ${nodeId}'s backend keeps no pool of its own`);
+}
 
 function nodeSnapshot(record: SnapshotRecord): NodeSnapshot {
   const { key, name, sourceKey, sizeBytes, createdAt, groupKey } = record;

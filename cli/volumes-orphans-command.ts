@@ -62,7 +62,8 @@ export function printOrphanReport(report: OrphanReport): void {
       t.nodeId,
       t.moveKey,
       t.direction === 'in'
-        ? `copy staged here${t.verified ? ' (verified)' : ''}`
+        ? `copy staged here${t.verified ? ' (verified)' : ''}` +
+          (t.reservedBytes ? `, holding ${formatBytes(t.reservedBytes)} of the pool's capacity` : '')
         : `offer of snapshot ${t.snapshotKey ?? '?'}`,
       formatBytes(t.bytesOnDisk),
       ageOf(new Date(t.modifiedAt), now),

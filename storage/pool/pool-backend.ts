@@ -68,6 +68,7 @@ import {
 } from './snapshots';
 import type { StoredSnapshot } from './snapshots';
 import { restageAll, stage, unstage } from './staging';
+import { stagedReservation, writeStagedReservation } from './transfer';
 import type { VolumeAccess } from './staging';
 import { assertNotMoving, createVolume, deleteVolume, expandVolume, fenceVolume, unfenceVolume } from './volumes';
 import type { CopyOrigin } from './volumes';
@@ -276,6 +277,24 @@ export abstract class PoolBackend implements StorageBackend {
     return this.locked(() => fenceVolume(this, key, fence, replacing));
   }
 
+  /**
+   * Target of a move, before its pull writes anything: reserves the capacity the adopted volume will take
+   * (transfer.ts, "Room on the target"); ResourceExhausted, nothing written, without it. The same move again is a
+   * no-op, its reservation kept on disk until the adopt records the volume or the copy is discarded.
+   */
+  async reserveStagedCopy(moveKey: string, sizeBytes: number): Promise<void> {
+    assertMoveKey(moveKey);
+    if (!isSize(sizeBytes)) {
+      throw new DriverError(FailureType.InvalidArgument, `move ${moveKey}'s size ${String(sizeBytes)} is not a size`);
+    }
+    return this.locked(async () => {
+      if ((await stagedReservation(this.layout, moveKey)) !== undefined) return;
+      const bytes = this.allocatedBytes(sizeBytes);
+      await this.assertRoom(bytes, `the copy of move ${moveKey}`);
+      await writeStagedReservation(this.layout, moveKey, bytes);
+    });
+  }
+
   async unfenceVolume(key: string, moveKey: string): Promise<boolean> {
     assertVolumeKey(key);
     assertMoveKey(moveKey);
@@ -402,9 +421,12 @@ export abstract class PoolBackend implements StorageBackend {
     });
   }
 
-  /** ResourceExhausted, nothing changed, unless both the pool's capacity and its storage have `bytes` to spare. */
-  async assertRoom(bytes: number, what: string): Promise<void> {
-    const availableBytes = Math.max(0, this.capacityBytes - (await this.indexes.reservedBytes()));
+  /**
+   * ResourceExhausted, nothing changed, unless both the pool's capacity and its storage have `bytes` to spare;
+   * `releasing` is capacity already reserved for the same bytes (a move's staged copy, for its adopt).
+   */
+  async assertRoom(bytes: number, what: string, releasing = 0): Promise<void> {
+    const availableBytes = Math.max(0, this.capacityBytes - (await this.indexes.reservedBytes()) + releasing);
     if (bytes > availableBytes) {
       throw new DriverError(
         FailureType.ResourceExhausted,

@@ -14,6 +14,7 @@ import { listRecords } from './records';
 import type { StoredRecord } from './records';
 import { listSnapshotRecords } from './snapshots';
 import type { StoredSnapshot } from './snapshots';
+import { stagedReservations } from './transfer';
 
 /** What a volume or snapshot of a size (a capacity, a snapshot's size) takes from the pool. */
 type BytesOf = (size: number) => number;
@@ -320,10 +321,16 @@ export class PoolIndexes {
     return this.snapshotIndex;
   }
 
-  /** Volumes, snapshots, the creates of either still in the journals, and the copies in flight. */
+  /**
+   * Volumes, snapshots, the creates of either still in the journals, the copies in flight, and the moves' staged
+   * copies (read from their files each time: there are none but while a move copies here).
+   */
   async reservedBytes(): Promise<number> {
     return (
-      (await this.records()).reservedBytes + (await this.snapshots()).reservedBytes + this.pool.copies.reservedBytes
+      (await this.records()).reservedBytes +
+      (await this.snapshots()).reservedBytes +
+      this.pool.copies.reservedBytes +
+      (await stagedReservations(this.pool.layout))
     );
   }
 

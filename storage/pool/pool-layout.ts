@@ -197,6 +197,11 @@ export class PoolLayout {
     return path.join(this.transferDir(key), 'checkpoint.json');
   }
 
+  /** What the staged copy holds of the pool's capacity until it is adopted or discarded (transfer.ts). */
+  transferReservationFile(key: string): string {
+    return path.join(this.transferDir(key), 'reserved.json');
+  }
+
   /**
    * Makes every directory of the layout that is missing, durably (at open: the pool may be new). transfers/ is made
    * by the first copy that needs it (storage/pool/transfer.ts), so a pool that never moved a volume has none.

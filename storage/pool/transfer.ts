@@ -862,6 +862,40 @@ export async function discardTransfer(layout: PoolLayout, moveKey: string): Prom
   return existed;
 }
 
+/*
+ * Room on the target. A staged copy holds the pool capacity its volume will take, from before the pull writes
+ * anything until the adopt records the volume (or the copy is discarded): otherwise a create, or a second move, could
+ * take that room while the copy runs (for hours, for a large volume), and the adopt would fail at the very end. The
+ * reservation is a file in the copy's directory, written with the pool held (PoolBackend.reserveStagedCopy), so the
+ * disk stays the truth: a restart keeps it, removing the directory by hand (a stranded transfer) releases it.
+ */
+
+/** The bytes a move's staged copy reserves; undefined: no reservation (none made, or released by the adopt). */
+export async function stagedReservation(layout: PoolLayout, moveKey: string): Promise<number | undefined> {
+  const value = await readJson(layout.transferReservationFile(moveKey)).catch(() => undefined);
+  const { bytes } = jsonFields(value);
+  return isSize(bytes) ? bytes : undefined;
+}
+
+/** Every staged copy's reservation on the pool (a pool with no transfers/: one failed readdir). */
+export async function stagedReservations(layout: PoolLayout): Promise<number> {
+  const names = (await fs.readdir(layout.transfersInDir).catch(ignoreNotFound)) ?? [];
+  let bytes = 0;
+  for (const moveKey of names.filter(isVolumeKey)) bytes += (await stagedReservation(layout, moveKey)) ?? 0;
+  return bytes;
+}
+
+/** Only with the pool held, its room checked: PoolBackend.reserveStagedCopy. */
+export async function writeStagedReservation(layout: PoolLayout, moveKey: string, bytes: number): Promise<void> {
+  await makeDirs(layout, [layout.transfersDir, layout.transfersInDir, layout.transferDir(moveKey)]);
+  await writeJsonAtomic(layout.transferReservationFile(moveKey), { bytes }, 0o600);
+}
+
+/** Only with the pool held, as the adopted volume's record is written (it reserves the room from then on). */
+export async function releaseStagedReservation(layout: PoolLayout, moveKey: string): Promise<boolean> {
+  return removeFile(layout.transferReservationFile(moveKey));
+}
+
 /** Where a pull stands on disk, for the workflow (adopt a done copy) and the orphan report; undefined: none. */
 export async function transferStatus(
   layout: PoolLayout,
@@ -888,6 +922,8 @@ export interface PoolTransfer {
   modifiedAt: string;
   /** In: the copy passed its final verification. Out: the snapshot the offer serves. */
   verified?: boolean;
+  /** In: the pool capacity it holds for its adopt ("Room on the target"), until it is adopted or removed. */
+  reservedBytes?: number;
   snapshotKey?: string;
 }
 
@@ -915,6 +951,7 @@ export async function listTransfers(
       bytesOnDisk: stats.reduce((sum, stat) => sum + (stat ? stat.blocks * 512 : 0), 0),
       modifiedAt: new Date(modified).toISOString(),
       verified: (await readCheckpoint(layout, moveKey))?.done ?? false,
+      reservedBytes: (await stagedReservation(layout, moveKey)) ?? 0,
     });
   }
   for (const moveKey of outgoing.slice(0, Math.max(0, limit - transfers.length))) {
@@ -1116,8 +1153,10 @@ class Pull {
     try {
       const fetched = await this.loadManifest();
       if (checkpoint && checkpoint.manifestDigest !== offer.manifestDigest) {
-        // A copy of another offer of this move (made again from a new point-in-time copy): no start for this one.
-        await removeTree(dir);
+        // A copy of another offer of this move (made again from a new point-in-time copy): no start for this one. The
+        // reservation stays: it is of the move, not of this copy.
+        for (const file of [layout.transferCheckpointFile(moveKey), layout.transferManifestFile(moveKey), this.image])
+          await removeFile(file);
         checkpoint = undefined;
       }
       this.result.resumedFromChunk = Math.min(checkpoint?.verifiedChunks ?? 0, offer.chunkCount);

@@ -18,7 +18,7 @@ import type { PoolBackend } from './pool-backend';
 import { describeSource, mustReadVolume, readRecord, sameParameters, writeRecord } from './records';
 import type { StoredRecord, VolumeShape } from './records';
 import { readSnapshot } from './snapshots';
-import { transferStatus } from './transfer';
+import { releaseStagedReservation, stagedReservation, transferStatus } from './transfer';
 import { assertNotInUse, readStaging } from './staging';
 
 /**
@@ -41,6 +41,9 @@ export async function createVolume(
     record: async () => {
       await writeRecord(layout, record);
       await removeIntent(layout, record.key);
+      // A move's adopt: the volume's record reserves the room its staged copy did.
+      const source = record.contentSource;
+      if (source && 'moveKey' in source) await releaseStagedReservation(layout, source.moveKey);
       (await indexes.records()).put(record);
     },
     rollBack: () => settleIntent(pool, intent),
@@ -86,7 +89,11 @@ async function beginVolume(
     );
   }
   const reservedBytes = pool.allocatedBytes(spec.capacityBytes);
-  await pool.assertRoom(reservedBytes, `volume "${spec.name}"`);
+  // A move's adopt takes over the room its staged copy reserved: that room is not counted against it, and while it
+  // copies it reserves only the rest (its record, written with the staged reservation's release, then holds it all).
+  const move = spec.contentSource && 'moveKey' in spec.contentSource ? spec.contentSource.moveKey : undefined;
+  const staged = move === undefined ? 0 : Math.min(reservedBytes, (await stagedReservation(layout, move)) ?? 0);
+  await pool.assertRoom(reservedBytes, `volume "${spec.name}"`, staged);
   const { key, name, capacityBytes } = spec;
   const parameters = { ...spec.parameters };
   const ids = await pool.volumeIds(key, [...records.all(), ...copies.targetRecords()]);
@@ -102,7 +109,7 @@ async function beginVolume(
   const done = copies.begin({
     source: { ...spec.contentSource! },
     target: { volumeKey: key, name, record },
-    reservedBytes,
+    reservedBytes: reservedBytes - staged,
   });
   return { intent, record, origin: origin.copy, done };
 }

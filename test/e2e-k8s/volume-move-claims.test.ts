@@ -1,14 +1,14 @@
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { V1PersistentVolume, V1PersistentVolumeClaim, V1PersistentVolumeList } from '@kubernetes/client-node';
 import { temporal as temporal_api } from '@temporalio/proto';
-import { TOPOLOGY_NODE_KEY, moveWorkflowId, parseVolumeId } from '../../common/names';
+import { moveWorkflowId, parseVolumeId } from '../../common/names';
 import { findProjectRoot } from '../../common/project-root';
 import { findFreePort } from '../../temporal-dev/free-port';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
-import { MiB, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
+import { MiB } from '../support/csi-requests';
 import { eventually } from '../support/eventually';
 import { readNodeRecord } from '../../node-records/reads';
 import { runCli } from '../support/run-cli';
@@ -16,6 +16,7 @@ import { testTemporalFlags } from '../support/test-temporal';
 import { BLOCK_CAPABILITY, kubeletPaths, nodeRpcs } from '../integration/node-helpers';
 import { ControlPlane } from './control-plane';
 import type { KubeRest } from './kube-rest';
+import { MoveHarness } from './move-harness';
 import { CONTROL_PLANE_SETS, k8sTools } from './tools';
 
 /**
@@ -30,32 +31,35 @@ import { CONTROL_PLANE_SETS, k8sTools } from './tools';
  */
 jest.setTimeout(300_000);
 
-const NAMESPACE = 'default';
-const CLASS = 'durable-csi-loop-move';
-const SIZE = 64 * MiB;
 const plane = new ControlPlane(k8sTools(CONTROL_PLANE_SETS), fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-k8s-')), []);
 const cluster = new TestCluster('move-claims');
+let api: KubeRest;
+const harness = new MoveHarness(() => api, cluster, 'durable-csi-loop-move');
+const { namespace: NAMESPACE, size: SIZE, storageClass: CLASS } = harness;
+const image = (volumeId: string) => harness.image(volumeId);
+const sha256 = (file: string) => harness.sha256(file);
+const claimPath = (name: string) => harness.claimPath(name);
+const boundClaim = (name: string) => harness.boundClaim(name, controllerEndpoint);
+const watchPromises = (copies: () => string[]) => harness.watchPromises(copies);
+const podOnNodeA = (name: string, claimName: string) => harness.podOnNodeA(name, claimName);
+const strandedPod = (name: string, claimName: string, nodeName: string) =>
+  harness.strandedPod(name, claimName, nodeName);
+const POOL_CAPACITY = 512 * MiB;
 const ports = new Map<string, number>();
 const agents = new Map<string, ManagedProcess>();
-let api: KubeRest;
 let controllerEndpoint = '';
 let controller: ManagedProcess | undefined;
 
 const startAgent = async (nodeId: string, failpoints?: string): Promise<ManagedProcess> => {
   if (!ports.has(nodeId)) ports.set(nodeId, await findFreePort());
   const extra = ['--transfer-port', String(ports.get(nodeId)), '--transfer-address', '127.0.0.1'];
-  const agent = await cluster.startNode(nodeId, { backend: 'loop', capacity: '512Mi', extra, failpoints });
+  const capacity = `${POOL_CAPACITY / MiB}Mi`;
+  const agent = await cluster.startNode(nodeId, { backend: 'loop', capacity, extra, failpoints });
   agents.set(nodeId, agent);
   return agent;
 };
 const cli = (...args: string[]) =>
   runCli([...args, '--driver-name', cluster.driverName, ...testTemporalFlags()], { timeoutMs: 180_000 });
-const image = (volumeId: string) => {
-  const parts = parseVolumeId(volumeId)!;
-  return path.join(cluster.pool(parts.nodeId), 'volumes', parts.key, 'disk.img');
-};
-const sha256 = (file: string) => createHash('sha256').update(fs.readFileSync(file)).digest('hex');
-const claimPath = (name: string) => `/api/v1/namespaces/${NAMESPACE}/persistentvolumeclaims/${name}`;
 
 /**
  * The replay fixtures of a move with a switch (test/replay/replay.test.ts replays them): written when the run is
@@ -100,124 +104,7 @@ afterAll(async () => {
   if (!process.env.DURABLE_CSI_KEEP_TEST_DATA) fs.rmSync(plane.root, { recursive: true, force: true });
 });
 
-/**
- * A block volume on node-a with random data at its start, its PV (as external-provisioner makes one) and its claim,
- * bound by the PV controller.
- */
-async function boundClaim(name: string): Promise<{ volumeId: string; pvName: string; uid: string }> {
-  const request = createRequest(name, SIZE, { ...onNode('node-a'), volume_capabilities: [BLOCK_CAPABILITY] });
-  const made = await retryLikeCo(() => createVolume(cluster.csi(controllerEndpoint), request));
-  const volumeId = made.volume!.volume_id;
-  const file = fs.openSync(image(volumeId), 'r+');
-  fs.writeSync(file, randomBytes(8 * MiB), 0, 8 * MiB, 0);
-  fs.fsyncSync(file);
-  fs.closeSync(file);
-  const pvName = `pvc-${randomBytes(8).toString('hex')}`;
-  await api.create('/api/v1/persistentvolumes', {
-    metadata: { name: pvName, annotations: { 'pv.kubernetes.io/provisioned-by': cluster.driverName } },
-    spec: {
-      capacity: { storage: `${SIZE / MiB}Mi` },
-      accessModes: ['ReadWriteOnce'],
-      volumeMode: 'Block',
-      persistentVolumeReclaimPolicy: 'Delete',
-      storageClassName: CLASS,
-      csi: { driver: cluster.driverName, volumeHandle: volumeId },
-      claimRef: { namespace: NAMESPACE, name },
-      nodeAffinity: {
-        required: {
-          nodeSelectorTerms: [{ matchExpressions: [{ key: TOPOLOGY_NODE_KEY, operator: 'In', values: ['node-a'] }] }],
-        },
-      },
-    },
-  });
-  await api.create(`/api/v1/namespaces/${NAMESPACE}/persistentvolumeclaims`, {
-    metadata: { name, labels: { app: 'db' }, annotations: { 'example.com/owner': 'team-data' } },
-    spec: {
-      accessModes: ['ReadWriteOnce'],
-      volumeMode: 'Block',
-      storageClassName: CLASS,
-      resources: { requests: { storage: `${SIZE / MiB}Mi` } },
-      volumeName: pvName,
-    },
-  });
-  const claim = await eventually(`claim ${name} bound`, async () => {
-    const found = await api.get<V1PersistentVolumeClaim>(claimPath(name));
-    return found.status?.phase === 'Bound' ? found : undefined;
-  });
-  return { volumeId, pvName, uid: claim.metadata!.uid! };
-}
-
-/**
- * Every 100 ms until stopped: each PV of the driver must name a volume whose image is on its node, and the volume
- * watched must have a copy (its own image, or that of a PV made moved from it). Returns what it saw wrong.
- */
-const watches: { stop(): Promise<string[]> }[] = [];
-afterEach(async () => {
-  for (const watch of watches.splice(0)) await watch.stop();
-});
-
-function watchPromises(copies: () => string[]): { stop(): Promise<string[]> } {
-  const wrong: string[] = [];
-  let stopped = false;
-  const loop = (async () => {
-    while (!stopped) {
-      const pvs = await api.get<V1PersistentVolumeList>('/api/v1/persistentvolumes');
-      for (const pv of pvs.items) {
-        const handle = pv.spec?.csi?.driver === cluster.driverName ? pv.spec.csi.volumeHandle : undefined;
-        if (handle && !pv.metadata?.deletionTimestamp && !fs.existsSync(image(handle)))
-          wrong.push(`PV ${pv.metadata?.name} names ${handle}, which is not on its node`);
-      }
-      // The copy counts once a PV names it (made moved from the volume watched).
-      const watched = copies();
-      const moved = pvs.items
-        .filter((pv) => watched.includes(pv.metadata?.annotations?.['durable-csi.io/moved-from'] ?? ''))
-        .map((pv) => pv.spec?.csi?.volumeHandle ?? '');
-      if (![...watched, ...moved].some((volumeId) => fs.existsSync(image(volumeId))))
-        wrong.push(`no copy of ${watched.join(' or ')}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  })().catch((error: unknown) => {
-    wrong.push(`the watch failed: ${String(error)}`);
-  });
-  const watch = {
-    async stop() {
-      stopped = true;
-      await loop;
-      return wrong;
-    },
-  };
-  watches.push(watch);
-  return watch;
-}
-
-/** A Pod scheduled to node-a that uses the claim (no kubelet here: it stays there until deleted). */
-async function podOnNodeA(name: string, claimName: string): Promise<void> {
-  await api.create(`/api/v1/namespaces/${NAMESPACE}/pods`, {
-    metadata: { name },
-    spec: {
-      nodeName: 'node-a',
-      containers: [{ name: 'db', image: 'busybox', volumeDevices: [{ name: 'data', devicePath: '/dev/data' }] }],
-      volumes: [{ name: 'data', persistentVolumeClaim: { claimName } }],
-    },
-  });
-}
-
-/** A Pending Pod of a StatefulSet bound to a node (the API server does not check that the owner exists). */
-async function strandedPod(name: string, claimName: string, nodeName: string): Promise<void> {
-  await api.create(`/api/v1/namespaces/${NAMESPACE}/pods`, {
-    metadata: {
-      name,
-      ownerReferences: [
-        { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db', uid: randomUUID(), controller: true },
-      ],
-    },
-    spec: {
-      nodeName,
-      containers: [{ name: 'db', image: 'busybox', volumeDevices: [{ name: 'data', devicePath: '/dev/data' }] }],
-      volumes: [{ name: 'data', persistentVolumeClaim: { claimName } }],
-    },
-  });
-}
+afterEach(() => harness.stopWatches());
 
 describe('volumes move --pvc on a real API server', () => {
   it("binds the claim, under its name, to a new PV naming the copy on the target, once the old node's Pod is gone; then the old PV and volume go", async () => {
@@ -368,7 +255,14 @@ describe('volumes move --pvc on a real API server', () => {
   });
 
   it("lists what a move terminated mid-pull left on both nodes as stranded transfers in the orphan report, never a running move's", async () => {
-    type Transfer = { nodeId: string; moveKey: string; direction: string; bytesOnDisk: number; verified?: boolean };
+    type Transfer = {
+      nodeId: string;
+      moveKey: string;
+      direction: string;
+      bytesOnDisk: number;
+      verified?: boolean;
+      reservedBytes?: number;
+    };
     const orphans = async () => {
       const answer = await cli('volumes', 'orphans', '--output', 'json');
       expect({ code: answer.code, stderr: answer.code === 0 ? '' : answer.stderr }).toEqual({ code: 0, stderr: '' });
@@ -421,11 +315,18 @@ describe('volumes move --pvc on a real API server', () => {
     const staged = stranded.find((transfer) => transfer.direction === 'in')!;
     expect(staged.verified).toBe(false);
     expect(staged.bytesOnDisk).toBeGreaterThanOrEqual(SIZE / 2);
+    // It holds node-b's room for the volume it was to become (the reservation made before its pull), until removed.
+    expect(staged.reservedBytes).toBe(SIZE);
+    const roomOnB = async () => (await readNodeRecord(temporal, cluster.driverName, 'node-b'))?.node?.availableBytes;
+    // Every volume on node-b here is SIZE large; the room reported lags the pool by a heartbeat (10 s at most).
+    const heldRoom = POOL_CAPACITY - cluster.volumesOnDisk('node-b').length * SIZE - SIZE;
+    await eventually('node-b reporting the room held', async () => (await roomOnB()) === heldRoom, 60_000);
 
     // As the runbook says: removed by hand on each node; the volume is moved again (the new move takes the hold over).
     fs.rmSync(path.join(cluster.pool('node-b'), 'transfers', 'in', moveKey!), { recursive: true });
     fs.rmSync(path.join(cluster.pool('node-a'), 'transfers', 'out', `${moveKey}.json`));
     expect((await orphans()).strandedTransfers).toEqual([]);
+    await eventually('node-b reporting the room released', async () => (await roomOnB()) === heldRoom + SIZE, 60_000);
     const again = await moveStranded();
     expect({ code: again.code, stderr: again.code === 0 ? '' : again.stderr }).toEqual({ code: 0, stderr: '' });
   });

@@ -78,6 +78,7 @@ describe('volumes orphans as text', () => {
             bytesOnDisk: 32 * 1024 * 1024,
             modifiedAt: MINUTES_AGO(90).toISOString(),
             verified: false,
+            reservedBytes: 64 * 1024 * 1024,
           },
           {
             nodeId: 'node-1',
@@ -94,7 +95,9 @@ describe('volumes orphans as text', () => {
     expect(text).toMatch(
       /\nStranded transfers: .*docs\/operations\.md, "Stranded transfers"\)\nNODE +MOVE KEY +WHAT +ON DISK +CHANGED\n/,
     );
-    expect(text).toMatch(new RegExp(`node-2 +${moveKey} +copy staged here +32Mi +1h30m`));
+    expect(text).toMatch(
+      new RegExp(`node-2 +${moveKey} +copy staged here, holding 64Mi of the pool's capacity +32Mi +1h30m`),
+    );
     expect(text).toMatch(new RegExp(`node-1 +${moveKey} +offer of snapshot ${PARTS.key} +4Ki +1h31m`));
     const old = printed(report({ transfersNotChecked: 'Workflow type listTransfersPage not found' }));
     expect(old).toContain('no orphans\n');

@@ -11,6 +11,7 @@ import { writeIntent } from '../../../storage/pool/journal';
 import { LoopBackend } from '../../../storage/loop/loop-backend';
 import type { LoopAccess } from '../../../storage/loop/loop-backend';
 import { PoolLayout } from '../../../storage/pool/pool-layout';
+import { discardTransfer } from '../../../storage/pool/transfer';
 import { blockdevSize, dfBytes, hasSysResource, isMountPoint, loopDevicesOf } from './mount-helpers';
 import { expectDriverError } from '../../support/driver-error';
 import { GI, PoolFixture, randomKey } from './pool-fixture';
@@ -172,6 +173,60 @@ describe("a move's copy made a volume (a create from transfers/in, docs/volume-m
     expect(fs.readdirSync(layout.journalDir)).toEqual([]);
     // Idempotent by key: a retried adopt is answered with the volume, whatever is left staged.
     expect((await backend.createVolume(wanted)).key).toBe(made.key);
+  });
+
+  it("holds the adopt's room from before the pull: creates and other moves see it taken, the adopt takes it over", async () => {
+    let backend = await fixture.opened(256 * MiB);
+    const moveKey = randomKey();
+    const reserved = async () => (await backend.status()).reservedBytes;
+    await backend.reserveStagedCopy(moveKey, 160 * MiB);
+    await backend.reserveStagedCopy(moveKey, 160 * MiB); // the same move again (a retried pull): counted once
+    expect(await reserved()).toBe(160 * MiB);
+    expect(fs.readdirSync(layout.transferDir(moveKey))).toEqual(['reserved.json']);
+
+    // Another move, and a create, that would need that room are refused, nothing written.
+    const other = randomKey();
+    const refusal = /cannot reserve 100Mi for the copy of move \w+: 96Mi of the pool's 256Mi is available/;
+    await expectDriverError(backend.reserveStagedCopy(other, 100 * MiB), FailureType.ResourceExhausted, refusal);
+    expect(fs.readdirSync(layout.transfersInDir)).toEqual([moveKey]);
+    await expectDriverError(
+      backend.createVolume(spec({ capacityBytes: 100 * MiB })),
+      FailureType.ResourceExhausted,
+      /96Mi of the pool's 256Mi is available/,
+    );
+    // A directory under transfers/in that is no move key's reserves nothing (a stray is nobody's copy).
+    fs.mkdirSync(path.join(layout.transfersInDir, 'not-a-move'));
+    fs.writeFileSync(path.join(layout.transfersInDir, 'not-a-move', 'reserved.json'), '{"bytes": 1000000}');
+    expect(await reserved()).toBe(160 * MiB);
+
+    // The disk is the truth: an agent restarted keeps the reservation.
+    await backend.close();
+    backend = await fixture.opened(256 * MiB);
+    expect(await reserved()).toBe(160 * MiB);
+
+    // The rest of the pool taken: the adopt still fits, in the room its copy held.
+    await backend.createVolume(spec({ name: 'pvc-rest', capacityBytes: 96 * MiB, accessType: 'block' }));
+    expect((await backend.status()).availableBytes).toBe(0);
+    const data = Buffer.alloc(8 * MiB, 9);
+    fs.writeFileSync(layout.transferImage(moveKey), data);
+    const checkpoint = { manifestDigest: 'a'.repeat(64), verifiedChunks: 1, done: true };
+    fs.writeFileSync(layout.transferCheckpointFile(moveKey), JSON.stringify(checkpoint));
+    const adopted = await backend.createVolume(
+      spec({ name: `move-${moveKey}`, capacityBytes: 160 * MiB, accessType: 'block', contentSource: { moveKey } }),
+    );
+    expect(fs.readFileSync(adopted.path).subarray(0, data.length).equals(data)).toBe(true);
+    // Counted once: the volume reserves it now, the copy's reservation is released with its record.
+    expect(await reserved()).toBe(256 * MiB);
+    expect(fs.existsSync(layout.transferReservationFile(moveKey))).toBe(false);
+    expect(fs.existsSync(layout.transferImage(moveKey))).toBe(true); // the activity discards the copy after
+
+    // A move that never adopts (rolled back): removing its directory releases what it held.
+    await backend.deleteVolume(adopted.key);
+    const abandoned = randomKey();
+    await backend.reserveStagedCopy(abandoned, 160 * MiB);
+    expect(await reserved()).toBe(256 * MiB);
+    await discardTransfer(layout, abandoned);
+    expect(await reserved()).toBe(96 * MiB);
   });
 });
 

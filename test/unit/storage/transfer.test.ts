@@ -23,6 +23,7 @@ import {
   transferPublicKey,
   transferStatus,
   TransferSource,
+  writeStagedReservation,
 } from '../../../storage/pool/transfer';
 import type { PullOptions, PullResult, PullSpec, TransferOffer } from '../../../storage/pool/transfer';
 import { findFreePort } from '../../../temporal-dev/free-port';
@@ -235,9 +236,18 @@ describe('node-to-node copies', () => {
       more: false,
     });
     expect(JSON.stringify(onSource)).not.toContain('token');
+    // What the node activity reserves before a pull (PoolBackend.reserveStagedCopy) is listed with the copy.
+    await writeStagedReservation(targetLayout, moveKey, SIZE);
     const onTarget = await listTransfers(targetLayout, 10);
     expect(onTarget.transfers).toEqual([
-      { moveKey, direction: 'in', bytesOnDisk: expect.any(Number), modifiedAt: expect.any(String), verified: false },
+      {
+        moveKey,
+        direction: 'in',
+        bytesOnDisk: expect.any(Number),
+        modifiedAt: expect.any(String),
+        verified: false,
+        reservedBytes: SIZE,
+      },
     ]);
     expect(onTarget.transfers[0]!.bytesOnDisk).toBeGreaterThanOrEqual(CHUNK_BYTES);
     expect(Date.parse(onTarget.transfers[0]!.modifiedAt)).toBeGreaterThan(Date.now() - 60_000);
