@@ -31,7 +31,11 @@ function moveCommand(): Command {
     .argument('[volume-id]')
     .option('--to <node-id>', 'the node to move the volume to (live, a loop pool, serving copies)')
     .option('--pvc <namespace/name>', 'the claim whose volume to move, instead of a volume ID')
-    .option('--cancel', "cancel the volume's running move: it rolls back, unless the claim is already switched");
+    .option(
+      '--cancel',
+      "cancel the volume's running move: it rolls back, unless the claim is already switched; a terminated move is " +
+        'rolled back',
+    );
   return addOperatorOptions(command).action(
     async (given: string | undefined, flags: OperatorFlags & { to?: string; pvc?: string; cancel?: boolean }) => {
       if ((given === undefined) === (flags.pvc === undefined))

@@ -1,4 +1,6 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import type { temporal } from '@temporalio/proto';
 import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import { DriverError, FailureType, isFailureType } from '../common/failures';
 import {
@@ -18,7 +20,9 @@ import {
   parseVolumeId,
 } from '../common/names';
 import type { ListedTransfer } from '../workflows/listing';
-import type { MoveVolumeInput, MoveVolumeResult } from '../workflows/move-volume';
+import type { AbandonedMove, MoveVolumeInput, MoveVolumeResult } from '../workflows/move-volume';
+import type { NodePullResult } from '../activities/node-activities';
+import type { SwitchInput } from '../activities/control-activities';
 import type * as workflows from '../workflows';
 import { readNodeRecord, type NodeRecordView } from '../node-records/reads';
 import type { NodeView } from '../common/names';
@@ -425,6 +429,7 @@ export async function runEvacuation(
 /**
  * `volumes move --cancel`: the volume's running move is asked to stop and awaited. Before its claim is switched it
  * rolls back (answered with what it says); after, it completes, and the cancellation is refused (FailedPrecondition).
+ * A terminated move (which ran no code to clean up) is rolled back by a new run of it: rollBackAbandoned.
  */
 export async function cancelMove(client: Client, driverName: string, volumeId: string): Promise<string> {
   const workflowId = moveWorkflowId(driverName, volumeId);
@@ -437,6 +442,7 @@ export async function cancelMove(client: Client, driverName: string, volumeId: s
       throw new DriverError(FailureType.NotFound, `volume ${volumeId} has no move (${workflowId})`);
     throw error;
   }
+  if (status === 'TERMINATED' || status === 'TIMED_OUT') return rollBackAbandoned(client, handle, volumeId);
   if (status !== 'RUNNING')
     throw new DriverError(FailureType.FailedPrecondition, `the move of ${volumeId} is not running: it ended ${status}`);
   await handle.cancel();
@@ -446,6 +452,99 @@ export async function cancelMove(client: Client, driverName: string, volumeId: s
       FailureType.FailedPrecondition,
       `the move of ${volumeId} had switched its claim when the cancellation came: it ${result.outcome} to ` +
         `${result.newVolumeId} on ${result.targetNodeId}`,
+    );
+  } catch (error) {
+    if (error instanceof DriverError && error.type === FailureType.Aborted) return `cancelled: ${error.message}`;
+    throw error;
+  }
+}
+
+/**
+ * What a move's (terminated) run had reached, from its history: its input, the pool its pull completed in, the input
+ * of its claim's switch if it began one, and whether that switch completed (the claim bound to the copy).
+ */
+export function abandonedMove(
+  history: temporal.api.history.v1.IHistory,
+  workflowId: string,
+): { input: MoveVolumeInput; abandoned: AbandonedMove; switched: boolean } {
+  const events = history.events ?? [];
+  const first = events[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
+  if (!first) throw new DriverError(FailureType.Internal, `the history of ${workflowId} has no input`);
+  const input = defaultPayloadConverter.fromPayload<MoveVolumeInput>(first);
+  const scheduled = new Map<string, string>();
+  const abandoned: AbandonedMove = {};
+  let switched = false;
+  for (const event of events) {
+    const asked = event.activityTaskScheduledEventAttributes;
+    if (asked) {
+      const type = asked.activityType?.name ?? '';
+      scheduled.set(String(event.eventId), type);
+      const payload = asked.input?.payloads?.[0];
+      if (type === 'prepareMovedSwitch' && payload) {
+        abandoned.switching = defaultPayloadConverter.fromPayload<SwitchInput>(payload);
+      }
+    }
+    const done = event.activityTaskCompletedEventAttributes;
+    const type = done ? scheduled.get(String(done.scheduledEventId)) : undefined;
+    const result = done?.result?.payloads?.[0];
+    // The pool the copy was pulled into is the one the adopt may have made the new volume in.
+    if (type === 'pullMoveOnNode' && result) {
+      abandoned.adoptedOn = defaultPayloadConverter.fromPayload<NodePullResult>(result).poolId;
+    }
+    if (type === 'switchMovedClaim') switched = true;
+  }
+  return { input, abandoned, switched };
+}
+
+/**
+ * A terminated (or timed out) move left what it had made where it stood: the hold on the volume, the snapshot and
+ * offer on the source, the copy staged on the target, maybe the new PV. Its history says what it had asked for; a new
+ * run of the move under the same workflow ID and keys (`rollBackOnly`) undoes that as a failed move's rollback does,
+ * each step waiting for its node. A move terminated once its claim was switched to the copy is not rolled back.
+ */
+async function rollBackAbandoned(client: Client, terminated: WorkflowHandle, volumeId: string): Promise<string> {
+  const { input, abandoned, switched } = abandonedMove(await terminated.fetchHistory(), terminated.workflowId);
+  if (switched) {
+    const { switching } = abandoned;
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `the move of ${volumeId} was terminated after its claim ${switching?.moved.claim.namespace}/` +
+        `${switching?.moved.claim.name} was bound to the copy (PV ${switching?.newPvName}, volume ` +
+        `${switching?.newVolumeId}): it is not rolled back. What it had still to do: delete PV ` +
+        `${switching?.moved.pv.name} (held with reclaim policy Retain) and ${volumeId} (docs/operations.md, ` +
+        '"A move terminated after its switch")',
+    );
+  }
+  // Only what the terminated run had reached: a copy never pulled was never adopted.
+  const memo: MoveMemo = { targetNodeId: input.targetNodeId, moveKey: input.moveKey };
+  try {
+    await client.workflow.start<typeof workflows.moveVolume>('moveVolume', {
+      workflowId: terminated.workflowId,
+      taskQueue: controlTaskQueue(input.driverName),
+      // A terminated rollback's own run is rolled back with what its input already named.
+      args: [{ ...input, rollBackOnly: { ...input.rollBackOnly, ...abandoned } }],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
+      memo: { [MOVE_MEMO_KEY]: memo },
+      staticSummary: `roll back terminated move of ${volumeId} to ${input.targetNodeId}`,
+      typedSearchAttributes: [
+        { key: OperationKey, value: 'move' },
+        { key: VolumeIdKey, value: volumeId },
+        // What the terminated run made is this run's to remove: not an orphan while it runs.
+        { key: VolumeNameKey, value: `move-${input.moveKey}` },
+        { key: NodeIdKey, value: input.targetNodeId },
+        { key: PhaseKey, value: 'rolling-back' },
+      ],
+    });
+  } catch (error) {
+    // Another --cancel started it first: this one waits for the same rollback.
+    if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+  }
+  try {
+    const result = await moveResult(client.workflow.getHandle(terminated.workflowId));
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `the move of ${volumeId} ran again and ${result.outcome} to ${result.newVolumeId} on ${result.targetNodeId}`,
     );
   } catch (error) {
     if (error instanceof DriverError && error.type === FailureType.Aborted) return `cancelled: ${error.message}`;

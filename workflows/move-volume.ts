@@ -43,6 +43,19 @@ export interface MoveVolumeInput {
   /** The nodes' liveness as their records showed at the start (undefined: no record); drives the phase. */
   sourceLive?: boolean;
   targetLive?: boolean;
+  /**
+   * Only roll back what a terminated run of this move (the same keys) may have left, as if it had failed there:
+   * `volumes move --cancel` of a terminated move (operations/move-operations.ts reads what that run had asked for).
+   */
+  rollBackOnly?: AbandonedMove;
+}
+
+/** What a terminated run of a move had asked for, from its history: what its rollback must undo. */
+export interface AbandonedMove {
+  /** The target pool its adopt may have made the new volume in (the adopt was scheduled). */
+  adoptedOn?: string;
+  /** Its claim's switch, had it begun (undone, or the rollback stops if the claim is the copy's). */
+  switching?: SwitchInput;
 }
 
 /**
@@ -148,6 +161,16 @@ export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResu
 
   const onNode = (nodeId: string, summary: string) =>
     proxyActivities<NodeActivities>(moveOptions(driverName, nodeId, summary));
+  if (input.rollBackOnly) {
+    // Nothing is checked or made: every step of the rollback is idempotent and names what it undoes by its key.
+    const stopped = new MoveStopped(FailureType.Aborted, `move ${moveKey} was terminated, and its rollback asked for`);
+    const { adoptedOn, switching } = input.rollBackOnly;
+    return CancellationScope.nonCancellable(async () => {
+      // Terminated before its hold took over the one it replaced: that one's is let go too (a no-op otherwise).
+      if (input.replacing !== undefined) await letGo({ ...input, moveKey: input.replacing }, step, onNode);
+      return rollBack(input, step, onNode, stopped, { adoptedOn, switching });
+    });
+  }
   const snapshotName = `move-${moveKey}`;
   // Before anything is touched: a move in a cluster moves a bound claim's data, and is refused here otherwise.
   let moved: MovedClaim | undefined;

@@ -371,4 +371,49 @@ describe('volumes move --pvc on a real API server', () => {
     expect(pv.spec?.csi?.volumeHandle).toBe(moved.newVolumeId);
     expect(cluster.volumesOnDisk('node-a')).toEqual([]);
   });
+
+  it('rolls a move terminated while its switch waited back on --cancel: the new PV and the copy gone, the old PV and claim as they were', async () => {
+    const { volumeId, pvName, uid } = await boundClaim('data-terminated-0');
+    const onB = cluster.volumesOnDisk('node-b');
+    await podOnNodeA('terminated-0', 'data-terminated-0');
+    const moving = cli('volumes', 'move', volumeId, '--to', 'node-b');
+    await eventually(
+      'the move waiting for the Pod on node-a',
+      async () => (await cli('volumes', 'describe', volumeId)).stdout.includes('is used by Pod default/terminated-0'),
+      120_000,
+      1000,
+    );
+    const newPvs = async () =>
+      (await api.get<V1PersistentVolumeList>('/api/v1/persistentvolumes')).items.filter(
+        (pv) => pv.metadata?.annotations?.['durable-csi.io/moved-from'] === volumeId,
+      );
+    expect(await newPvs()).toHaveLength(1);
+    const temporal = await cluster.temporal();
+    await temporal.workflow.getHandle(moveWorkflowId(cluster.driverName, volumeId)).terminate('the test');
+    expect((await moving).code).toBe(1);
+    // Terminated, it undid nothing: the new PV stands and the old one is held by Retain.
+    expect(await newPvs()).toHaveLength(1);
+    expect(
+      (await api.get<V1PersistentVolume>(`/api/v1/persistentvolumes/${pvName}`)).spec?.persistentVolumeReclaimPolicy,
+    ).toBe('Retain');
+
+    const cancelled = await cli('volumes', 'move', volumeId, '--cancel');
+    expect({ code: cancelled.code, stderr: cancelled.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(cancelled.stdout).toMatch(
+      /^cancelled: the move of \S+ to node-b rolled back, the volume untouched on node-a/,
+    );
+    expect(await newPvs()).toEqual([]);
+    const pv = await api.get<V1PersistentVolume>(`/api/v1/persistentvolumes/${pvName}`);
+    expect(pv.spec?.persistentVolumeReclaimPolicy).toBe('Delete');
+    expect(pv.metadata?.annotations?.['durable-csi.io/reclaim-policy-before-move']).toBeUndefined();
+    expect((await api.get<V1PersistentVolumeClaim>(claimPath('data-terminated-0'))).metadata?.uid).toBe(uid);
+    expect(cluster.volumesOnDisk('node-b')).toEqual(onB);
+    expect(fs.readdirSync(path.join(cluster.pool('node-b'), 'transfers', 'in'))).toEqual([]);
+    await recordHistory('move-volume-terminated-rolled-back', volumeId);
+    await api.delete(`/api/v1/namespaces/${NAMESPACE}/pods/terminated-0?gracePeriodSeconds=0`);
+    const node = nodeRpcs(cluster.csi(agents.get('node-a')!.endpoint));
+    const { staging } = kubeletPaths(cluster, volumeId);
+    await node.stage(volumeId, staging, BLOCK_CAPABILITY);
+    await node.unstage(volumeId, staging);
+  });
 });

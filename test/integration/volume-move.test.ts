@@ -299,4 +299,45 @@ describe('moving a volume to another node', () => {
     await node.stage(volumeId, staging, BLOCK_CAPABILITY);
     await node.unstage(volumeId, staging);
   });
+
+  it('rolls a move terminated mid-pull back on --cancel: its hold, snapshot, offer and staged copy gone, the volume stages again', async () => {
+    const volumeId = await volumeWithData('pvc-abandoned', SIZE);
+    const before = sha256(image('node-a', volumeId));
+    const snapshotsBefore = entries('node-a', 'snapshots/data');
+    const onC = cluster.volumesOnDisk('node-c');
+    await nodeC!.stop();
+    const doomed = await startAgent('node-c', '1Gi', 'move.pull-half');
+    const first = cli('volumes', 'move', volumeId, '--to', 'node-c');
+    await doomed.exited;
+    expect(doomed.child.signalCode).toBe('SIGKILL');
+    const temporal = await cluster.temporal();
+    await temporal.workflow.getHandle(moveWorkflowId(cluster.driverName, volumeId)).terminate('the test');
+    expect((await first).code).toBe(1);
+    nodeC = await startAgent('node-c', '1Gi');
+    // What the terminated move left: the hold, its snapshot and offer on node-a, half a copy on node-c.
+    const [moveKey] = entries('node-c', 'transfers/in');
+    expect(entries('node-a', 'transfers/out')).toEqual([`${moveKey}.json`]);
+    expect(entries('node-a', 'snapshots/data')).toHaveLength(snapshotsBefore.length + 1);
+    const node = nodeRpcs(cluster.csi(nodeA!.endpoint));
+    const { staging } = kubeletPaths(cluster, volumeId);
+    await expect(node.stage(volumeId, staging, BLOCK_CAPABILITY)).rejects.toThrow(/being moved to node node-c/);
+
+    const cancelled = await cli('volumes', 'move', volumeId, '--cancel');
+    expect({ code: cancelled.code, stderr: cancelled.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(cancelled.stdout).toMatch(
+      /^cancelled: the move of \S+ to node-c rolled back, the volume untouched on node-a: move \w+ was terminated/,
+    );
+    expect(entries('node-c', 'transfers/in')).toEqual([]);
+    expect(entries('node-a', 'transfers/out')).toEqual([]);
+    expect(entries('node-a', 'snapshots/data')).toEqual(snapshotsBefore);
+    expect(cluster.volumesOnDisk('node-c')).toEqual(onC);
+    expect(sha256(image('node-a', volumeId))).toBe(before);
+    await node.stage(volumeId, staging, BLOCK_CAPABILITY);
+    await node.unstage(volumeId, staging);
+    const described = await cli('volumes', 'describe', volumeId);
+    expect(described.stdout).toMatch(/move {2}\S+ {2}FAILED {2}phase rolled-back/);
+    // Its rollback ended: nothing is left to cancel, and the volume may be moved again.
+    const again = await cli('volumes', 'move', volumeId, '--cancel');
+    expect(again.stderr).toMatch(/FailedPrecondition: the move of \S+ is not running: it ended FAILED/);
+  });
 });

@@ -44,6 +44,8 @@ const NAMES = [
   'move-volume-cancelled',
   'move-volume-rolled-back',
   'move-volume-switched',
+  // `volumes move --cancel` of a move terminated in its switch: the run that rolls it back (rollBackOnly).
+  'move-volume-terminated-rolled-back',
   'node-presence',
   'node-presence-answers-from-report',
   'node-presence-written-off',
