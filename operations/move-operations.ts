@@ -515,7 +515,6 @@ async function rollBackAbandoned(client: Client, terminated: WorkflowHandle, vol
         '"A move terminated after its switch")',
     );
   }
-  // Only what the terminated run had reached: a copy never pulled was never adopted.
   const memo: MoveMemo = { targetNodeId: input.targetNodeId, moveKey: input.moveKey };
   try {
     await client.workflow.start<typeof workflows.moveVolume>('moveVolume', {

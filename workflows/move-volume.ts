@@ -52,7 +52,7 @@ export interface MoveVolumeInput {
 
 /** What a terminated run of a move had asked for, from its history: what its rollback must undo. */
 export interface AbandonedMove {
-  /** The target pool its adopt may have made the new volume in (the adopt was scheduled). */
+  /** The target pool its pull completed in, where its adopt may have made the new volume (none: no pull done). */
   adoptedOn?: string;
   /** Its claim's switch, had it begun (undone, or the rollback stops if the claim is the copy's). */
   switching?: SwitchInput;
