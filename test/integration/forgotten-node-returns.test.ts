@@ -141,10 +141,13 @@ describe('a forgotten node that comes back, and forgets that race', () => {
       async () => !cluster.volumesOnDisk('node-7').includes(keyOf(stuck)),
       90_000,
     );
+    // The pool's journal may finish the deletion on disk (any pool call settles it) before the record's next round,
+    // which comes every 30 s (workflows/written-off-volumes.ts RETRY_EVERY) and clears the write-off once the node
+    // answers it: up to a round and its attempts after the volume left the disk (30 s was too tight in a loaded run).
     await eventually(
       'the write-off cleared',
       async () => (await readNodeRecord(client, cluster.driverName, 'node-7'))?.writtenOff === undefined,
-      30_000,
+      90_000,
     );
     expect(cluster.volumesOnDisk('node-7')).toEqual([keyOf(kept)]);
     await expect(retryLikeCo(() => expand(csi, kept, 128 * 1024 * 1024), 30_000)).resolves.toMatchObject({
