@@ -3,6 +3,7 @@ import { makeInformer } from '@kubernetes/client-node';
 import type { Informer, ObjectCache } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import type { Logger } from '../common/logger';
+import { formatDuration } from '../common/duration';
 import { GoneNodes } from './gone-nodes';
 import { coreApi, customObjectsApi } from './kube-config';
 import type { NodeDeletedPolicy } from './node-deleted-policy';
@@ -108,9 +109,21 @@ function restartOnWatchError(watch: NodeWatch): void {
   });
 }
 
-/** Nodes missing from the listing that hold this driver's volumes or operations (deleted while nobody watched). */
-function findDeletedNodes(watch: NodeWatch): Promise<void> {
-  return guarded(watch.logger, 'finding deleted Nodes', () => watch.nodes.reconcileAbsent());
+/**
+ * Nodes missing from the listing that hold this driver's volumes or operations (deleted while nobody watched). A
+ * look that fails (Temporal or the API server did not answer) is tried again after retryMs, until one goes through:
+ * nothing else would look again before the watch restarts, and such a Node's deletions would wait meanwhile.
+ */
+async function findDeletedNodes(watch: NodeWatch): Promise<void> {
+  try {
+    await watch.nodes.reconcileAbsent();
+  } catch (error) {
+    watch.logger.warn(
+      { err: error },
+      `Node-deleted policy: finding deleted Nodes failed; trying again in ${formatDuration(watch.retryMs)}`,
+    );
+    setTimeout(() => void (!watch.stopped && findDeletedNodes(watch)), watch.retryMs);
+  }
 }
 
 function guarded(logger: Logger, what: string, work: () => Promise<void>): Promise<void> {

@@ -155,4 +155,34 @@ describe('Node-deleted policy (forget-after) on a real API server', () => {
     await sleep((FORGET_AFTER_S + 4) * 1000);
     expect(await forgotten(nodeId)).toBeUndefined();
   });
+
+  it("looks for missing Nodes again when a controller start's first look fails, and forgets one it then finds", async () => {
+    const client = await cluster.temporal();
+    const nodeId = 'node-unlisted';
+    await createPv(volumeIdOn(nodeId));
+    // A registered node without a Node object, its agent stopped: what a controller start finds "deleted".
+    const agent = await cluster.startNode(nodeId);
+    await agent.stop();
+    await eventually(
+      `${nodeId} offline`,
+      async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.live === false,
+    );
+    await eventually(`the record of ${nodeId} listed`, async () =>
+      (await listNodeRecords(client, cluster.driverName)).some((r) => r.nodeId === nodeId),
+    );
+
+    await controller?.stop();
+    // The restarted controller's listing of node records is refused: its first look for missing Nodes fails.
+    const lift = proxy.refuse('ListWorkflowExecutions', 'nodePresence');
+    const restarted = cluster.startController('controller-3', controllerFlags());
+    try {
+      await eventually('the listing of node records refused', () => proxy.refusedCalls() > 0, 60_000);
+    } finally {
+      lift();
+    }
+    controller = await restarted;
+    endpoint = controller.endpoint;
+    // Looked for again (every 10 s): found deleted, and forgotten FORGET_AFTER_S later.
+    await eventually(`${nodeId} forgotten`, async () => (await forgotten(nodeId)) !== undefined, 60_000);
+  });
 });

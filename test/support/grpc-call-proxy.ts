@@ -18,6 +18,8 @@ export class GrpcCallProxy {
   private readonly upstream: http2.ClientHttp2Session;
   private readonly server = http2.createServer();
   private readonly holds: Hold[] = [];
+  private readonly refusals: Refusal[] = [];
+  private refused = 0;
 
   private constructor(upstreamAddress: string) {
     this.upstream = http2.connect(`http://${upstreamAddress}`);
@@ -61,6 +63,24 @@ export class GrpcCallProxy {
     };
   }
 
+  /**
+   * Answers every call whose method ends with `method` and whose first request message contains `text` with gRPC
+   * status `code` (FAILED_PRECONDITION by default: no client retries it) until the returned lift is called; they never
+   * reach the server. `refusedCalls()` counts them.
+   */
+  refuse(method: string, text: string, code = 9): () => void {
+    const refusal: Refusal = {
+      matches: (call) => call.method.endsWith(`/${method}`) && !!call.request?.includes(text),
+      code,
+    };
+    this.refusals.push(refusal);
+    return () => void this.refusals.splice(this.refusals.indexOf(refusal), 1);
+  }
+
+  refusedCalls(): number {
+    return this.refused;
+  }
+
   /** Calls held now (arrived while a hold matched them, not yet released). */
   heldCalls(): number {
     return this.holds.reduce((sum, hold) => sum + hold.queue.length, 0);
@@ -95,6 +115,20 @@ export class GrpcCallProxy {
       buffered.push(chunk);
       if (decided || call.request === undefined) return;
       decided = true;
+      const refusal = this.refusals.find((candidate) => candidate.matches(call));
+      if (refusal) {
+        this.refused++;
+        stream.respond(
+          {
+            ':status': 200,
+            'content-type': 'application/grpc',
+            'grpc-status': String(refusal.code),
+            'grpc-message': 'refused by the test proxy',
+          },
+          { endStream: true },
+        );
+        return finish();
+      }
       const hold = this.holds.find((candidate) => candidate.matches(call));
       if (hold) hold.queue.push(connect);
       else connect();
@@ -127,6 +161,11 @@ export class GrpcCallProxy {
     });
     upstream.on('error', () => stream.destroy());
   }
+}
+
+interface Refusal {
+  matches(call: ProxiedCall): boolean;
+  code: number;
 }
 
 interface Hold {
