@@ -19,11 +19,12 @@ describe('a deletion waiting for a dead node, seen by an operator', () => {
   let cluster: TestCluster;
   let browser: Browser | undefined;
   let metricsPort: number;
+  let dataDir: string | undefined;
   const sharedAddress = process.env.DURABLE_CSI_TEST_TEMPORAL;
 
   beforeAll(async () => {
     if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install Debian's chromium (.ci/run does)`);
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-ui-'));
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'dcsi-ui-'));
     server = await startDevServer({ dataDir, port: await findFreePort(), uiPort: await findFreePort() });
     process.env.DURABLE_CSI_TEST_TEMPORAL = server.address;
     cluster = new TestCluster('ui');
@@ -35,6 +36,8 @@ describe('a deletion waiting for a dead node, seen by an operator', () => {
     await cluster?.teardown();
     await server?.stop();
     process.env.DURABLE_CSI_TEST_TEMPORAL = sharedAddress;
+    // The server's database (a few MB): left in /tmp by every run before.
+    if (dataDir && !process.env.DURABLE_CSI_KEEP_TEST_DATA) fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('shows in the UI filter with its summary, and in the metrics with node and age', async () => {
