@@ -1,12 +1,15 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { V1PersistentVolumeClaim, V1PersistentVolumeList } from '@kubernetes/client-node';
+import type { V1PersistentVolume, V1PersistentVolumeClaim, V1PersistentVolumeList } from '@kubernetes/client-node';
 import { TOPOLOGY_NODE_KEY, parseVolumeId } from '../../common/names';
 import type { TestCluster } from '../support/cluster';
 import { MiB, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { eventually } from '../support/eventually';
 import { BLOCK_CAPABILITY } from '../integration/node-helpers';
+import { runCli, type CliResult } from '../support/run-cli';
+import { testTemporalFlags } from '../support/test-temporal';
+import type { ControlPlane } from './control-plane';
 import type { KubeRest } from './kube-rest';
 
 /**
@@ -24,6 +27,58 @@ export class MoveHarness {
     private readonly cluster: TestCluster,
     readonly storageClass: string,
   ) {}
+
+  /**
+   * The control plane with the PV controller binding claims (and the protection controllers), KUBECONFIG pointing at
+   * it for the controller to come; stopped again if it does not start.
+   */
+  static async startPlane(plane: ControlPlane): Promise<KubeRest> {
+    try {
+      await plane.start([
+        'persistentvolume-binder-controller',
+        'persistentvolumeclaim-protection-controller',
+        'persistentvolume-protection-controller',
+      ]);
+    } catch (error) {
+      await plane.stop();
+      throw error;
+    }
+    process.env.KUBECONFIG = plane.adminKubeconfig();
+    return plane.rest();
+  }
+
+  /** The StorageClass the claims name (WaitForFirstConsumer, this driver). */
+  async createStorageClass(): Promise<void> {
+    await this.api().create('/apis/storage.k8s.io/v1/storageclasses', {
+      metadata: { name: this.storageClass },
+      provisioner: this.cluster.driverName,
+      volumeBindingMode: 'WaitForFirstConsumer',
+    });
+  }
+
+  /** `durable-csi ...` for this driver, with the Temporal flags of the moment (a suite may run its own server). */
+  cli(...args: string[]): Promise<CliResult> {
+    return runCli([...args, '--driver-name', this.cluster.driverName, ...testTemporalFlags()], { timeoutMs: 240_000 });
+  }
+
+  /** Until `volumes describe` says the move's switch waits for the Pod on node-a. */
+  async untilWaitingForPod(volumeId: string, pod: string): Promise<void> {
+    await eventually(
+      'the move waiting for the Pod on node-a',
+      async () =>
+        (await this.cli('volumes', 'describe', volumeId)).stdout.includes(
+          `is used by Pod ${this.namespace}/${pod} on node node-a`,
+        ),
+      120_000,
+      1000,
+    );
+  }
+
+  /** The PVs a move of `volumeId` made (annotated moved-from it). */
+  async movedPvs(volumeId: string): Promise<V1PersistentVolume[]> {
+    const pvs = await this.api().get<V1PersistentVolumeList>('/api/v1/persistentvolumes');
+    return pvs.items.filter((pv) => pv.metadata?.annotations?.['durable-csi.io/moved-from'] === volumeId);
+  }
 
   claimPath(name: string): string {
     return `/api/v1/namespaces/${this.namespace}/persistentvolumeclaims/${name}`;

@@ -81,6 +81,24 @@ async function forgotten(nodeId: string) {
   return (await readNodeRecord(await cluster.temporal(), cluster.driverName, nodeId))?.forgotten;
 }
 
+/**
+ * A registered node without a Node object, its agent stopped, with a PV: what a controller start finds "deleted".
+ * Returns once its record is offline and listed (what the controller's look reads).
+ */
+async function registeredWithoutNode(nodeId: string): Promise<void> {
+  const client = await cluster.temporal();
+  await createPv(volumeIdOn(nodeId));
+  const agent = await cluster.startNode(nodeId);
+  await agent.stop();
+  await eventually(
+    `${nodeId} offline`,
+    async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.live === false,
+  );
+  await eventually(`the record of ${nodeId} listed`, async () =>
+    (await listNodeRecords(client, cluster.driverName)).some((r) => r.nodeId === nodeId),
+  );
+}
+
 describe('Node-deleted policy (forget-after) on a real API server', () => {
   it('does not forget a Node that returns while the policy is still reading what the node holds', async () => {
     const client = await cluster.temporal();
@@ -125,19 +143,8 @@ describe('Node-deleted policy (forget-after) on a real API server', () => {
   });
 
   it('does not forget a registered node whose Node appears while a restarted controller looks for missing Nodes', async () => {
-    const client = await cluster.temporal();
     const nodeId = 'node-late';
-    await createPv(volumeIdOn(nodeId));
-    // A registered node without a Node object, its agent stopped: what a controller start finds "deleted".
-    const agent = await cluster.startNode(nodeId);
-    await agent.stop();
-    await eventually(
-      `${nodeId} offline`,
-      async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.live === false,
-    );
-    await eventually(`the record of ${nodeId} listed`, async () =>
-      (await listNodeRecords(client, cluster.driverName)).some((r) => r.nodeId === nodeId),
-    );
+    await registeredWithoutNode(nodeId);
 
     await controller?.stop();
     const release = proxy.hold('DescribeWorkflowExecution', nodeRecordWorkflowId(cluster.driverName, nodeId));
@@ -157,19 +164,8 @@ describe('Node-deleted policy (forget-after) on a real API server', () => {
   });
 
   it("looks for missing Nodes again when a controller start's first look fails, and forgets one it then finds", async () => {
-    const client = await cluster.temporal();
     const nodeId = 'node-unlisted';
-    await createPv(volumeIdOn(nodeId));
-    // A registered node without a Node object, its agent stopped: what a controller start finds "deleted".
-    const agent = await cluster.startNode(nodeId);
-    await agent.stop();
-    await eventually(
-      `${nodeId} offline`,
-      async () => (await readNodeRecord(client, cluster.driverName, nodeId))?.node?.live === false,
-    );
-    await eventually(`the record of ${nodeId} listed`, async () =>
-      (await listNodeRecords(client, cluster.driverName)).some((r) => r.nodeId === nodeId),
-    );
+    await registeredWithoutNode(nodeId);
 
     await controller?.stop();
     // The restarted controller's listing of node records is refused: its first look for missing Nodes fails.

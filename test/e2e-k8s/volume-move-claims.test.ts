@@ -11,8 +11,6 @@ import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { MiB } from '../support/csi-requests';
 import { eventually } from '../support/eventually';
 import { readNodeRecord } from '../../node-records/reads';
-import { runCli } from '../support/run-cli';
-import { testTemporalFlags } from '../support/test-temporal';
 import { BLOCK_CAPABILITY, kubeletPaths, nodeRpcs } from '../integration/node-helpers';
 import { ControlPlane } from './control-plane';
 import type { KubeRest } from './kube-rest';
@@ -35,7 +33,7 @@ const plane = new ControlPlane(k8sTools(CONTROL_PLANE_SETS), fs.mkdtempSync(path
 const cluster = new TestCluster('move-claims');
 let api: KubeRest;
 const harness = new MoveHarness(() => api, cluster, 'durable-csi-loop-move');
-const { namespace: NAMESPACE, size: SIZE, storageClass: CLASS } = harness;
+const { namespace: NAMESPACE, size: SIZE } = harness;
 const image = (volumeId: string) => harness.image(volumeId);
 const sha256 = (file: string) => harness.sha256(file);
 const claimPath = (name: string) => harness.claimPath(name);
@@ -58,8 +56,7 @@ const startAgent = async (nodeId: string, failpoints?: string): Promise<ManagedP
   agents.set(nodeId, agent);
   return agent;
 };
-const cli = (...args: string[]) =>
-  runCli([...args, '--driver-name', cluster.driverName, ...testTemporalFlags()], { timeoutMs: 180_000 });
+const cli = (...args: string[]) => harness.cli(...args);
 
 /**
  * The replay fixtures of a move with a switch (test/replay/replay.test.ts replays them): written when the run is
@@ -74,27 +71,12 @@ async function recordHistory(name: string, volumeId: string): Promise<void> {
 }
 
 beforeAll(async () => {
-  try {
-    await plane.start([
-      'persistentvolume-binder-controller',
-      'persistentvolumeclaim-protection-controller',
-      'persistentvolume-protection-controller',
-    ]);
-  } catch (error) {
-    await plane.stop();
-    throw error;
-  }
-  api = plane.rest();
-  process.env.KUBECONFIG = plane.adminKubeconfig();
+  api = await MoveHarness.startPlane(plane);
   await startAgent('node-a');
   await startAgent('node-b');
   controller = await cluster.startController('controller', ['--snapshots', '--kubernetes']);
   controllerEndpoint = controller.endpoint;
-  await api.create('/apis/storage.k8s.io/v1/storageclasses', {
-    metadata: { name: CLASS },
-    provisioner: cluster.driverName,
-    volumeBindingMode: 'WaitForFirstConsumer',
-  });
+  await harness.createStorageClass();
 }, 180_000);
 
 afterAll(async () => {
@@ -116,13 +98,7 @@ describe('volumes move --pvc on a real API server', () => {
 
     const moving = cli('volumes', 'move', '--pvc', `${NAMESPACE}/data-db-0`, '--to', 'node-b', '--output', 'json');
     // The switch waits for the Pod, and says so where an operator looks.
-    await eventually(
-      'the move waiting for the Pod on node-a',
-      async () =>
-        (await cli('volumes', 'describe', volumeId)).stdout.includes('is used by Pod default/db-0 on node node-a'),
-      120_000,
-      1000,
-    );
+    await harness.untilWaitingForPod(volumeId, 'db-0');
     const waiting = await api.get<V1PersistentVolumeClaim>(claimPath('data-db-0'));
     expect(waiting.metadata?.uid).toBe(uid);
     const held = await api.get<V1PersistentVolume>(`/api/v1/persistentvolumes/${pvName}`);
@@ -202,10 +178,7 @@ describe('volumes move --pvc on a real API server', () => {
     expect(claim.metadata?.uid).toBe(uid);
     const pv = await api.get<V1PersistentVolume>(`/api/v1/persistentvolumes/${pvName}`);
     expect(pv.spec?.persistentVolumeReclaimPolicy).toBe('Delete');
-    const pvs = await api.get<V1PersistentVolumeList>('/api/v1/persistentvolumes');
-    expect(pvs.items.filter((item) => item.metadata?.annotations?.['durable-csi.io/moved-from'] === volumeId)).toEqual(
-      [],
-    );
+    expect(await harness.movedPvs(volumeId)).toEqual([]);
     expect(cluster.volumesOnDisk('node-b').length).toBe(1); // only the first test's copy
     // Let go: the volume stages again.
     await node.stage(volumeId, staging, BLOCK_CAPABILITY);
@@ -217,16 +190,8 @@ describe('volumes move --pvc on a real API server', () => {
     const onB = cluster.volumesOnDisk('node-b');
     await podOnNodeA('cancel-0', 'data-cancel-0');
     const moving = cli('volumes', 'move', volumeId, '--to', 'node-b');
-    await eventually(
-      'the move waiting for the Pod on node-a',
-      async () => (await cli('volumes', 'describe', volumeId)).stdout.includes('is used by Pod default/cancel-0'),
-      120_000,
-      1000,
-    );
-    const newPvs = async () =>
-      (await api.get<V1PersistentVolumeList>('/api/v1/persistentvolumes')).items.filter(
-        (pv) => pv.metadata?.annotations?.['durable-csi.io/moved-from'] === volumeId,
-      );
+    await harness.untilWaitingForPod(volumeId, 'cancel-0');
+    const newPvs = () => harness.movedPvs(volumeId);
     expect(await newPvs()).toHaveLength(1); // made before the claim's deletion waits
     const cancelled = await cli('volumes', 'move', volumeId, '--cancel');
     expect({ code: cancelled.code, stderr: cancelled.stderr }).toEqual({ code: 0, stderr: '' });
@@ -377,16 +342,8 @@ describe('volumes move --pvc on a real API server', () => {
     const onB = cluster.volumesOnDisk('node-b');
     await podOnNodeA('terminated-0', 'data-terminated-0');
     const moving = cli('volumes', 'move', volumeId, '--to', 'node-b');
-    await eventually(
-      'the move waiting for the Pod on node-a',
-      async () => (await cli('volumes', 'describe', volumeId)).stdout.includes('is used by Pod default/terminated-0'),
-      120_000,
-      1000,
-    );
-    const newPvs = async () =>
-      (await api.get<V1PersistentVolumeList>('/api/v1/persistentvolumes')).items.filter(
-        (pv) => pv.metadata?.annotations?.['durable-csi.io/moved-from'] === volumeId,
-      );
+    await harness.untilWaitingForPod(volumeId, 'terminated-0');
+    const newPvs = () => harness.movedPvs(volumeId);
     expect(await newPvs()).toHaveLength(1);
     const temporal = await cluster.temporal();
     await temporal.workflow.getHandle(moveWorkflowId(cluster.driverName, volumeId)).terminate('the test');

@@ -7,9 +7,8 @@ import { PhaseKey, moveWorkflowId, parseVolumeId } from '../../common/names';
 import { findFreePort } from '../../temporal-dev/free-port';
 import { TestCluster } from '../support/cluster';
 import { eventually } from '../support/eventually';
-import { runCli } from '../support/run-cli';
 import { startRunTemporal, type RunTemporal } from '../support/run-temporal';
-import { testTemporalFlags, useOwnTemporal } from '../support/test-temporal';
+import { useOwnTemporal } from '../support/test-temporal';
 import { ControlPlane } from './control-plane';
 import type { KubeRest } from './kube-rest';
 import { MoveHarness } from './move-harness';
@@ -40,28 +39,13 @@ beforeAll(async () => {
   temporal = await startRunTemporal('dev', workDir, () => undefined);
   // Every process of this suite (and TestCluster's own client) talks to this server, not jest's.
   restoreTemporal = useOwnTemporal(temporal.config.address);
-  try {
-    await plane.start([
-      'persistentvolume-binder-controller',
-      'persistentvolumeclaim-protection-controller',
-      'persistentvolume-protection-controller',
-    ]);
-  } catch (error) {
-    await plane.stop();
-    throw error;
-  }
-  api = plane.rest();
-  process.env.KUBECONFIG = plane.adminKubeconfig();
+  api = await MoveHarness.startPlane(plane);
   for (const nodeId of ['node-a', 'node-b']) {
     const extra = ['--transfer-port', String(await findFreePort()), '--transfer-address', '127.0.0.1'];
     await cluster.startNode(nodeId, { backend: 'loop', capacity: '512Mi', extra });
   }
   controllerEndpoint = (await cluster.startController('controller', ['--kubernetes'])).endpoint;
-  await api.create('/apis/storage.k8s.io/v1/storageclasses', {
-    metadata: { name: harness.storageClass },
-    provisioner: cluster.driverName,
-    volumeBindingMode: 'WaitForFirstConsumer',
-  });
+  await harness.createStorageClass();
 }, 180_000);
 
 afterEach(() => harness.stopWatches());
@@ -80,8 +64,6 @@ afterAll(async () => {
 
 it('completes a switch whose Temporal server was killed while it waited for the Pod and again as the claim was replaced', async () => {
   const { namespace } = harness;
-  const cli = (...args: string[]) =>
-    runCli([...args, '--driver-name', cluster.driverName, ...testTemporalFlags()], { timeoutMs: 240_000 });
   const { volumeId, pvName, uid } = await harness.boundClaim('data-db-0', controllerEndpoint);
   const before = harness.sha256(harness.image(volumeId));
   const seen = [volumeId];
@@ -96,15 +78,9 @@ it('completes a switch whose Temporal server was killed while it waited for the 
   };
   const killedIn: string[] = [];
   // The first request may fail while the server is down: the second one, after the last kill, attaches.
-  const first = cli('volumes', 'move', volumeId, '--to', 'node-b');
+  const first = harness.cli('volumes', 'move', volumeId, '--to', 'node-b');
   try {
-    await eventually(
-      'the switch waiting for the Pod on node-a',
-      async () =>
-        (await cli('volumes', 'describe', volumeId)).stdout.includes('is used by Pod default/db-0 on node node-a'),
-      120_000,
-      1000,
-    );
+    await harness.untilWaitingForPod(volumeId, 'db-0');
     killedIn.push(`${await phase()}, waiting for the Pod`);
     await temporal!.restart('SIGKILL', 0);
     // Killed while the switch waited: the new PV stands, the old one is held by Retain, the claim untouched.
@@ -130,7 +106,7 @@ it('completes a switch whose Temporal server was killed while it waited for the 
   expect(killedIn[0]).toMatch(/^switching, /);
 
   await first;
-  const answer = await cli('volumes', 'move', volumeId, '--to', 'node-b', '--output', 'json');
+  const answer = await harness.cli('volumes', 'move', volumeId, '--to', 'node-b', '--output', 'json');
   expect({ code: answer.code, stderr: answer.code === 0 ? '' : answer.stderr }).toEqual({ code: 0, stderr: '' });
   const result = JSON.parse(answer.stdout) as { outcome: string; newVolumeId: string; persistentVolume: string };
   seen.push(result.newVolumeId);
@@ -149,8 +125,7 @@ it('completes a switch whose Temporal server was killed while it waited for the 
   expect(pv.spec?.persistentVolumeReclaimPolicy).toBe('Delete');
   await expect(api.get(`/api/v1/persistentvolumes/${pvName}`)).rejects.toThrow(/404/);
   // One PV made by the move (a retried prepare made no second), the old volume gone, the copy bit for bit.
-  const pvs = (await api.get<{ items: V1PersistentVolume[] }>('/api/v1/persistentvolumes')).items;
-  expect(pvs.filter((item) => item.metadata?.annotations?.['durable-csi.io/moved-from'] === volumeId)).toHaveLength(1);
+  expect(await harness.movedPvs(volumeId)).toHaveLength(1);
   expect(cluster.volumesOnDisk('node-a')).toEqual([]);
   expect(cluster.volumesOnDisk('node-b')).toEqual([parseVolumeId(result.newVolumeId)!.key]);
   expect(harness.sha256(harness.image(result.newVolumeId))).toBe(before);

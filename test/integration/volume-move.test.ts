@@ -53,6 +53,25 @@ describe('moving a volume to another node', () => {
   let controllerEndpoint = '';
   const clients = () => cluster.csi(controllerEndpoint);
 
+  /**
+   * A move of the volume to `target` whose node `dying.nodeId` (its agent stopped by the caller) kills itself at the
+   * failpoint, then the move terminated (it runs no code to clean up); returns that node's agent started again.
+   */
+  const terminatedMove = async (
+    volumeId: string,
+    target: string,
+    dying: { nodeId: string; failpoint: string },
+  ): Promise<ManagedProcess> => {
+    const doomed = await startAgent(dying.nodeId, '1Gi', dying.failpoint);
+    const first = cli('volumes', 'move', volumeId, '--to', target);
+    await doomed.exited;
+    expect(doomed.child.signalCode).toBe('SIGKILL');
+    const temporal = await cluster.temporal();
+    await temporal.workflow.getHandle(moveWorkflowId(cluster.driverName, volumeId)).terminate('the test');
+    expect((await first).code).toBe(1);
+    return startAgent(dying.nodeId, '1Gi');
+  };
+
   let nodeA: ManagedProcess | undefined;
   beforeAll(async () => {
     nodeA = await startAgent('node-a', '1Gi');
@@ -281,14 +300,7 @@ describe('moving a volume to another node', () => {
   it('takes over the hold a terminated move left: the volume, refused to stage meanwhile, stages again once moved', async () => {
     const volumeId = await volumeWithData('pvc-terminated', 8 * MiB);
     await nodeA!.stop();
-    const dying = await startAgent('node-a', '1Gi', 'move.after-hold');
-    const first = cli('volumes', 'move', volumeId, '--to', 'node-b');
-    await dying.exited;
-    expect(dying.child.signalCode).toBe('SIGKILL');
-    const temporal = await cluster.temporal();
-    await temporal.workflow.getHandle(moveWorkflowId(cluster.driverName, volumeId)).terminate('the test');
-    expect((await first).code).toBe(1);
-    nodeA = await startAgent('node-a', '1Gi');
+    nodeA = await terminatedMove(volumeId, 'node-b', { nodeId: 'node-a', failpoint: 'move.after-hold' });
     const node = nodeRpcs(cluster.csi(nodeA.endpoint));
     const { staging } = kubeletPaths(cluster, volumeId);
     await expect(node.stage(volumeId, staging, BLOCK_CAPABILITY)).rejects.toThrow(/being moved to node node-b/);
@@ -306,14 +318,7 @@ describe('moving a volume to another node', () => {
     const snapshotsBefore = entries('node-a', 'snapshots/data');
     const onC = cluster.volumesOnDisk('node-c');
     await nodeC!.stop();
-    const doomed = await startAgent('node-c', '1Gi', 'move.pull-half');
-    const first = cli('volumes', 'move', volumeId, '--to', 'node-c');
-    await doomed.exited;
-    expect(doomed.child.signalCode).toBe('SIGKILL');
-    const temporal = await cluster.temporal();
-    await temporal.workflow.getHandle(moveWorkflowId(cluster.driverName, volumeId)).terminate('the test');
-    expect((await first).code).toBe(1);
-    nodeC = await startAgent('node-c', '1Gi');
+    nodeC = await terminatedMove(volumeId, 'node-c', { nodeId: 'node-c', failpoint: 'move.pull-half' });
     // What the terminated move left: the hold, its snapshot and offer on node-a, half a copy on node-c.
     const [moveKey] = entries('node-c', 'transfers/in');
     expect(entries('node-a', 'transfers/out')).toEqual([`${moveKey}.json`]);
