@@ -1,4 +1,6 @@
 import type { CoreV1EventList, V1PersistentVolume, V1Pod, V1PodList } from '@kubernetes/client-node';
+import { Client, Connection } from '@temporalio/client';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { KubeError } from '../e2e-k8s/kube-rest';
@@ -9,6 +11,10 @@ import { imageRef } from '../e2e-node/images';
 import type { ClusterNode } from '../e2e-node/real-cluster';
 import { RolloutWatch, type Watched } from '../e2e-node/rollout-watch';
 import { APP_NAMESPACE } from '../e2e-node/workloads';
+import { nodeRecordWorkflowId } from '../../common/names';
+import { call, connectCsi, withDeadline } from '../../csi/client';
+import { PoolLayout } from '../../storage/pool/pool-layout';
+import { temporalAddress } from '../support/cluster';
 import { eventually } from '../support/eventually';
 
 /**
@@ -104,6 +110,7 @@ test('a claim and a writer Pod on every node: each volume on its own node, a nod
   const lostPv = volumes.get(lost.name) as V1PersistentVolume;
   const controlPv = volumes.get(control.name) as V1PersistentVolume;
   for (const node of [lost, control]) await work.deletePod(`w-${node.name}`);
+  await untilUnstaged(lost, lostPv);
   expect(lost.mountinfo()).not.toContain(lostPv.metadata?.name ?? 'no PV');
 
   const watched: Watched[] = [
@@ -191,13 +198,31 @@ async function nodeWithoutController(): Promise<ClusterNode> {
   return real.node.nodes.find((node) => !withController.has(node.name)) ?? (real.node.nodes[2] as ClusterNode);
 }
 
+/**
+ * Until kubelet has unstaged the volume, which it does after the Pod is gone from the API. A kubelet stopped in
+ * between never unstages it once restarted (it rebuilds its state from Pod directories only: kubernetes/kubernetes
+ * #85476), and the pool refuses to delete a staged volume: a node halted right after deletePod kept a written-off
+ * volume for good (CI, loaded, once). docs/operations.md, "A deletion refused: staged".
+ */
+async function untilUnstaged(node: ClusterNode, pv: V1PersistentVolume): Promise<void> {
+  await eventually(`${pv.metadata?.name} unstaged on ${node.name}`, async () => !staged(node, pv), 60_000, 250);
+}
+
+/** The pool's record of the volume's staging (NodeStageVolume done, NodeUnstageVolume not yet). */
+const staged = (node: ClusterNode, pv: V1PersistentVolume) =>
+  fs.existsSync(new PoolLayout(node.poolDir).stagingFile(keyOf(pv)));
+
 /** A claim on `node` whose Pod wrote `/data/f` (and stays, unless `keepPod` is false), and its PV once bound. */
 async function claimOn(node: ClusterNode, name: string, keepPod = true): Promise<V1PersistentVolume> {
   await real.work.claim(name, 'durable-csi-dir');
   await real.work.pod(name, name, { node: node.name, script: `echo ${name} > /data/f` });
   await real.work.waitRunning(name, 180_000);
-  if (!keepPod) await real.work.deletePod(name);
   const pv = await real.work.volumeOf(name);
+  expect(staged(node, pv)).toBe(true);
+  if (!keepPod) {
+    await real.work.deletePod(name);
+    await untilUnstaged(node, pv);
+  }
   expect(fs.existsSync(volumeDir(node, pv))).toBe(true);
   return pv;
 }
@@ -232,6 +257,52 @@ function pluginLog(node: ClusterNode): string {
   ]);
   const pod = pods.trim().split('\n')[0] ?? '';
   return real.node.kubectl(['logs', '-n', NAMESPACE, pod, '-c', 'durable-csi', '--tail=400']);
+}
+
+/**
+ * What a failed wait on a returning node prints: its Pods, its record (phase, memo, pending activities, the last
+ * events of its history) and its node plugin's log. A wait that ends in CI leaves nothing else to read.
+ */
+async function nodeDiagnostics(node: ClusterNode): Promise<string> {
+  const quietly = async (what: string, read: () => Promise<string> | string) => {
+    try {
+      return `--- ${what}:\n${await read()}`;
+    } catch (error) {
+      return `--- ${what}: ${String(error)}`;
+    }
+  };
+  const connection = await Connection.connect({ address: temporalAddress() });
+  try {
+    const record = new Client({ connection }).workflow.getHandle(nodeRecordWorkflowId(DRIVER, node.name));
+    return [
+      await quietly('Pods on the node', () =>
+        real.node.kubectl(['get', 'pods', '-A', '-o', 'wide', '--field-selector', `spec.nodeName=${node.name}`]),
+      ),
+      await quietly('its record', async () => {
+        const described = await record.describe();
+        const pending = (described.raw.pendingActivities ?? []).map((activity) => ({
+          type: activity.activityType?.name,
+          state: activity.state,
+          attempt: activity.attempt,
+          lastFailure: activity.lastFailure?.message,
+        }));
+        return JSON.stringify({ status: described.status.name, memo: described.memo, pending }, undefined, 1);
+      }),
+      await quietly('its last 40 events', async () => {
+        const events = (await record.fetchHistory()).events ?? [];
+        return events
+          .slice(-40)
+          .map(
+            (event) =>
+              `${String(event.eventId)} ${String(event.eventType)} ${JSON.stringify(event.eventTime?.seconds)}`,
+          )
+          .join('\n');
+      }),
+      await quietly('its node plugin log', () => pluginLog(node).slice(-8000)),
+    ].join('\n');
+  } finally {
+    await connection.close();
+  }
 }
 
 /** Long enough for a halted node's Node to be deleted, re-created and Ready well before it; short for the test. */
@@ -314,7 +385,9 @@ test(`the Node deleted, --node-deleted forget-after:${FORGET_AFTER}s: re-created
     async () => !fs.existsSync(volumeDir(node, gone)),
     180_000,
     500,
-  );
+  ).catch(async (error: unknown) => {
+    throw new Error(`${String(error)}\n${await nodeDiagnostics(node)}`);
+  });
   cluster.timings['forgotten Node re-created -> its written-off volume deleted'] = (Date.now() - back) / 1000;
   expect(await eventOn(node.name, 'WrittenOffDeleted')).toContain(gone.spec?.csi?.volumeHandle ?? 'no handle');
   await podReadsItsData('nd-keep');
@@ -554,6 +627,78 @@ test('kubectl drain of a node while claims on it are deleted and others made: Po
   }
   expect(watch.violations).toEqual([]);
 }, 900_000);
+
+test('a staging kubelet forgot (kubernetes#85476): the deletion is refused, the PV kept; the runbook has kubelet unstage it and the deletion goes through', async () => {
+  const { node: cluster, work } = real;
+  const node = cluster.nodes[0] as ClusterNode;
+  const pv = await claimOn(node, 'st-forgot', false);
+  const csi = pv.spec?.csi;
+  const pvName = pv.metadata?.name ?? '';
+  const ns = node.ns;
+  if (!csi || !ns) throw new Error(`PV ${pvName} has no CSI source, or ${node.name} is off`);
+  // What a kubelet stopped between NodeUnpublishVolume and NodeUnstageVolume leaves: the volume staged at the path
+  // kubelet derives from its volume ID, and no kubelet that knows it. Staged here by a CSI call kubelet never made.
+  const digest = createHash('sha256').update(csi.volumeHandle).digest('hex');
+  const globalmount = `/var/lib/kubelet/plugins/kubernetes.io/csi/${DRIVER}/${digest}/globalmount`;
+  fs.mkdirSync(`/proc/${ns.pid}/root${globalmount}`, { recursive: true });
+  const plugin = connectCsi(`unix:///proc/${ns.pid}/root/var/lib/kubelet/plugins/${DRIVER}/csi.sock`);
+  try {
+    await call((done) =>
+      plugin.node.NodeStageVolume(
+        {
+          volume_id: csi.volumeHandle,
+          staging_target_path: globalmount,
+          volume_capability: { mount: { fs_type: csi.fsType ?? '' }, access_mode: { mode: 'SINGLE_NODE_WRITER' } },
+          volume_context: csi.volumeAttributes ?? {},
+        },
+        withDeadline(),
+        done,
+      ),
+    );
+  } finally {
+    plugin.close();
+  }
+  expect(staged(node, pv)).toBe(true);
+
+  // The claim deleted: refused while staged, the PV and the data kept.
+  await work.deleteClaim('st-forgot');
+  expect(await eventOn(pvName, 'VolumeFailedDelete')).toMatch(/is staged at .*globalmount; unstage it first/);
+  expect(await pvExists(pvName)).toBe(true);
+  expect(fs.existsSync(volumeDir(node, pv))).toBe(true);
+
+  // docs/operations.md, "A deletion refused: staged": a Retain PV of the same volume, a claim bound to it, a Pod on
+  // the node; the Pod deleted, kubelet unstages; the refused deletion goes through at its next retry.
+  const rescue = `${pvName}-unstage`;
+  await cluster.api.create('/api/v1/persistentvolumes', {
+    metadata: { name: rescue },
+    spec: {
+      capacity: pv.spec?.capacity,
+      accessModes: ['ReadWriteOnce'],
+      persistentVolumeReclaimPolicy: 'Retain',
+      storageClassName: '',
+      csi,
+      nodeAffinity: pv.spec?.nodeAffinity,
+    },
+  });
+  await cluster.api.create(`/api/v1/namespaces/${APP_NAMESPACE}/persistentvolumeclaims`, {
+    metadata: { name: 'st-unstage' },
+    spec: {
+      accessModes: ['ReadWriteOnce'],
+      storageClassName: '',
+      volumeName: rescue,
+      resources: { requests: { storage: pv.spec?.capacity?.storage ?? '64Mi' } },
+    },
+  });
+  await work.pod('st-unstage', 'st-unstage', { node: node.name, script: 'cat /data/f' });
+  await work.waitRunning('st-unstage', 120_000);
+  await work.deletePod('st-unstage');
+  await work.waitGone(`/api/v1/persistentvolumes/${pvName}`, `PV ${pvName}`, 180_000);
+  expect(fs.existsSync(volumeDir(node, pv))).toBe(false);
+  expect(node.mountinfo()).not.toContain(digest);
+  await work.deleteClaim('st-unstage');
+  await cluster.api.delete(`/api/v1/persistentvolumes/${rescue}`);
+  await work.waitGone(`/api/v1/persistentvolumes/${rescue}`, `PV ${rescue}`);
+}, 600_000);
 
 test('nothing left on any node: no volume in any pool, no CSI mount, and after stop nothing on the host', async () => {
   const { node: cluster, work } = real;
