@@ -1,4 +1,5 @@
 import { ApplicationFailure, Context, heartbeat, log } from '@temporalio/activity';
+import { copyTimeMs } from '../common/copy-budget';
 import { continueInPool } from '../common/list-position';
 import { ownsVolume, poolIdPrefix, type TransferEndpoint } from '../common/names';
 import { DriverError, FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
@@ -474,7 +475,11 @@ export function createNodeActivities(deps: {
           throw new DriverError(FailureType.NotFound, `the move's snapshot ${input.snapshotKey} is not on ${nodeId}`);
         }
         const { moveKey, snapshotKey, targetPublicKey } = input;
-        const offer = await source.offer({ moveKey, snapshotKey, targetPublicKey }, () => heartbeat());
+        // A dir pool packs the snapshot's tree first, as long as a copy of its size may take (heartbeating meanwhile).
+        const pool = poolOf(backend, nodeId);
+        const packBudgetMs = copyTimeMs(pool.allocatedBytes(snapshot.sizeBytes), pool.copyBudget);
+        const spec = { moveKey, snapshotKey, targetPublicKey, packBudgetMs };
+        const offer = await whileHeartbeating(() => source.offer(spec, () => heartbeat()));
         log.info('move offered', { move: moveKey, snapshot: snapshotKey, bytes: offer.sizeBytes });
         const { accessType, fsType } = snapshot;
         return {

@@ -141,6 +141,7 @@ function serveTransfers(run: NodeTemporalRun, address: { host: string; port: num
     'transfers',
     async () => {
       const source = new TransferSource(layout, {
+        packTrees: run.pool.backend.kind === 'dir',
         onRefused: (refusal) => logger.warn({ ...refusal }, 'node-to-node copy refused'),
       });
       try {

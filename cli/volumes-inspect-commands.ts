@@ -29,7 +29,7 @@ function moveCommand(): Command {
         'stays the one in use (docs/volume-moves.md); reads Temporal (and, for --pvc, Kubernetes as kubectl does)',
     )
     .argument('[volume-id]')
-    .option('--to <node-id>', 'the node to move the volume to (live, a loop pool, serving copies)')
+    .option('--to <node-id>', 'the node to move the volume to (live, serving copies, a pool of the same backend)')
     .option('--pvc <namespace/name>', 'the claim whose volume to move, instead of a volume ID')
     .option(
       '--cancel',

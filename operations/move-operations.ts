@@ -56,8 +56,8 @@ export interface MoveStart {
  * Starts the move of `volumeId` to `targetNodeId`, or attaches to the move of that volume to that node. Refused, with
  * nothing started: an ID this driver did not issue, a node ID that is not one, the volume's own node, a target that
  * is unknown, forgotten, offline or serves no copies, a source that is forgotten or whose pool was replaced, a
- * volume its (live) node does not hold, a backend whose volumes are not copied (dir), a move of the volume to another
- * node running or done.
+ * volume its (live) node does not hold, a target that runs another backend than the source, a move of the volume to
+ * another node running or done.
  */
 export async function startMove(
   client: Client,
@@ -79,8 +79,8 @@ export async function startMove(
     readNodeRecord(client, driverName, parts.nodeId),
     readNodeRecord(client, driverName, targetNodeId),
   ]);
-  const targetKey = checkTarget(target, targetNodeId);
   const sourceNode = checkSource(source, volumeId, parts);
+  const targetKey = checkTarget(target, targetNodeId, sourceNode.backend);
   let note: string | undefined;
   if (sourceNode.live) {
     const held = await client.workflow.execute<typeof workflows.inspectVolume>('inspectVolume', {
@@ -179,8 +179,11 @@ async function existingMove(
   return status === 'RUNNING' ? 'running' : 'done';
 }
 
-/** The target must be live and serve copies: a move does not start towards a node that cannot take it now. */
-function checkTarget(record: NodeRecordView | undefined, nodeId: string): string {
+/**
+ * The target must be live, serve copies and run the source's backend (a loop volume is an image, a dir volume a
+ * tree): a move does not start towards a node that cannot take it now.
+ */
+function checkTarget(record: NodeRecordView | undefined, nodeId: string, backend: string): string {
   if (record?.forgotten)
     throw new DriverError(
       FailureType.FailedPrecondition,
@@ -194,10 +197,11 @@ function checkTarget(record: NodeRecordView | undefined, nodeId: string): string
       `node ${nodeId} is offline (last heartbeat ${new Date(node.lastHeartbeat).toISOString()}): a volume moves ` +
         'only to a live node',
     );
-  if (node.backend !== 'loop')
+  if (node.backend !== backend)
     throw new DriverError(
       FailureType.FailedPrecondition,
-      `node ${nodeId} runs the ${node.backend} backend: only loop pools take moved volumes (docs/volume-moves.md)`,
+      `node ${nodeId} runs the ${node.backend} backend: a ${backend} volume moves only to a ${backend} pool ` +
+        '(docs/volume-moves.md)',
     );
   if (!node.transfer)
     throw new DriverError(
@@ -212,7 +216,7 @@ function checkSource(
   record: NodeRecordView | undefined,
   volumeId: string,
   parts: { nodeId: string; poolIdPrefix: string },
-): { live: boolean } {
+): { live: boolean; backend: string } {
   if (record?.forgotten)
     throw new DriverError(
       FailureType.NotFound,
@@ -229,18 +233,21 @@ function checkSource(
       FailureType.NotFound,
       `volume ${volumeId} was made on a pool node ${parts.nodeId} no longer has (it runs pool ${node.poolId})`,
     );
-  if (node.backend !== 'loop')
+  if (!MOVABLE_BACKENDS.includes(node.backend))
     throw new DriverError(
       FailureType.FailedPrecondition,
-      `volume ${volumeId} is on a ${node.backend} pool: only loop volumes are moved yet (docs/volume-moves.md)`,
+      `volume ${volumeId} is on a ${node.backend} pool: only loop and dir volumes are moved (docs/volume-moves.md)`,
     );
   if (!node.transfer)
     throw new DriverError(
       FailureType.FailedPrecondition,
       `node ${parts.nodeId}'s agent serves no node-to-node copies: run it with --transfer-port and --transfer-address`,
     );
-  return { live: node.live };
+  return { live: node.live, backend: node.backend };
 }
+
+/** The backends whose volumes a move copies: loop (an image) and dir (a tree, as an archive). */
+const MOVABLE_BACKENDS = ['loop', 'dir'];
 
 /** What the moves have on the pools: every node's staged copies and offers, and the nodes not checked. */
 export interface PoolTransfers {
@@ -367,20 +374,22 @@ export function planEvacuation(volumes: EvacuationVolume[], targets: EvacuationT
 }
 
 /**
- * The nodes that can take moved volumes now: live, a loop pool, serving copies, not the source, not cordoned (as
- * Kubernetes says), and among `only` when the operator names them.
+ * The nodes that can take moved volumes now: live, a pool of the source's backend (a loop source's when the source
+ * has no record), serving copies, not the source, not cordoned (as Kubernetes says), and among `only` when the
+ * operator names them.
  */
 export function evacuationTargets(
   nodes: NodeView[],
   source: string,
   options: { unschedulable?: string[]; only?: string[] } = {},
 ): EvacuationTarget[] {
+  const backend = nodes.find((node) => node.nodeId === source)?.backend ?? 'loop';
   return nodes
     .filter(
       (node) =>
         node.nodeId !== source &&
         node.live &&
-        node.backend === 'loop' &&
+        node.backend === backend &&
         node.transfer !== undefined &&
         !options.unschedulable?.includes(node.nodeId) &&
         (!options.only || options.only.includes(node.nodeId)),

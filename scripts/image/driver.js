@@ -211,7 +211,17 @@ function smokeTest(buildah, container, spec) {
   );
   inImage(['durable-csi', '--help']);
   inImage(['node', '-e', "require('@temporalio/core-bridge')"]);
-  for (const tool of ['losetup', 'mount', 'umount', 'fallocate', 'mkfs.ext4', 'resize2fs', 'mkfs.xfs', 'xfs_growfs'])
+  for (const tool of [
+    'losetup',
+    'mount',
+    'umount',
+    'fallocate',
+    'mkfs.ext4',
+    'resize2fs',
+    'mkfs.xfs',
+    'xfs_growfs',
+    'tar',
+  ])
     check(`command -v ${tool}`, `the image has no ${tool} on PATH`);
   // What the image must not be (issue 21 item 9): root by default, an installer on PATH, the compiled tests.
   const uid = spec.user.split(':')[0];

@@ -13,7 +13,7 @@ import type { AccessType, CreateVolumeSpec, OpenReport } from '../pool/backend';
 import { isNotFound, pathExists, removeTree } from '../host/files';
 import { bindMatcherOf, isMountOf, mountHolding, readMounts } from '../host/mounts';
 import type { MountEntry } from '../host/mounts';
-import { copyTree, runTool } from '../host/tools';
+import { copyTree, runTool, unpackTree } from '../host/tools';
 import type { Intent } from '../pool/journal';
 import { PoolBackend } from '../pool/pool-backend';
 import type { PoolBackendOptions } from '../pool/pool-backend';
@@ -88,8 +88,10 @@ export class DirBackend extends PoolBackend {
     }
   }
 
+  /** A restore or clone copies the tree; a move's copy is the archive of the source's tree, extracted here. */
   async copyIn(record: StoredRecord, origin: CopyOrigin, budgetMs: number): Promise<void> {
-    await copyTree(origin.path, this.layout.volumeDir(record.key), budgetMs);
+    const dir = this.layout.volumeDir(record.key);
+    await (origin.archive ? unpackTree(origin.path, dir, budgetMs) : copyTree(origin.path, dir, budgetMs));
   }
 
   snapshotDataPath(key: string): string {

@@ -98,6 +98,56 @@ export async function copyTree(from: string, to: string, budgetMs: number): Prom
   await withinBudget(to, deadline, () => runTool('sync', ['-f', to], { timeoutMs: deadline.leftMs() }));
 }
 
+/**
+ * The content of directory `from` as one archive file `archive` (a move's copy of a dir volume, served chunk by chunk
+ * as an image is): GNU tar, POSIX format, numeric owners, modes, times, extended attributes and ACLs kept, holes kept
+ * as holes; symbolic links stored as links, never followed, so nothing outside `from` is read. Synced after: the
+ * offer that serves it is written next.
+ */
+export async function packTree(from: string, archive: string, budgetMs: number): Promise<void> {
+  const deadline = new Deadline(budgetMs);
+  // Access and change times left out: reading the tree changes them, and they are not restored anyway.
+  const args = [
+    '--create',
+    '--format=posix',
+    '--pax-option=delete=atime,delete=ctime',
+    '--sparse',
+    ...TAR_METADATA,
+    `--file=${archive}`,
+    `--directory=${from}`,
+  ];
+  await withinBudget(archive, deadline, () => runTool('tar', [...args, '.'], { timeoutMs: deadline.leftMs() }));
+  await syncFile(archive, deadline);
+}
+
+/**
+ * Extracts an archive packTree made (on another node: verified chunk by chunk against the source's manifest
+ * first) into the existing directory `to`, with owners, modes, times, extended attributes and ACLs. GNU tar strips
+ * a leading `/`, skips members whose names hold `..` and makes a link that points outside only after every file, so
+ * nothing is written outside `to` (docs/security.md); such members fail the extract. Synced after.
+ */
+export async function unpackTree(archive: string, to: string, budgetMs: number): Promise<void> {
+  const deadline = new Deadline(budgetMs);
+  const args = ['--extract', '--same-owner', '--same-permissions', ...TAR_METADATA, `--file=${archive}`];
+  try {
+    await withinBudget(to, deadline, () =>
+      runTool('tar', [...args, `--directory=${to}`], { timeoutMs: deadline.leftMs() }),
+    );
+  } catch (error) {
+    if (error instanceof ToolError && /No space left|Disk quota exceeded/i.test(error.stderr)) {
+      throw new DriverError(
+        FailureType.ResourceExhausted,
+        `no space left on the pool's filesystem to extract to ${to}`,
+      );
+    }
+    throw error;
+  }
+  await withinBudget(to, deadline, () => runTool('sync', ['-f', to], { timeoutMs: deadline.leftMs() }));
+}
+
+/** What an archive keeps beside the data, on both sides. */
+const TAR_METADATA = ['--numeric-owner', '--xattrs', '--xattrs-include=*', '--acls'];
+
 /** Copies an image file, holes kept as holes (`--sparse=always`), and fsyncs it. */
 export async function copyImage(from: string, to: string, budgetMs: number): Promise<void> {
   const deadline = new Deadline(budgetMs);

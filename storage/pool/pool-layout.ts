@@ -181,6 +181,11 @@ export class PoolLayout {
     return this.keyed(this.transfersOutDir, key, '.json', assertMoveKey);
   }
 
+  /** A dir pool's offer serves this archive of its snapshot's tree (transfer.ts, TransferSource.offer). */
+  transferArchive(key: string): string {
+    return this.keyed(this.transfersOutDir, key, '.tar', assertMoveKey);
+  }
+
   transferDir(key: string): string {
     return this.keyed(this.transfersInDir, key, '', assertMoveKey);
   }

@@ -49,10 +49,13 @@ import {
   writeFileOnce,
   writeJsonAtomic,
 } from '../host/files';
+import { packTree } from '../host/tools';
 import { assertMoveKey, assertSnapshotKey, isVolumeKey, keyOfJsonFileName } from './pool-layout';
 import type { PoolLayout } from './pool-layout';
 
 const MiB = 1024 ** 2;
+/** A pack's time budget when the offer gives none. */
+const PACK_BUDGET_MS = 60 * 60_000;
 /** Fixed: large enough that a header and a hash per chunk cost nothing, small enough that a restart loses little. */
 export const CHUNK_BYTES = 4 * MiB;
 const CIPHERS = 'ECDHE-PSK-CHACHA20-POLY1305';
@@ -307,10 +310,15 @@ async function openInPool(file: string, flags: number, what: string, mode?: numb
 
 export interface OfferSpec {
   moveKey: string;
-  /** The point-in-time copy to serve: the snapshot whose image (snapshots/data/<key>/disk.img) the move took. */
+  /**
+   * The point-in-time copy to serve: the snapshot the move took, its image (snapshots/data/<key>/disk.img) or, on a
+   * pool of trees (TransferSourceOptions.packTrees), an archive of its directory.
+   */
   snapshotKey: string;
   /** The target's transferPublicKey, as its node record publishes it. */
   targetPublicKey: string;
+  /** How long packing a tree may take (the pool's copy budget for the volume's size); 1 h when not given. */
+  packBudgetMs?: number;
 }
 
 /** What the source answers an offer with, for the workflow to hand the target: nothing in it is secret. */
@@ -352,6 +360,12 @@ export interface Refusal {
 
 export interface TransferSourceOptions {
   idleTimeoutMs?: number;
+  /**
+   * The pool's snapshots are directory trees (the dir backend): an offer serves an archive of its snapshot
+   * (transfers/out/<move key>.tar, storage/host/tools.ts packTree), packed once before it is hashed, removed with
+   * the offer. The target extracts it into the new volume (DirBackend.copyIn).
+   */
+  packTrees?: boolean;
   onRefused?: (refusal: Refusal) => void;
 }
 
@@ -381,6 +395,8 @@ async function readOffer(layout: PoolLayout, moveKey: string): Promise<StoredOff
  */
 export class TransferSource {
   private readonly moves = new Map<string, Served>();
+  /** Packs of a tree in progress, by move key (packTrees). */
+  private readonly packing = new Map<string, Promise<void>>();
   private readonly identities = new WeakMap<tls.TLSSocket, string>();
   private readonly sockets = new Set<tls.TLSSocket>();
   private server?: tls.Server;
@@ -438,7 +454,8 @@ export class TransferSource {
     const file = this.layout.transferOfferFile(moveKey);
     let stored = await readOffer(this.layout, moveKey);
     if (!stored) {
-      const manifest = await this.hashImage(snapshotKey, onProgress);
+      if (this.options.packTrees) await this.pack(moveKey, snapshotKey, spec.packBudgetMs ?? PACK_BUDGET_MS);
+      const manifest = await this.hashImage(this.imageOf(moveKey, snapshotKey), snapshotKey, onProgress);
       const made: StoredOffer = {
         moveKey,
         snapshotKey,
@@ -489,7 +506,9 @@ export class TransferSource {
     const served = this.moves.get(moveKey);
     this.moves.delete(moveKey);
     served?.active?.destroy();
-    return (await removeFile(this.layout.transferOfferFile(moveKey))) || served !== undefined;
+    // The archive first: an offer left by a crash in between is still listed (the orphan report), and withdrawn again.
+    const packed = this.options.packTrees && (await removeFile(this.layout.transferArchive(moveKey)));
+    return (await removeFile(this.layout.transferOfferFile(moveKey))) || served !== undefined || packed === true;
   }
 
   /** The moves this source serves, by key. */
@@ -528,17 +547,55 @@ export class TransferSource {
     if (this.moves.has(stored.moveKey)) return;
     this.moves.set(stored.moveKey, {
       ...stored,
-      image: this.layout.snapshotImage(stored.snapshotKey),
+      image: this.imageOf(stored.moveKey, stored.snapshotKey),
       psk: pskOf(stored.token, stored.moveKey),
       manifestPayload: manifestBytes(stored.manifest),
     });
   }
 
+  /** The one file a move serves: its snapshot's image, or the archive of its snapshot's tree. */
+  private imageOf(moveKey: string, snapshotKey: string): string {
+    return this.options.packTrees ? this.layout.transferArchive(moveKey) : this.layout.snapshotImage(snapshotKey);
+  }
+
+  /**
+   * The snapshot's tree packed into the move's archive: whole under a temporary name, then renamed, so that no offer
+   * ever hashes a partial one. Packs of one move in this process take turns (a retried offer while the first still
+   * packs); a pack that a crash interrupted is done again by the next offer (no offer names it yet).
+   */
+  private async pack(moveKey: string, snapshotKey: string, budgetMs: number): Promise<void> {
+    const earlier = this.packing.get(moveKey);
+    const packing = (async () => {
+      await earlier?.catch(() => undefined);
+      const tree = this.layout.snapshotDir(snapshotKey);
+      if (!(await fs.lstat(tree).catch(() => undefined))?.isDirectory()) {
+        throw new DriverError(
+          FailureType.NotFound,
+          `snapshot ${snapshotKey} has no directory in pool ${this.layout.root} (${tree}): take the point-in-time ` +
+            'copy before offering it',
+        );
+      }
+      await makeDirs(this.layout, [this.layout.transfersDir, this.layout.transfersOutDir]);
+      const archive = this.layout.transferArchive(moveKey);
+      const partial = `${archive}.partial`;
+      await fs.rm(partial, { force: true });
+      await packTree(tree, partial, budgetMs);
+      await fs.rename(partial, archive);
+      await fsyncDir(this.layout.transfersOutDir);
+    })();
+    this.packing.set(moveKey, packing);
+    try {
+      await packing;
+    } finally {
+      if (this.packing.get(moveKey) === packing) this.packing.delete(moveKey);
+    }
+  }
+
   private async hashImage(
+    image: string,
     snapshotKey: string,
     onProgress?: (hashedBytes: number) => void | Promise<void>,
   ): Promise<TransferManifest> {
-    const image = this.layout.snapshotImage(snapshotKey);
     const handle = await this.openImage(image, snapshotKey);
     try {
       const { size } = await handle.stat();
@@ -916,7 +973,7 @@ export async function transferStatus(
 export interface PoolTransfer {
   moveKey: string;
   direction: 'in' | 'out';
-  /** Space it holds on the pool (a staged copy's files; an offer's own file, its snapshot apart). */
+  /** Space it holds on the pool (a staged copy's files; an offer's own file and a tree's archive, its snapshot apart). */
   bytesOnDisk: number;
   /** When it last changed (a pull's checkpoint, an offer's writing). */
   modifiedAt: string;
@@ -959,10 +1016,11 @@ export async function listTransfers(
     const stat = await fs.lstat(file).catch(() => undefined);
     if (!stat) continue; // withdrawn meanwhile
     const offer = await readOffer(layout, moveKey).catch(() => undefined);
+    const archive = await fs.lstat(layout.transferArchive(moveKey)).catch(() => undefined);
     transfers.push({
       moveKey,
       direction: 'out',
-      bytesOnDisk: stat.blocks * 512,
+      bytesOnDisk: (stat.blocks + (archive?.blocks ?? 0)) * 512,
       modifiedAt: stat.mtime.toISOString(),
       ...(offer ? { snapshotKey: offer.snapshotKey } : {}),
     });

@@ -301,6 +301,8 @@ export function describeSize(bytes: number): string {
 export interface CopyOrigin {
   path: string;
   volume?: StoredRecord;
+  /** A move's copy on a pool of trees (dir): `path` is the archive of the source's tree, to extract. */
+  archive?: true;
   /** The source's size (a snapshot's, a volume's capacity): what the copy's time budget is derived from. */
   sizeBytes: number;
 }
@@ -330,7 +332,7 @@ export async function originOf(
       );
     }
     sizeBytes = (await fs.stat(staged.image)).size;
-    copy = { path: staged.image, sizeBytes };
+    copy = { path: staged.image, sizeBytes, ...(pool.kind === 'dir' && { archive: true as const }) };
     own = requested;
   } else if ('snapshotKey' in source) {
     const snapshot = await readSnapshot(pool.layout, source.snapshotKey);
@@ -355,7 +357,8 @@ export async function originOf(
     copy = { path: pool.dataPath(volume.key), volume, sizeBytes };
     own = volume;
   }
-  if (spec.capacityBytes < sizeBytes) {
+  // An archive's size is its tree's data and its headers, not a capacity: the new volume's limit bounds the extract.
+  if (!copy.archive && spec.capacityBytes < sizeBytes) {
     throw new DriverError(
       FailureType.OutOfRange,
       `volume "${spec.name}" asks for ${describeSize(spec.capacityBytes)}, less than the ` +

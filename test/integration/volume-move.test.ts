@@ -143,6 +143,58 @@ describe('moving a volume to another node', () => {
     expect((JSON.parse(again.stdout) as { newVolumeId: string }).newVolumeId).toBe(moved);
   });
 
+  it('moves a dir volume to a dir node as an archive of its tree (owners, modes, links kept); never to a loop node', async () => {
+    const dirAgent = async (nodeId: string) => {
+      ports.set(nodeId, await findFreePort());
+      const extra = ['--transfer-port', String(ports.get(nodeId)), '--transfer-address', '127.0.0.1'];
+      return cluster.startNode(nodeId, { backend: 'dir', capacity: '1Gi', extra });
+    };
+    await Promise.all([dirAgent('dir-a'), dirAgent('dir-b')]);
+    const made = await retryLikeCo(() =>
+      createVolume(clients(), createRequest('pvc-dir-moved', SIZE, onNode('dir-a'))),
+    );
+    const volumeId = made.volume!.volume_id;
+    const tree = (nodeId: string, id: string) => path.join(cluster.pool(nodeId), 'volumes', parseVolumeId(id)!.key);
+    // What a workload leaves in its volume: nested directories, data, a private file of another user, a link.
+    const source = tree('dir-a', volumeId);
+    fs.mkdirSync(path.join(source, 'app/logs'), { recursive: true });
+    fs.writeFileSync(path.join(source, 'app/logs/today'), randomBytes(5 * MiB));
+    fs.writeFileSync(path.join(source, 'app/secret'), 'key');
+    fs.chmodSync(path.join(source, 'app/secret'), 0o600);
+    fs.chownSync(path.join(source, 'app/secret'), 999, 999);
+    fs.symlinkSync('logs/today', path.join(source, 'app/latest'));
+    const described = (dir: string) =>
+      fs
+        .readdirSync(dir, { recursive: true })
+        .map(String)
+        .sort()
+        .map((entry) => {
+          const stat = fs.lstatSync(path.join(dir, entry));
+          const content = stat.isSymbolicLink()
+            ? `-> ${fs.readlinkSync(path.join(dir, entry))}`
+            : stat.isFile()
+              ? sha256(path.join(dir, entry))
+              : 'dir';
+          return `${entry} ${stat.mode.toString(8)} ${stat.uid}:${stat.gid} ${content}`;
+        });
+    const before = described(source);
+
+    const toLoop = await cli('volumes', 'move', volumeId, '--to', 'node-b');
+    expect(toLoop.stderr).toMatch(
+      /FailedPrecondition: node node-b runs the loop backend: a dir volume moves only to a dir pool/,
+    );
+    const answer = await cli('volumes', 'move', volumeId, '--to', 'dir-b', '--output', 'json');
+    expect(answer.code).toBe(0);
+    const moved = (JSON.parse(answer.stdout) as { newVolumeId: string }).newVolumeId;
+    expect(parseVolumeId(moved)?.nodeId).toBe('dir-b');
+    expect(described(tree('dir-b', moved))).toEqual(before);
+    expect(described(source)).toEqual(before);
+    // The source's snapshot, offer and archive, and the target's staged copy: gone.
+    expect(entries('dir-a', 'snapshots/data')).toEqual([]);
+    expect(entries('dir-a', 'transfers/out')).toEqual([]);
+    expect(entries('dir-b', 'transfers/in')).toEqual([]);
+  });
+
   it('rolls back a move to a target without room: nothing left on the target, the source untouched', async () => {
     nodeC = await startAgent('node-c', '64Mi');
     const volumeId = await volumeWithData('pvc-no-room', 8 * MiB);

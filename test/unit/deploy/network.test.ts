@@ -38,12 +38,20 @@ describe.each([
   ['node', node, policy('durable-csi-ingress')],
   ['controller with components/snapshots', snapshotsController, snapshotsIngress],
 ])('%s listeners', (_name, workload, ingress) => {
-  const listeners = containers(workload).flatMap((container) =>
-    (container.args ?? []).flatMap((arg) => {
-      const match = LISTEN_FLAGS.exec(arg);
-      return match ? [{ container, address: match[2] ?? '' }] : [];
-    }),
-  );
+  const listeners = containers(workload).flatMap((container) => {
+    const args = container.args ?? [];
+    // The node-to-node copies' listener is two flags: its port and its address.
+    const transferPort = args.find((arg) => arg.startsWith('--transfer-port='))?.split('=')[1];
+    const transferHost = args.find((arg) => arg.startsWith('--transfer-address='))?.split('=')[1];
+    const transfer = transferPort ? [{ container, address: `${transferHost ?? ''}:${transferPort}` }] : [];
+    return [
+      ...args.flatMap((arg) => {
+        const match = LISTEN_FLAGS.exec(arg);
+        return match ? [{ container, address: match[2] ?? '' }] : [];
+      }),
+      ...transfer,
+    ];
+  });
 
   it('every declared port has a listener, bound to $(POD_IP) from the Downward API', () => {
     const declared = containers(workload).flatMap((container) => (container.ports ?? []).map((p) => p.containerPort));
@@ -58,8 +66,10 @@ describe.each([
   it('ingress admits its metrics ports only, never a probe port (probes come from the node)', () => {
     expect(ingress.spec?.podSelector?.matchLabels).toEqual({ 'app.kubernetes.io/name': 'durable-csi' });
     const admitted = new Set((ingress.spec?.ingress ?? []).flatMap((rule) => (rule.ports ?? []).map((p) => p.port)));
+    // The transfer port: from other node agents only (durable-csi-node-transfers, below).
     for (const container of containers(workload))
-      for (const port of container.ports ?? []) expect(admitted.has(port.containerPort)).toBe(port.name !== 'healthz');
+      for (const port of container.ports ?? [])
+        expect(admitted.has(port.containerPort)).toBe(port.name !== 'healthz' && port.name !== 'transfer');
   });
 });
 
@@ -111,14 +121,16 @@ describe('NetworkPolicies', () => {
   });
 });
 
-describe("loop nodes' node-to-node copies (components/loop-backend, docs/volume-moves.md)", () => {
+describe("nodes' node-to-node copies (dir and loop alike, docs/volume-moves.md)", () => {
   const loopNode = node && withComponent(node, 'loop-backend');
-  const agent = containers(loopNode).find((container) => container.name === 'durable-csi');
 
   it('listen on $(POD_IP):9470, a declared port that only other node agents may reach, and only reach those', () => {
-    expect(agent?.args).toEqual(expect.arrayContaining(['--transfer-port=9470', '--transfer-address=$(POD_IP)']));
-    expect(agent?.ports).toContainEqual({ name: 'transfer', containerPort: 9470 });
-    expect(containers(node).flatMap((c) => c.args ?? [])).not.toContain('--transfer-port=9470'); // dir nodes serve none
+    for (const daemonSet of [node, loopNode]) {
+      const agent = containers(daemonSet).find((container) => container.name === 'durable-csi');
+      expect(agent?.args).toEqual(expect.arrayContaining(['--transfer-port=9470', '--transfer-address=$(POD_IP)']));
+      expect(agent?.args?.filter((arg) => arg.startsWith('--transfer-'))).toHaveLength(2);
+      expect(agent?.ports).toContainEqual({ name: 'transfer', containerPort: 9470 });
+    }
     const ingressPorts = (policy('durable-csi-ingress').spec?.ingress ?? []).flatMap((rule) => rule.ports ?? []);
     expect(ingressPorts.map((p) => p.port)).not.toContain(9470);
     const transfers = policy('durable-csi-node-transfers');

@@ -50,7 +50,7 @@ describe('evacuationTargets', () => {
       ...overrides,
     }) as NodeView;
 
-  it('are the live loop nodes serving copies, less the source, the cordoned and those not named', () => {
+  it('are the live nodes of the source backend serving copies, less the source, the cordoned and those not named', () => {
     const nodes = [
       view('node-a'),
       view('node-b'),
@@ -64,5 +64,8 @@ describe('evacuationTargets', () => {
     expect(ids()).toEqual(['node-b', 'node-f', 'node-g']);
     expect(ids({ unschedulable: ['node-f'] })).toEqual(['node-b', 'node-g']);
     expect(ids({ only: ['node-g', 'node-c'] })).toEqual(['node-g']);
+    // A dir node's volumes go to dir nodes only (an archive of a tree, not an image).
+    const dirNodes = [view('node-a', { backend: 'dir' }), view('node-b'), view('node-d', { backend: 'dir' })];
+    expect(evacuationTargets(dirNodes, 'node-a').map((target) => target.nodeId)).toEqual(['node-d']);
   });
 });

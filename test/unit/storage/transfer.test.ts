@@ -26,6 +26,7 @@ import {
   writeStagedReservation,
 } from '../../../storage/pool/transfer';
 import type { PullOptions, PullResult, PullSpec, TransferOffer } from '../../../storage/pool/transfer';
+import { unpackTree } from '../../../storage/host/tools';
 import { findFreePort } from '../../../temporal-dev/free-port';
 import { expectDriverError } from '../../support/driver-error';
 import { randomKey } from './pool-fixture';
@@ -211,6 +212,68 @@ describe('node-to-node copies', () => {
     await source.withdraw(moveKey);
     expect(await pullTransfer(targetLayout, pullSpec(port, offer))).toMatchObject({ fetchedBytes: 0 });
     expect(poolTree('target').filter((entry) => !entry.startsWith('transfers'))).toEqual([]);
+  });
+
+  it("serves a dir pool's snapshot as one archive of its tree, extracted whole on the target; withdrawn with it", async () => {
+    const treeKey = randomKey();
+    const tree = sourceLayout.snapshotDir(treeKey);
+    const file = (name: string) => path.join(tree, name);
+    fs.mkdirSync(file('sub/deeper'), { recursive: true });
+    fs.writeFileSync(file('sub/deeper/data'), randomBytes(3 * CHUNK_BYTES + 77));
+    fs.writeFileSync(file('.hidden'), 'dot');
+    fs.chmodSync(file('.hidden'), 0o640);
+    fs.chownSync(file('.hidden'), 1234, 5678);
+    fs.chmodSync(file('sub'), 0o2770);
+    fs.symlinkSync(path.join(outside, 'precious'), file('link-out')); // a link, stored as one: never followed
+    fs.linkSync(file('sub/deeper/data'), file('hard'));
+    fs.writeFileSync(file('sparse'), 'x');
+    fs.truncateSync(file('sparse'), 64 * 1024 ** 2);
+    const source = new TransferSource(sourceLayout, { packTrees: true });
+    sources.push(source);
+    const { port } = await source.listen(await findFreePort(), '127.0.0.1');
+    await expectDriverError(
+      source.offer({ moveKey: randomKey(), snapshotKey: randomKey(), targetPublicKey }),
+      FailureType.NotFound,
+      /has no directory in pool/,
+    );
+
+    const offer = await source.offer({ moveKey, snapshotKey: treeKey, targetPublicKey });
+    const archive = sourceLayout.transferArchive(moveKey);
+    expect(fs.statSync(archive).size).toBe(offer.sizeBytes);
+    // Offered again (a retried activity): the archive is not packed again, the manifest is the same.
+    const packedAt = fs.statSync(archive).mtimeMs;
+    expect((await source.offer({ moveKey, snapshotKey: treeKey, targetPublicKey })).manifestDigest).toBe(
+      offer.manifestDigest,
+    );
+    expect(fs.statSync(archive).mtimeMs).toBe(packedAt);
+
+    const result = await pullTransfer(targetLayout, pullSpec(port, offer));
+    const into = path.join(targetLayout.root, 'volumes', 'moved');
+    fs.mkdirSync(into, { recursive: true });
+    await unpackTree(result.image, into, 60_000);
+    const described = (dir: string) =>
+      fs
+        .readdirSync(dir, { recursive: true })
+        .map(String)
+        .sort()
+        .map((entry) => {
+          const full = path.join(dir, entry);
+          const stat = fs.lstatSync(full);
+          const content = stat.isSymbolicLink()
+            ? `-> ${fs.readlinkSync(full)}`
+            : stat.isFile()
+              ? sha256(fs.readFileSync(full))
+              : 'dir';
+          return `${entry} ${stat.mode.toString(8)} ${stat.uid}:${stat.gid} ${stat.nlink} ${content}`;
+        });
+    expect(described(into)).toEqual(described(tree));
+    expect(fs.statSync(path.join(into, 'hard')).ino).toBe(fs.statSync(path.join(into, 'sub/deeper/data')).ino);
+    expect(fs.statSync(path.join(into, 'sparse')).blocks * 512).toBeLessThan(1024 ** 2);
+
+    expect(await source.withdraw(moveKey)).toBe(true);
+    expect(fs.existsSync(archive)).toBe(false);
+    expect(fs.existsSync(sourceLayout.transferOfferFile(moveKey))).toBe(false);
+    expect(fs.readdirSync(sourceLayout.transfersOutDir)).toEqual([]);
   });
 
   it("lists a pool's staged copies and offers for the orphan report, bounded, without a token, ignoring strays", async () => {
