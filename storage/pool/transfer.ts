@@ -54,6 +54,8 @@ import { assertMoveKey, assertSnapshotKey, isVolumeKey, keyOfJsonFileName } from
 import type { PoolLayout } from './pool-layout';
 
 const MiB = 1024 ** 2;
+/** The name a tree's archive has while it is packed (packed whole, then renamed). */
+const PARTIAL = '.partial';
 /** A pack's time budget when the offer gives none. */
 const PACK_BUDGET_MS = 60 * 60_000;
 /** Fixed: large enough that a header and a hash per chunk cost nothing, small enough that a restart loses little. */
@@ -507,8 +509,10 @@ export class TransferSource {
     this.moves.delete(moveKey);
     served?.active?.destroy();
     // The archive first: an offer left by a crash in between is still listed (the orphan report), and withdrawn again.
-    const packed = this.options.packTrees && (await removeFile(this.layout.transferArchive(moveKey)));
-    return (await removeFile(this.layout.transferOfferFile(moveKey))) || served !== undefined || packed === true;
+    // A pack a crash or a terminated move left half made goes too.
+    const archive = this.layout.transferArchive(moveKey);
+    const removed = this.options.packTrees ? [await removeFile(`${archive}${PARTIAL}`), await removeFile(archive)] : [];
+    return (await removeFile(this.layout.transferOfferFile(moveKey))) || served !== undefined || removed.includes(true);
   }
 
   /** The moves this source serves, by key. */
@@ -577,7 +581,7 @@ export class TransferSource {
       }
       await makeDirs(this.layout, [this.layout.transfersDir, this.layout.transfersOutDir]);
       const archive = this.layout.transferArchive(moveKey);
-      const partial = `${archive}.partial`;
+      const partial = `${archive}${PARTIAL}`;
       await fs.rm(partial, { force: true });
       await packTree(tree, partial, budgetMs);
       await fs.rename(partial, archive);

@@ -628,6 +628,65 @@ test('kubectl drain of a node while claims on it are deleted and others made: Po
   expect(watch.violations).toEqual([]);
 }, 900_000);
 
+/** What the evacuated claims hold, as their Pods see it: the data's sum, modes, owners and the link. */
+const DESCRIBE_DATA = "sha256sum /data/blob; stat -c '%a %u:%g %N' /data/blob /data/link";
+
+test('nodes evacuate of a cordoned dir node: each claim bound to a copy on another dir node, its data there (files, modes, a link), nothing left on the node', async () => {
+  const { node: cluster, work } = real;
+  const node = await nodeWithoutController();
+  const claims = ['ev-dir-0', 'ev-dir-1'];
+  const script = 'head -c 3000000 /dev/urandom > /data/blob && chmod 600 /data/blob && ln -s blob /data/link';
+  const pvs = new Map<string, V1PersistentVolume>();
+  const sums = new Map<string, string>();
+  for (const claim of claims) {
+    await work.claim(claim, 'durable-csi-dir');
+    await work.pod(claim, claim, { node: node.name, script });
+    await work.waitRunning(claim, 180_000);
+    sums.set(claim, work.exec(claim, DESCRIBE_DATA));
+    pvs.set(claim, await work.volumeOf(claim));
+  }
+  cluster.kubectl(['cordon', node.name]);
+  try {
+    for (const claim of claims) {
+      await work.deletePod(claim);
+      await untilUnstaged(node, pvs.get(claim) as V1PersistentVolume);
+    }
+    const answer = await cluster.cli(['nodes', 'evacuate', node.name, '--driver-name', DRIVER, '--output', 'json']);
+    expect({ code: answer.code, stderr: answer.code === 0 ? '' : answer.stderr }).toEqual({ code: 0, stderr: '' });
+    const { results } = JSON.parse(answer.stdout) as { results: { volumeId: string; newVolumeId?: string }[] };
+    expect(results.map((result) => result.volumeId).sort()).toEqual(
+      claims.map((claim) => pvs.get(claim)?.spec?.csi?.volumeHandle).sort(),
+    );
+    for (const claim of claims) {
+      const pv = await work.volumeOf(claim);
+      const moved = results.find((result) => result.volumeId === pvs.get(claim)?.spec?.csi?.volumeHandle);
+      expect(pv.spec?.csi?.volumeHandle).toBe(moved?.newVolumeId);
+      expect(nodeOfVolume(pv)).not.toBe(node.name);
+      // A Pod made again without a node: the scheduler follows the new PV's node affinity.
+      await work.pod(claim, claim);
+      const running = await work.waitRunning(claim, 180_000);
+      expect(running.spec?.nodeName).toBe(nodeOfVolume(pv));
+      expect(work.exec(claim, DESCRIBE_DATA)).toBe(sums.get(claim));
+    }
+    expect(fs.readdirSync(path.join(node.poolDir, 'volumes'))).toEqual([]);
+    for (const dir of ['snapshots/data', 'transfers/in', 'transfers/out'])
+      for (const each of cluster.nodes) {
+        const full = path.join(each.poolDir, dir);
+        expect({ node: each.name, dir, left: fs.existsSync(full) ? fs.readdirSync(full) : [] }).toEqual({
+          node: each.name,
+          dir,
+          left: [],
+        });
+      }
+  } finally {
+    cluster.kubectl(['uncordon', node.name]);
+  }
+  for (const claim of claims) {
+    await work.deletePod(claim);
+    await work.deleteClaim(claim);
+  }
+}, 600_000);
+
 test('a staging kubelet forgot (kubernetes#85476): the deletion is refused, the PV kept; the runbook has kubelet unstage it and the deletion goes through', async () => {
   const { node: cluster, work } = real;
   const node = cluster.nodes[0] as ClusterNode;

@@ -270,6 +270,7 @@ describe('node-to-node copies', () => {
     expect(fs.statSync(path.join(into, 'hard')).ino).toBe(fs.statSync(path.join(into, 'sub/deeper/data')).ino);
     expect(fs.statSync(path.join(into, 'sparse')).blocks * 512).toBeLessThan(1024 ** 2);
 
+    fs.writeFileSync(`${archive}.partial`, 'a pack a crash left half made');
     expect(await source.withdraw(moveKey)).toBe(true);
     expect(fs.existsSync(archive)).toBe(false);
     expect(fs.existsSync(sourceLayout.transferOfferFile(moveKey))).toBe(false);
