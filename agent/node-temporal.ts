@@ -6,7 +6,7 @@ import { createPresenceActivities } from '../activities/presence-activities';
 import type { Logger } from '../common/logger';
 import { nodeTaskQueue } from '../common/names';
 import { PoolLayout } from '../storage/pool/pool-layout';
-import { TransferSource, transferPublicKey } from '../storage/pool/transfer';
+import { TransferSource, movesAsArchive, transferPublicKey } from '../storage/pool/transfer';
 import type { NodeTransfer } from '../activities/node-activities';
 import { pullFailpoint, withTransferFailpoints, type Failpoint } from './failpoints';
 import type { TemporalConfig } from '../temporal/config';
@@ -141,7 +141,7 @@ function serveTransfers(run: NodeTemporalRun, address: { host: string; port: num
     'transfers',
     async () => {
       const source = new TransferSource(layout, {
-        packTrees: run.pool.backend.kind === 'dir',
+        packTrees: movesAsArchive(run.pool.backend.kind),
         onRefused: (refusal) => logger.warn({ ...refusal }, 'node-to-node copy refused'),
       });
       try {

@@ -308,6 +308,14 @@ async function openInPool(file: string, flags: number, what: string, mode?: numb
   return handle;
 }
 
+/**
+ * Whether a backend's moves carry an archive of the volume's tree (dir: its volumes and snapshots are directories)
+ * rather than its image (loop): the one place that decides, for the source's offer and the target's adopt.
+ */
+export function movesAsArchive(backendKind: string): boolean {
+  return backendKind === 'dir';
+}
+
 /* The source. */
 
 export interface OfferSpec {

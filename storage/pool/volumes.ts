@@ -18,7 +18,7 @@ import type { PoolBackend } from './pool-backend';
 import { describeSource, mustReadVolume, readRecord, sameParameters, writeRecord } from './records';
 import type { StoredRecord, VolumeShape } from './records';
 import { readSnapshot } from './snapshots';
-import { releaseStagedReservation, stagedReservation, transferStatus } from './transfer';
+import { movesAsArchive, releaseStagedReservation, stagedReservation, transferStatus } from './transfer';
 import { assertNotInUse, readStaging } from './staging';
 
 /**
@@ -332,7 +332,7 @@ export async function originOf(
       );
     }
     sizeBytes = (await fs.stat(staged.image)).size;
-    copy = { path: staged.image, sizeBytes, ...(pool.kind === 'dir' && { archive: true as const }) };
+    copy = { path: staged.image, sizeBytes, ...(movesAsArchive(pool.kind) && { archive: true as const }) };
     own = requested;
   } else if ('snapshotKey' in source) {
     const snapshot = await readSnapshot(pool.layout, source.snapshotKey);

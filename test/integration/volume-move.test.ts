@@ -6,6 +6,7 @@ import { forgetNode } from '../../operations/forget-node';
 import { findFreePort } from '../../temporal-dev/free-port';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
 import { MiB, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
+import { describeTree } from '../support/describe-tree';
 import { eventually } from '../support/eventually';
 import { runCli } from '../support/run-cli';
 import { testTemporalFlags } from '../support/test-temporal';
@@ -163,21 +164,7 @@ describe('moving a volume to another node', () => {
     fs.chmodSync(path.join(source, 'app/secret'), 0o600);
     fs.chownSync(path.join(source, 'app/secret'), 999, 999);
     fs.symlinkSync('logs/today', path.join(source, 'app/latest'));
-    const described = (dir: string) =>
-      fs
-        .readdirSync(dir, { recursive: true })
-        .map(String)
-        .sort()
-        .map((entry) => {
-          const stat = fs.lstatSync(path.join(dir, entry));
-          const content = stat.isSymbolicLink()
-            ? `-> ${fs.readlinkSync(path.join(dir, entry))}`
-            : stat.isFile()
-              ? sha256(path.join(dir, entry))
-              : 'dir';
-          return `${entry} ${stat.mode.toString(8)} ${stat.uid}:${stat.gid} ${content}`;
-        });
-    const before = described(source);
+    const before = describeTree(source);
 
     const toLoop = await cli('volumes', 'move', volumeId, '--to', 'node-b');
     expect(toLoop.stderr).toMatch(
@@ -187,8 +174,8 @@ describe('moving a volume to another node', () => {
     expect(answer.code).toBe(0);
     const moved = (JSON.parse(answer.stdout) as { newVolumeId: string }).newVolumeId;
     expect(parseVolumeId(moved)?.nodeId).toBe('dir-b');
-    expect(described(tree('dir-b', moved))).toEqual(before);
-    expect(described(source)).toEqual(before);
+    expect(describeTree(tree('dir-b', moved))).toEqual(before);
+    expect(describeTree(source)).toEqual(before);
     // The source's snapshot, offer and archive, and the target's staged copy: gone.
     expect(entries('dir-a', 'snapshots/data')).toEqual([]);
     expect(entries('dir-a', 'transfers/out')).toEqual([]);

@@ -28,6 +28,7 @@ import {
 import type { PullOptions, PullResult, PullSpec, TransferOffer } from '../../../storage/pool/transfer';
 import { unpackTree } from '../../../storage/host/tools';
 import { findFreePort } from '../../../temporal-dev/free-port';
+import { describeTree } from '../../support/describe-tree';
 import { expectDriverError } from '../../support/driver-error';
 import { randomKey } from './pool-fixture';
 
@@ -251,22 +252,7 @@ describe('node-to-node copies', () => {
     const into = path.join(targetLayout.root, 'volumes', 'moved');
     fs.mkdirSync(into, { recursive: true });
     await unpackTree(result.image, into, 60_000);
-    const described = (dir: string) =>
-      fs
-        .readdirSync(dir, { recursive: true })
-        .map(String)
-        .sort()
-        .map((entry) => {
-          const full = path.join(dir, entry);
-          const stat = fs.lstatSync(full);
-          const content = stat.isSymbolicLink()
-            ? `-> ${fs.readlinkSync(full)}`
-            : stat.isFile()
-              ? sha256(fs.readFileSync(full))
-              : 'dir';
-          return `${entry} ${stat.mode.toString(8)} ${stat.uid}:${stat.gid} ${stat.nlink} ${content}`;
-        });
-    expect(described(into)).toEqual(described(tree));
+    expect(describeTree(into)).toEqual(describeTree(tree));
     expect(fs.statSync(path.join(into, 'hard')).ino).toBe(fs.statSync(path.join(into, 'sub/deeper/data')).ino);
     expect(fs.statSync(path.join(into, 'sparse')).blocks * 512).toBeLessThan(1024 ** 2);
 
