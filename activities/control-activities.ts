@@ -39,6 +39,8 @@ export interface ControlDeps {
   writtenOffEvents?: { report?(report: WrittenOffReport): Promise<void> };
   /** With `--kubernetes`: a move's switch (kubernetes/claim-switch.ts), loaded on first use. Without, a move only copies. */
   claims?: () => Promise<ClaimSwitcher>;
+  /** With `--kubernetes`: a snapshot move's switch (kubernetes/snapshot-switch.ts), loaded on first use. */
+  snapshots?: () => Promise<SnapshotSwitcher>;
 }
 
 /*
@@ -85,6 +87,45 @@ export interface ClaimSwitcher {
   retire(input: SwitchInput, heartbeat: () => void): Promise<{ podsReset: string[] }>;
   /** What could not be restored, in words (undefined: the old PV is as it was). */
   undo(input: SwitchInput): Promise<string | undefined>;
+}
+
+/** A moved snapshot's VolumeSnapshot and its content as they were before the move changed anything. */
+export interface MovedSnapshot {
+  snapshot: {
+    namespace: string;
+    name: string;
+    uid: string;
+    labels: Record<string, string>;
+    annotations: Record<string, string>;
+    volumeSnapshotClassName?: string;
+  };
+  content: {
+    name: string;
+    uid: string;
+    deletionPolicy: string;
+    volumeSnapshotClassName?: string;
+    sourceVolumeMode?: string;
+  };
+}
+
+export interface SnapshotSwitchInput {
+  driverName: string;
+  moveWorkflowId: string;
+  oldSnapshotId: string;
+  newSnapshotId: string;
+  targetNodeId: string;
+  newContentName: string;
+  moved: MovedSnapshot;
+}
+
+/** kubernetes/snapshot-switch.ts's steps, each one pass that reads the cluster as it is (docs/volume-moves.md). */
+export interface SnapshotSwitcher {
+  read(driverName: string, snapshotId: string): Promise<MovedSnapshot>;
+  prepare(input: SnapshotSwitchInput): Promise<void>;
+  switchSnapshot(input: SnapshotSwitchInput, heartbeat: () => void): Promise<{ snapshotUid: string }>;
+  retire(input: SnapshotSwitchInput, heartbeat: () => void): Promise<void>;
+  /** What could not be restored, in words (undefined: the old content is as it was). */
+  undo(input: SnapshotSwitchInput): Promise<string | undefined>;
 }
 
 export function createControlActivities(deps: ControlDeps) {
@@ -143,6 +184,38 @@ export function createControlActivities(deps: ControlDeps) {
       return withFailureTypes(() => claims.undo(input));
     },
 
+    /* A snapshot's move (workflows/move-volume.ts moveSnapshot): the VolumeSnapshot made again, naming the copy. */
+
+    async readMovedSnapshot(input: { driverName: string; snapshotId: string }): Promise<MovedSnapshot | undefined> {
+      if (!deps.snapshots) return undefined;
+      const snapshots = await deps.snapshots();
+      return withFailureTypes(() => snapshots.read(input.driverName, input.snapshotId));
+    },
+
+    async prepareSnapshotSwitch(input: SnapshotSwitchInput): Promise<void> {
+      const snapshots = await snapshotsFor(deps);
+      await withFailureTypes(() => snapshots.prepare(input));
+    },
+
+    async switchMovedSnapshot(input: SnapshotSwitchInput): Promise<{ snapshotUid: string }> {
+      const snapshots = await snapshotsFor(deps);
+      const switched = await withFailureTypes(() => snapshots.switchSnapshot(input, beatOrStop));
+      const { namespace, name } = input.moved.snapshot;
+      log.info('moved VolumeSnapshot switched', { snapshot: `${namespace}/${name}`, content: input.newContentName });
+      return switched;
+    },
+
+    async retireMovedSnapshotContent(input: SnapshotSwitchInput): Promise<void> {
+      const snapshots = await snapshotsFor(deps);
+      await withFailureTypes(() => snapshots.retire(input, beatOrStop));
+    },
+
+    /** What could not be restored, in words (undefined: the old content is as it was). */
+    async undoSnapshotSwitch(input: SnapshotSwitchInput): Promise<string | undefined> {
+      const snapshots = await snapshotsFor(deps);
+      return withFailureTypes(() => snapshots.undo(input));
+    },
+
     async reportWrittenOffDeleted(input: WrittenOffReport & { driverName: string }): Promise<void> {
       for (const volume of input.volumes)
         log.warn('a volume written off while its node was forgotten was deleted on the returning node', {
@@ -169,6 +242,12 @@ function claimsFor(deps: ControlDeps): Promise<ClaimSwitcher> {
   if (!deps.claims)
     throw new Error('this move switches a claim in Kubernetes, and the controller runs without --kubernetes');
   return deps.claims();
+}
+
+function snapshotsFor(deps: ControlDeps): Promise<SnapshotSwitcher> {
+  if (!deps.snapshots)
+    throw new Error('this move switches a VolumeSnapshot in Kubernetes, and the controller runs without --kubernetes');
+  return deps.snapshots();
 }
 
 async function reportedNodesAfter(

@@ -1,7 +1,7 @@
 import { ApplicationFailure, Context, heartbeat, log } from '@temporalio/activity';
 import { copyTimeMs } from '../common/copy-budget';
 import { continueInPool } from '../common/list-position';
-import { ownsVolume, poolIdPrefix, type TransferEndpoint } from '../common/names';
+import { formatVolumeId, ownsVolume, poolIdPrefix, type TransferEndpoint } from '../common/names';
 import { DriverError, FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
 import type { AccessType, ContentSource, ExpandResult, SnapshotRecord, StorageBackend } from '../storage/pool/backend';
 import type { PoolLayout } from '../storage/pool/pool-layout';
@@ -81,6 +81,8 @@ export interface NodeSnapshot {
   createdAt: string;
   /** A member of this group snapshot (deleted with it only). */
   groupKey?: string;
+  /** Moved here from another node: the ID of the volume it was taken of (sourceKey is that volume's key there). */
+  sourceVolumeId?: string;
 }
 
 /** A group snapshot to make: one copy per member volume, all of one instant (docs/snapshots.md). */
@@ -210,6 +212,8 @@ export interface NodeOfferResult {
   sizeBytes: number;
   accessType?: AccessType;
   fsType?: string;
+  /** The offered snapshot's own record: what a moved snapshot keeps of it (a volume's move ignores it). */
+  snapshot: { name: string; sourceKey: string; sourceVolumeId: string; createdAt: string };
 }
 
 /** Target: pull the offered copy into transfers/in/<move key>/, resuming from its checkpoint. */
@@ -241,6 +245,18 @@ export interface NodeAdoptInput {
   capacityBytes: number;
   accessType?: AccessType;
   fsType?: string;
+}
+
+/** Target: a snapshot's move adopts its copy as a snapshot that keeps what the source's record said of it. */
+export interface NodeAdoptSnapshotInput {
+  moveKey: string;
+  /** The new snapshot's key (drawn with the move). */
+  key: string;
+  name: string;
+  sizeBytes: number;
+  accessType?: AccessType;
+  fsType?: string;
+  snapshot: NodeOfferResult['snapshot'];
 }
 
 /** Source: stop serving (withdraw); target: remove a staged copy (discard). */
@@ -474,6 +490,13 @@ export function createNodeActivities(deps: {
         if (!snapshot) {
           throw new DriverError(FailureType.NotFound, `the move's snapshot ${input.snapshotKey} is not on ${nodeId}`);
         }
+        if (snapshot.groupKey !== undefined) {
+          throw new DriverError(
+            FailureType.FailedPrecondition,
+            `snapshot ${input.snapshotKey} is a member of group snapshot ${snapshot.groupKey}: a group snapshot ` +
+              'moves whole or not at all, and is not moved',
+          );
+        }
         const { moveKey, snapshotKey, targetPublicKey } = input;
         // A dir pool packs the snapshot's tree first, as long as a copy of its size may take (heartbeating meanwhile).
         const pool = poolOf(backend, nodeId);
@@ -488,6 +511,15 @@ export function createNodeActivities(deps: {
           sizeBytes: snapshot.sizeBytes,
           ...(accessType === undefined ? {} : { accessType }),
           ...(fsType === undefined ? {} : { fsType }),
+          snapshot: {
+            name: snapshot.name,
+            sourceKey: snapshot.sourceKey,
+            // Moved before: its record names its source; else its source was a volume of this pool.
+            sourceVolumeId:
+              snapshot.sourceVolumeId ??
+              formatVolumeId({ nodeId, poolIdPrefix: poolIdPrefix(poolId), key: snapshot.sourceKey }),
+            createdAt: snapshot.createdAt,
+          },
         };
       });
     },
@@ -556,6 +588,36 @@ export function createNodeActivities(deps: {
       );
     },
 
+    /**
+     * Target, a snapshot's move: the verified copy becomes a snapshot under a new key (storage/pool/snapshots.ts, a
+     * create whose copy is the staged one), then the staging is removed. Idempotent by key: a retry finds the
+     * snapshot and removes what is left staged.
+     */
+    async adoptMovedSnapshotOnNode(input: NodeAdoptSnapshotInput): Promise<NodeSnapshotResult> {
+      return withFailureTypes(() =>
+        whileHeartbeating(async () => {
+          const { layout } = transfer();
+          const { moveKey, key, name, sizeBytes, accessType, fsType, snapshot } = input;
+          const record = await backend.createSnapshot({
+            snapshotKey: key,
+            sourceKey: snapshot.sourceKey,
+            name,
+            moved: {
+              moveKey,
+              sourceVolumeId: snapshot.sourceVolumeId,
+              sizeBytes,
+              createdAt: snapshot.createdAt,
+              ...(accessType === undefined ? {} : { accessType }),
+              ...(fsType === undefined ? {} : { fsType }),
+            },
+          });
+          await discardTransfer(layout, moveKey);
+          log.info('moved snapshot adopted', { key: record.key, move: moveKey, source: snapshot.sourceVolumeId });
+          return { ...nodeSnapshot(record), poolId, nodeId };
+        }),
+      );
+    },
+
     /** Source: the move is done or rolled back; its offer (and token) is removed. */
     async withdrawMoveOnNode(input: NodeMoveKeyInput): Promise<boolean> {
       return withFailureTypes(async () => {
@@ -605,8 +667,16 @@ function poolOf(backend: StorageBackend, nodeId: string): PoolBackend {
 }
 
 function nodeSnapshot(record: SnapshotRecord): NodeSnapshot {
-  const { key, name, sourceKey, sizeBytes, createdAt, groupKey } = record;
-  return { key, name, sourceKey, sizeBytes, createdAt, ...(groupKey === undefined ? {} : { groupKey }) };
+  const { key, name, sourceKey, sizeBytes, createdAt, groupKey, sourceVolumeId } = record;
+  return {
+    key,
+    name,
+    sourceKey,
+    sizeBytes,
+    createdAt,
+    ...(groupKey === undefined ? {} : { groupKey }),
+    ...(sourceVolumeId === undefined ? {} : { sourceVolumeId }),
+  };
 }
 
 /**

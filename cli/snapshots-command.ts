@@ -6,6 +6,7 @@ import { formatBytes } from '../common/quantity';
 import { toGrpcStatus } from '../csi/errors';
 import { SnapshotOperations, silentNode, snapshotLookup } from '../operations/snapshot-operations';
 import type { ListedSnapshot } from '../workflows/listing';
+import type { MoveSnapshotResult } from '../workflows/move-volume';
 import { parseGroupSnapshotId } from '../common/names';
 import { describeGroupSnapshotDeleteOutcome, describeSnapshotDeleteOutcome } from './delete-outcome-text';
 import { describeUnanswered } from './list-all-volumes';
@@ -28,7 +29,59 @@ export function snapshotsCommand(): Command {
   snapshots.addCommand(createCommand());
   snapshots.addCommand(deleteCommand());
   snapshots.addCommand(listCommand());
+  snapshots.addCommand(moveCommand());
   return snapshots;
+}
+
+/**
+ * `snapshots move SNAPSHOT_ID --to NODE`: the snapshot's copy moved as a volume's is (`volumes move`), then, with a
+ * controller run with --kubernetes, its VolumeSnapshot made again under its name naming the copy, and the old
+ * snapshot deleted (docs/volume-moves.md, "Snapshots").
+ */
+function moveCommand(): Command {
+  const command = new Command('move')
+    .description(
+      'move a snapshot to another node (a durable workflow whose ID is derived from the snapshot ID: a second ' +
+        'request attaches): its copy pulled by the target, then, with a controller run with --kubernetes, its ' +
+        'VolumeSnapshot made again under its name naming the copy and the old snapshot deleted; without, the copy ' +
+        'is made and the source stays (docs/volume-moves.md)',
+    )
+    .argument('<snapshot-id>')
+    .option('--to <node-id>', 'the node to move the snapshot to (live, serving copies, a pool of the same backend)')
+    .option('--cancel', "cancel the snapshot's running move: it rolls back, unless its VolumeSnapshot is switched");
+  return addOperatorOptions(command).action(
+    async (snapshotId: string, flags: OperatorFlags & { to?: string; cancel?: boolean }) => {
+      if ((flags.to === undefined) === (flags.cancel === undefined))
+        throw new Error('snapshots move takes --to NODE (a move) or --cancel (of the running one), one of them');
+      const { startSnapshotMove, cancelMove } = await import('../operations/move-operations');
+      const { followMove } = await import('./volumes-inspect-commands');
+      try {
+        if (flags.cancel) {
+          const said = await withTemporalClient(flags, (client) => cancelMove(client, flags.driverName, snapshotId));
+          process.stdout.write(`${said}\n`);
+          return;
+        }
+        const request = { snapshotId, targetNodeId: flags.to! };
+        const result = await withTemporalClient(flags, async (client) =>
+          followMove<MoveSnapshotResult>(client, await startSnapshotMove(client, flags.driverName, request)),
+        );
+        if (flags.output === 'json') return printJson(result);
+        const copy =
+          `(${formatBytes(result.fetchedBytes)} fetched, resumed at chunk ${result.resumedFromChunk} of ` +
+          `${result.chunkCount})`;
+        process.stdout.write(
+          `${result.newSnapshotId}\t${result.targetNodeId}\t` +
+            (result.outcome === 'moved'
+              ? `moved from ${result.snapshotId} ${copy}; VolumeSnapshot ${result.volumeSnapshot} is bound to ` +
+                `${result.content}, the old snapshot deleted\n`
+              : `copied from ${result.snapshotId} ${copy}; the source snapshot is untouched (no Kubernetes to switch)\n`),
+        );
+      } catch (error) {
+        if (error instanceof DriverError) throw new Error(`${error.type}: ${error.message}`);
+        throw error;
+      }
+    },
+  );
 }
 
 function createCommand(): Command {

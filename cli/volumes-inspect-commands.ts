@@ -3,6 +3,9 @@ import { parseDuration, formatDuration } from '../common/duration';
 import { formatBytes } from '../common/quantity';
 import type { ClaimDescription, OperationHistory, VolumeDescription } from '../operations/describe-volume';
 import type { OperationSummary } from '../operations/pending-operations';
+import type { MoveStart } from '../operations/move-operations';
+import type { MoveVolumeResult } from '../workflows/move-volume';
+import type { Client } from '@temporalio/client';
 import { addOperatorOptions, ageOf, printJson, secondsSince, withTemporalClient } from './operator-options';
 import type { OperatorFlags } from './operator-options';
 import { printTable } from './table';
@@ -43,7 +46,7 @@ function moveCommand(): Command {
       if ((flags.to === undefined) === (flags.cancel === undefined))
         throw new Error('volumes move takes --to NODE (a move) or --cancel (of the running one), one of them');
       const { DriverError } = await import('../common/failures');
-      const { startMove, moveProgress, moveResult, cancelMove } = await import('../operations/move-operations');
+      const { startMove, cancelMove } = await import('../operations/move-operations');
       try {
         const volumeId = given ?? (await volumeOfClaim(flags.driverName, flags.pvc!));
         if (flags.cancel) {
@@ -52,36 +55,12 @@ function moveCommand(): Command {
           return;
         }
         const to = flags.to!;
-        const result = await withTemporalClient(flags, async (client) => {
-          const start = await startMove(client, flags.driverName, { volumeId, targetNodeId: to });
-          process.stderr.write(
-            `${start.attached ? 'attached to' : 'started'} ${start.workflowId}${start.note ? `: ${start.note}` : ''}\n`,
-          );
-          const handle = client.workflow.getHandle(start.workflowId);
-          let ended = false;
-          const watching = (async () => {
-            let said = '';
-            while (!ended) {
-              const view = await moveProgress(handle).catch(() => undefined);
-              if (view && view.status === 'RUNNING') {
-                const where = view.nodeId ? ` on ${view.nodeId}` : '';
-                const line = `${view.phase ?? '?'}${where}${copiedText(view.copied)}${view.pending
-                  .filter((text) => text.includes('failure') || text.includes('scheduled'))
-                  .map((text) => `; ${text}`)
-                  .join('')}`;
-                if (line !== said) process.stderr.write(`${line}\n`);
-                said = line;
-              }
-              await new Promise((resolve) => setTimeout(resolve, MOVE_POLL_MS));
-            }
-          })();
-          try {
-            return await moveResult(handle);
-          } finally {
-            ended = true;
-            await watching;
-          }
-        });
+        const result = await withTemporalClient(flags, async (client) =>
+          followMove<MoveVolumeResult>(
+            client,
+            await startMove(client, flags.driverName, { volumeId, targetNodeId: to }),
+          ),
+        );
         if (flags.output === 'json') return printJson(result);
         const copy =
           `(${formatBytes(result.fetchedBytes)} fetched, resumed at chunk ${result.resumedFromChunk} of ` +
@@ -99,6 +78,42 @@ function moveCommand(): Command {
       }
     },
   );
+}
+
+/**
+ * Says the move started (or attached to), prints each change of its phase, node, copy progress and waiting step to
+ * stderr while it runs, and answers its result (or throws the DriverError it failed with): `volumes move`,
+ * `snapshots move`.
+ */
+export async function followMove<Result>(client: Client, start: MoveStart): Promise<Result> {
+  const { moveProgress, moveResult } = await import('../operations/move-operations');
+  process.stderr.write(
+    `${start.attached ? 'attached to' : 'started'} ${start.workflowId}${start.note ? `: ${start.note}` : ''}\n`,
+  );
+  const handle = client.workflow.getHandle(start.workflowId);
+  let ended = false;
+  const watching = (async () => {
+    let said = '';
+    while (!ended) {
+      const view = await moveProgress(handle).catch(() => undefined);
+      if (view && view.status === 'RUNNING') {
+        const where = view.nodeId ? ` on ${view.nodeId}` : '';
+        const line = `${view.phase ?? '?'}${where}${copiedText(view.copied)}${view.pending
+          .filter((text) => text.includes('failure') || text.includes('scheduled'))
+          .map((text) => `; ${text}`)
+          .join('')}`;
+        if (line !== said) process.stderr.write(`${line}\n`);
+        said = line;
+      }
+      await new Promise((resolve) => setTimeout(resolve, MOVE_POLL_MS));
+    }
+  })();
+  try {
+    return await moveResult<Result>(handle);
+  } finally {
+    ended = true;
+    await watching;
+  }
 }
 
 /** The volume ID of the PV a claim is bound to, read from Kubernetes as kubectl would (KUBECONFIG, ~/.kube/config). */

@@ -235,7 +235,11 @@ export const OPERATION_WORKFLOW_TYPES = [
   'createVolumeGroupSnapshot',
   'deleteVolumeGroupSnapshot',
   'moveVolume',
+  'moveSnapshot',
 ] as const;
+
+/** The move workflows (a volume's, a snapshot's): what they make is named `move-<move key>` (their VolumeName). */
+export const MOVE_WORKFLOW_TYPES: readonly string[] = ['moveVolume', 'moveSnapshot'];
 
 /** The visibility clause `WorkflowType IN (...)` selecting the volume operations. */
 export function operationTypesClause(): string {

@@ -48,8 +48,13 @@ export function claimKube(): ClaimKube {
 }
 
 /** `nodes evacuate`'s: the switch's, and StorageClasses (their allowedTopologies). */
-export function evacuationKube(): ClaimKube & { storage: StorageV1Api } {
-  return { ...claimKube(), storage: loadKubeConfig().makeApiClient(StorageV1Api) };
+export function evacuationKube(): ClaimKube & { storage: StorageV1Api; custom: ReturnType<typeof customObjectsApi> } {
+  const config = loadKubeConfig();
+  return {
+    ...claimKube(),
+    storage: config.makeApiClient(StorageV1Api),
+    custom: customObjectsApi(config),
+  };
 }
 
 /**

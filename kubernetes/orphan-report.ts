@@ -5,6 +5,7 @@ import {
   createGroupSnapshotWorkflowId,
   createSnapshotWorkflowId,
   deleteWorkflowId,
+  MOVE_WORKFLOW_TYPES,
   parseVolumeId,
 } from '../common/names';
 import { listPoolTransfers, type PoolTransfers } from '../operations/move-operations';
@@ -179,7 +180,9 @@ function strandedTransfers(
 ): { transfers: ListedTransfer[]; uncheckedNodes: string[]; notChecked?: string } {
   if (listed instanceof Error) return { transfers: [], uncheckedNodes: [], notChecked: listed.message };
   const running = new Set(
-    pending.filter((operation) => operation.type === 'moveVolume').map((operation) => operation.volumeName),
+    pending
+      .filter((operation) => MOVE_WORKFLOW_TYPES.includes(operation.type))
+      .map((operation) => operation.volumeName),
   );
   return {
     transfers: listed.transfers.filter((transfer) => !running.has(`move-${transfer.moveKey}`)),
@@ -206,7 +209,7 @@ async function snapshotOrphans(
     pendingCreateNames: new Set([
       ...pending.filter((op) => op.type === 'createSnapshot').map((op) => op.workflowId.slice(createPrefix.length)),
       // A running move's snapshot, named as the move's VolumeName says.
-      ...pending.flatMap((op) => (op.type === 'moveVolume' && op.volumeName ? [op.volumeName] : [])),
+      ...pending.flatMap((op) => (MOVE_WORKFLOW_TYPES.includes(op.type) && op.volumeName ? [op.volumeName] : [])),
     ]),
     // A snapshot's deletion carries the snapshot ID in its VolumeId attribute.
     pendingDeletions: pending.flatMap((op) =>

@@ -34,7 +34,7 @@ interface VolumeSnapshotContent {
     source?: { snapshotHandle?: string };
     volumeSnapshotRef?: { uid?: string; namespace?: string; name?: string };
   };
-  status?: { snapshotHandle?: string };
+  status?: { snapshotHandle?: string; restoreSize?: number; volumeGroupSnapshotHandle?: string };
 }
 
 /**
@@ -66,6 +66,43 @@ async function listOurs<T extends { spec?: { driver?: string } }>(
     throw error;
   }
   return (list.items ?? []).filter((item) => item.spec?.driver === driverName);
+}
+
+/** A snapshot `nodes evacuate` moves: one a VolumeSnapshot is bound to, on the node. */
+export interface EvacuatedSnapshot {
+  snapshotId: string;
+  /** The VolumeSnapshot, namespace/name. */
+  volumeSnapshot: string;
+  sizeBytes: number;
+  /** A member of this group snapshot (its handle): not moved, a group moves whole or not at all. */
+  groupSnapshotHandle?: string;
+}
+
+/**
+ * The snapshots on the node that the cluster names: every content of our driver whose handle is on the node, bound
+ * to a VolumeSnapshot and not being deleted (a copy no content names is the orphan report's, not a move's). None
+ * when the cluster serves no snapshot CRDs.
+ */
+export async function evacuationSnapshots(
+  custom: CustomObjectsApi,
+  driverName: string,
+  nodeId: string,
+): Promise<EvacuatedSnapshot[]> {
+  const ours = await listOurs<VolumeSnapshotContent>(custom, SNAPSHOT_CONTENTS, driverName);
+  if (ours === 'not-installed') return [];
+  return ours.flatMap((content) => {
+    const { snapshotHandle, nodeId: home, deleting, snapshotRef } = toDriverContent(content);
+    if (!snapshotHandle || home !== nodeId || deleting || !snapshotRef) return [];
+    const group = content.status?.volumeGroupSnapshotHandle;
+    return [
+      {
+        snapshotId: snapshotHandle,
+        volumeSnapshot: `${snapshotRef.namespace}/${snapshotRef.name}`,
+        sizeBytes: Number(content.status?.restoreSize ?? 0),
+        ...(group ? { groupSnapshotHandle: group } : {}),
+      },
+    ];
+  });
 }
 
 function toDriverContent(content: VolumeSnapshotContent): DriverSnapshotContent {

@@ -183,6 +183,11 @@ function resultText(workflowType: string, result: unknown): string {
         ? `moved to ${String(value.newVolumeId)} on node ${String(value.targetNodeId)}: claim ${String(value.claim)} ` +
             `bound to ${String(value.persistentVolume)}, the source deleted`
         : `copied to ${String(value.newVolumeId)} on node ${String(value.targetNodeId)} (the source untouched)`;
+    case 'moveSnapshot':
+      return value.outcome === 'moved'
+        ? `moved to ${String(value.newSnapshotId)} on node ${String(value.targetNodeId)}: VolumeSnapshot ` +
+            `${String(value.volumeSnapshot)} bound to ${String(value.content)}, the source deleted`
+        : `copied to ${String(value.newSnapshotId)} on node ${String(value.targetNodeId)} (the source untouched)`;
     case 'expandVolume':
       return `capacity ${formatBytes(Number(value.capacityBytes))}${value.nodeExpansionRequired ? ', node expansion required' : ''}`;
     default:

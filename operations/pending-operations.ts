@@ -22,6 +22,7 @@ const OPERATION_OF_TYPE: Record<string, string> = {
   createVolumeGroupSnapshot: 'group-snapshot-create',
   deleteVolumeGroupSnapshot: 'group-snapshot-delete',
   moveVolume: 'move',
+  moveSnapshot: 'snapshot-move',
 };
 
 /**

@@ -7,4 +7,4 @@ export { inspectVolume } from './inspect-volume';
 export { listSnapshotsPage, listTransfersPage, listVolumesPage } from './listing';
 export { nodePresence } from './node-presence';
 export { createVolumeGroupSnapshot, deleteVolumeGroupSnapshot } from './group-snapshots';
-export { moveVolume } from './move-volume';
+export { moveSnapshot, moveVolume } from './move-volume';

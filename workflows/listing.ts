@@ -175,7 +175,10 @@ function listedSnapshots(answer: NodeSnapshotList): ListedSnapshot[] {
   return answer.snapshots.map((snapshot) => ({
     snapshotId: formatSnapshotId({ nodeId: answer.nodeId, poolIdPrefix: prefix, key: snapshot.key }),
     name: snapshot.name,
-    sourceVolumeId: formatVolumeId({ nodeId: answer.nodeId, poolIdPrefix: prefix, key: snapshot.sourceKey }),
+    // A snapshot moved from another node names its source there (docs/volume-moves.md, "Snapshots").
+    sourceVolumeId:
+      snapshot.sourceVolumeId ??
+      formatVolumeId({ nodeId: answer.nodeId, poolIdPrefix: prefix, key: snapshot.sourceKey }),
     nodeId: answer.nodeId,
     sizeBytes: snapshot.sizeBytes,
     createdAt: snapshot.createdAt,

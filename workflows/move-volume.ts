@@ -8,8 +8,19 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { ControlActivities, MovedClaim, SwitchInput } from '../activities/control-activities';
-import type { NodeActivities, NodeOfferResult, NodePullResult } from '../activities/node-activities';
+import type {
+  ControlActivities,
+  MovedClaim,
+  MovedSnapshot,
+  SnapshotSwitchInput,
+  SwitchInput,
+} from '../activities/control-activities';
+import type {
+  NodeActivities,
+  NodeOfferResult,
+  NodePullResult,
+  NodeSnapshotResult,
+} from '../activities/node-activities';
 import { FailureType, NON_RETRYABLE_TYPES } from '../common/failures';
 import {
   NodeIdKey,
@@ -117,50 +128,8 @@ const claims = proxyActivities<ControlActivities>({
  * snapshot deleted, the source let go, its data untouched.
  */
 export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResult> {
-  const untilForgotten = listenForForget();
-  const liveness = followNodeLiveness();
+  const { step, inCluster, onNode } = moveSteps(input);
   const { driverName, sourceNodeId, targetNodeId, moveKey } = input;
-  const live = new Map<string, boolean | undefined>([
-    [sourceNodeId, input.sourceLive],
-    [targetNodeId, input.targetLive],
-  ]);
-  let shownNode = sourceNodeId; // the client started the move showing the source's node and phase
-  let first = true;
-
-  /** One step on one node: the phase and the node it waits on shown, the step raced against that node's forget. */
-  const step = async <T>(phase: MovePhase, nodeId: string, doing: string, work: () => Promise<T>): Promise<T> => {
-    if (nodeId !== shownNode) upsertSearchAttributes([{ key: NodeIdKey, value: nodeId }]);
-    shownNode = nodeId;
-    liveness.waitOn({ nodeId, doing, phase }, live.get(nodeId), first ? workflowInfo().startTime : new Date());
-    first = false;
-    try {
-      const result = await untilForgotten(nodeId, work);
-      // It answered: live now, whatever the start said (the next step on it must not show it waited for).
-      if (!result.forgotten) live.set(nodeId, true);
-      if (result.forgotten) {
-        const { notice } = result;
-        throw new MoveStopped(FailureType.NotFound, `node ${nodeId} was forgotten (${notice.reason})`, notice);
-      }
-      return result.value;
-    } catch (error) {
-      throw asStopped(error, doing);
-    } finally {
-      liveness.stop();
-    }
-  };
-  /** A step of the claim's, on the control queue: no node to wait on. */
-  const inCluster = async <T>(phase: MovePhase, doing: string, work: () => Promise<T>): Promise<T> => {
-    upsertSearchAttributes([{ key: PhaseKey, value: phase }]);
-    setCurrentDetails(`${phase}: ${doing}`);
-    try {
-      return await work();
-    } catch (error) {
-      throw asStopped(error, doing);
-    }
-  };
-
-  const onNode = (nodeId: string, summary: string) =>
-    proxyActivities<NodeActivities>(moveOptions(driverName, nodeId, summary));
   if (input.rollBackOnly) {
     // Nothing is checked or made: every step of the rollback is idempotent and names what it undoes by its key.
     const stopped = new MoveStopped(FailureType.Aborted, `move ${moveKey} was terminated, and its rollback asked for`);
@@ -180,7 +149,7 @@ export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResu
     );
   } catch (error) {
     if (!(error instanceof MoveStopped)) throw error;
-    return refuse(input, error);
+    return refuse(input.volumeId, input.targetNodeId, error);
   }
   const fence = fenceOf(input);
   let offered: NodeOfferResult | undefined;
@@ -268,6 +237,64 @@ export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResu
 }
 
 /**
+ * What every step of a move goes through (a volume's or a snapshot's): a step on a node shows the phase and the node
+ * it waits on, and is raced against that node's forget; a step in the cluster (the control queue) shows its phase.
+ */
+function moveSteps(input: {
+  driverName: string;
+  sourceNodeId: string;
+  targetNodeId: string;
+  sourceLive?: boolean;
+  targetLive?: boolean;
+}): { step: Step; inCluster: InCluster; onNode: OnNode } {
+  const untilForgotten = listenForForget();
+  const liveness = followNodeLiveness();
+  const { driverName, sourceNodeId, targetNodeId } = input;
+  const live = new Map<string, boolean | undefined>([
+    [sourceNodeId, input.sourceLive],
+    [targetNodeId, input.targetLive],
+  ]);
+  let shownNode = sourceNodeId; // the client started the move showing the source's node and phase
+  let first = true;
+
+  /** One step on one node: the phase and the node it waits on shown, the step raced against that node's forget. */
+  const step = async <T>(phase: MovePhase, nodeId: string, doing: string, work: () => Promise<T>): Promise<T> => {
+    if (nodeId !== shownNode) upsertSearchAttributes([{ key: NodeIdKey, value: nodeId }]);
+    shownNode = nodeId;
+    liveness.waitOn({ nodeId, doing, phase }, live.get(nodeId), first ? workflowInfo().startTime : new Date());
+    first = false;
+    try {
+      const result = await untilForgotten(nodeId, work);
+      // It answered: live now, whatever the start said (the next step on it must not show it waited for).
+      if (!result.forgotten) live.set(nodeId, true);
+      if (result.forgotten) {
+        const { notice } = result;
+        throw new MoveStopped(FailureType.NotFound, `node ${nodeId} was forgotten (${notice.reason})`, notice);
+      }
+      return result.value;
+    } catch (error) {
+      throw asStopped(error, doing);
+    } finally {
+      liveness.stop();
+    }
+  };
+  /** A step of the claim's, on the control queue: no node to wait on. */
+  const inCluster = async <T>(phase: MovePhase, doing: string, work: () => Promise<T>): Promise<T> => {
+    upsertSearchAttributes([{ key: PhaseKey, value: phase }]);
+    setCurrentDetails(`${phase}: ${doing}`);
+    try {
+      return await work();
+    } catch (error) {
+      throw asStopped(error, doing);
+    }
+  };
+
+  const onNode = (nodeId: string, summary: string) =>
+    proxyActivities<NodeActivities>(moveOptions(driverName, nodeId, summary));
+  return { step, inCluster, onNode };
+}
+
+/**
  * The end of a move whose copy is the target's volume: what the source kept for the move goes (a source forgotten
  * now took the volume with it; the new volume stands, the snapshot is written off on its record); with the claim
  * switched, the old PV and volume are retired; without Kubernetes, the source is let go.
@@ -340,9 +367,9 @@ function asStopped(error: unknown, doing: string): unknown {
 }
 
 /** Refused before anything was touched (the claim's check): fails with its type, nothing to roll back. */
-function refuse(input: MoveVolumeInput, stop: MoveStopped): never {
+function refuse(id: string, targetNodeId: string, stop: MoveStopped): never {
   upsertSearchAttributes([{ key: PhaseKey, value: 'rolled-back' satisfies MovePhase }]);
-  const message = `the move of ${input.volumeId} to ${input.targetNodeId} was refused, nothing touched: ${stop.message}`;
+  const message = `the move of ${id} to ${targetNodeId} was refused, nothing touched: ${stop.message}`;
   setCurrentDetails(message);
   throw ApplicationFailure.create({ type: stop.type, message, nonRetryable: true });
 }
@@ -520,4 +547,288 @@ async function writeOffSnapshot(input: MoveVolumeInput, reason: string): Promise
     reason,
     kind: 'snapshot',
   });
+}
+
+/* A snapshot's move (docs/volume-moves.md, "Snapshots"): the same copy, a snapshot adopted, a VolumeSnapshot made again. */
+
+export interface MoveSnapshotInput {
+  driverName: string;
+  snapshotId: string;
+  /** The snapshot's node, pool prefix and key (parsed from its ID by the client that started the move). */
+  sourceNodeId: string;
+  poolIdPrefix: string;
+  sourceKey: string;
+  targetNodeId: string;
+  targetPublicKey: string;
+  /** Drawn at random by the client that started this run, so every retry of a step asks for the same. */
+  moveKey: string;
+  /** The new snapshot's key on the target. */
+  newKey: string;
+  sourceLive?: boolean;
+  targetLive?: boolean;
+}
+
+/**
+ * `moved` (Kubernetes: the VolumeSnapshot, under its name, bound to a new content that names the new snapshot; the old
+ * content and snapshot deleted) or `copied` (no Kubernetes: the new snapshot is on the target, the old untouched).
+ */
+export interface MoveSnapshotResult {
+  outcome: 'moved' | 'copied';
+  snapshotId: string;
+  newSnapshotId: string;
+  sourceNodeId: string;
+  targetNodeId: string;
+  sizeBytes: number;
+  fetchedBytes: number;
+  resumedFromChunk: number;
+  chunkCount: number;
+  /** Moved: the VolumeSnapshot (namespace/name) and the content that now names the new snapshot. */
+  volumeSnapshot?: string;
+  content?: string;
+}
+
+/**
+ * Moves a snapshot to another node: the volume move's copy without its hold or its snapshot (a snapshot is already a
+ * copy of one instant, and nothing writes to it): check (control: with Kubernetes, the content naming the snapshot
+ * and its bound VolumeSnapshot; a group's member is refused) -> offer (source) -> pull (target) -> adopt (target:
+ * the copy becomes a snapshot under a new key, keeping the source volume's ID, size, shape and creation time) ->
+ * switch (control: the VolumeSnapshot made again under its name, pre-provisioned, bound to a new content naming the
+ * copy) -> release (source: offer withdrawn) -> retire (control: the old content deleted, being Retain; source: the
+ * old snapshot deleted) -> moved. Without Kubernetes it ends `copied` after the release. A step that fails for good
+ * before the switch (the VolumeSnapshot deleted meanwhile, the snapshot deleted on its node, no room, a node
+ * forgotten) rolls back: the new content deleted and the old one's policy restored, the copy deleted, the offer
+ * withdrawn; the snapshot untouched.
+ */
+export async function moveSnapshot(input: MoveSnapshotInput): Promise<MoveSnapshotResult> {
+  const { step, inCluster, onNode } = moveSteps(input);
+  const { driverName, sourceNodeId, targetNodeId, moveKey, snapshotId } = input;
+  let moved: MovedSnapshot | undefined;
+  try {
+    moved = await inCluster('checking', `reading the VolumeSnapshot of ${snapshotId}`, () =>
+      claims.readMovedSnapshot({ driverName, snapshotId }),
+    );
+  } catch (error) {
+    if (!(error instanceof MoveStopped)) throw error;
+    return refuse(snapshotId, targetNodeId, error);
+  }
+  let pulled: NodePullResult | undefined;
+  let adopted: NodeSnapshotResult | undefined;
+  let adoptedOn: string | undefined;
+  let switching: SnapshotSwitchInput | undefined;
+  let switched: { snapshotUid: string } | undefined;
+  try {
+    const offer = await step('offering', sourceNodeId, `offer of the move to ${targetNodeId}`, () =>
+      onNode(sourceNodeId, `offer move ${moveKey} of ${snapshotId} to ${targetNodeId}`).offerMoveOnNode({
+        moveKey,
+        snapshotKey: input.sourceKey,
+        poolIdPrefix: input.poolIdPrefix,
+        targetPublicKey: input.targetPublicKey,
+      }),
+    );
+    pulled = await step('pulling', targetNodeId, `copy from ${sourceNodeId}`, () =>
+      onNode(targetNodeId, `pull move ${moveKey} from ${sourceNodeId}`).pullMoveOnNode({
+        moveKey,
+        source: offer.source,
+        offer: offer.offer,
+      }),
+    );
+    adoptedOn = pulled.poolId;
+    adopted = await step('adopting', targetNodeId, 'adopting the copy as a snapshot', () =>
+      onNode(targetNodeId, `adopt move ${moveKey} as snapshot ${input.newKey}`).adoptMovedSnapshotOnNode({
+        moveKey,
+        key: input.newKey,
+        // As a moved volume's: a name of the move's own (the running move's VolumeName, which the orphan report
+        // knows), never one the target's pool could already answer by.
+        name: `move-${moveKey}`,
+        sizeBytes: offer.sizeBytes,
+        ...(offer.accessType === undefined ? {} : { accessType: offer.accessType }),
+        ...(offer.fsType === undefined ? {} : { fsType: offer.fsType }),
+        snapshot: offer.snapshot,
+      }),
+    );
+    if (moved) {
+      const { namespace, name } = moved.snapshot;
+      switching = {
+        driverName,
+        moveWorkflowId: workflowInfo().workflowId,
+        oldSnapshotId: snapshotId,
+        newSnapshotId: newSnapshotIdOf(adopted),
+        targetNodeId,
+        newContentName: movedPvName(moved.content.name, moveKey),
+        moved,
+      };
+      const switchInput = switching;
+      const where = `VolumeSnapshot ${namespace}/${name}`;
+      await inCluster('switching', `a new VolumeSnapshotContent for ${where}`, () =>
+        claims.prepareSnapshotSwitch(switchInput),
+      );
+      switched = await inCluster('switching', `${where} bound to the copy`, () =>
+        claims.switchMovedSnapshot(switchInput),
+      );
+    }
+  } catch (error) {
+    const made = { adoptedOn, switching };
+    if (isCancellation(error)) {
+      const cancelled = new MoveStopped(FailureType.Aborted, 'the move was cancelled');
+      return CancellationScope.nonCancellable(() => rollBackSnapshot(input, step, onNode, cancelled, made));
+    }
+    if (!(error instanceof MoveStopped)) throw error;
+    return rollBackSnapshot(input, step, onNode, error, made);
+  }
+  const done = { adopted: adopted!, pulled: pulled!, switching, switched };
+  return CancellationScope.nonCancellable(() => finishSnapshot(input, step, onNode, inCluster, done));
+}
+
+function newSnapshotIdOf(adopted: NodeSnapshotResult): string {
+  return formatSnapshotId({ nodeId: adopted.nodeId, poolIdPrefix: poolIdPrefix(adopted.poolId), key: adopted.key });
+}
+
+/** The offer withdrawn (the source keeps its snapshot until the switch is done); said, not thrown, when it cannot be. */
+async function withdrawOffer(input: MoveSnapshotInput, step: Step, onNode: OnNode): Promise<string | undefined> {
+  const { sourceNodeId, moveKey } = input;
+  try {
+    await step('releasing', sourceNodeId, 'withdrawing the offer', () =>
+      onNode(sourceNodeId, `withdraw move ${moveKey}`).withdrawMoveOnNode({ moveKey }),
+    );
+    return undefined;
+  } catch (error) {
+    if (!(error instanceof MoveStopped)) throw error;
+    return error.forgotten ? undefined : `left on ${sourceNodeId}: ${error.message}`;
+  }
+}
+
+async function finishSnapshot(
+  input: MoveSnapshotInput,
+  step: Step,
+  onNode: OnNode,
+  inCluster: InCluster,
+  done: {
+    adopted: NodeSnapshotResult;
+    pulled: NodePullResult;
+    switching: SnapshotSwitchInput | undefined;
+    switched: { snapshotUid: string } | undefined;
+  },
+): Promise<MoveSnapshotResult> {
+  const { snapshotId, sourceNodeId, targetNodeId, moveKey } = input;
+  const { adopted, pulled, switching, switched } = done;
+  const left = [await withdrawOffer(input, step, onNode)];
+  const result: MoveSnapshotResult = {
+    outcome: switching ? 'moved' : 'copied',
+    snapshotId,
+    newSnapshotId: newSnapshotIdOf(adopted),
+    sourceNodeId,
+    targetNodeId,
+    sizeBytes: adopted.sizeBytes,
+    fetchedBytes: pulled.fetchedBytes,
+    resumedFromChunk: pulled.resumedFromChunk,
+    chunkCount: pulled.chunkCount,
+  };
+  if (switching && switched) {
+    // The old content first (Retain: its deletion deletes nothing), then the old snapshot on its node.
+    try {
+      await inCluster('retiring', `deleting VolumeSnapshotContent ${switching.moved.content.name}`, () =>
+        claims.retireMovedSnapshotContent(switching),
+      );
+      await step('retiring', sourceNodeId, `deleting ${snapshotId}`, () =>
+        onNode(sourceNodeId, `delete moved snapshot ${snapshotId} (move ${moveKey})`).deleteSnapshotOnNode({
+          key: input.sourceKey,
+          poolIdPrefix: input.poolIdPrefix,
+        }),
+      );
+    } catch (error) {
+      if (!(error instanceof MoveStopped)) throw error;
+      if (error.forgotten) {
+        await recordWriteOff(input.driverName, sourceNodeId, {
+          volumeId: snapshotId,
+          key: input.sourceKey,
+          poolIdPrefix: input.poolIdPrefix,
+          reason: error.forgotten.reason,
+          kind: 'snapshot',
+        });
+      }
+      left.push(`left on ${sourceNodeId}: ${error.message}`);
+    }
+    result.volumeSnapshot = `${switching.moved.snapshot.namespace}/${switching.moved.snapshot.name}`;
+    result.content = switching.newContentName;
+  }
+  upsertSearchAttributes([{ key: PhaseKey, value: result.outcome satisfies MovePhase }]);
+  setCurrentDetails(
+    (result.volumeSnapshot
+      ? `moved: VolumeSnapshot ${result.volumeSnapshot} is bound to ${result.content}, snapshot ` +
+        `${result.newSnapshotId} on ${targetNodeId}; ${snapshotId} deleted`
+      : `copied: ${result.newSnapshotId} on ${targetNodeId}; ${snapshotId} is untouched (no Kubernetes to switch)`) +
+      left
+        .filter(Boolean)
+        .map((words) => `; ${words}`)
+        .join(''),
+  );
+  return result;
+}
+
+/**
+ * Undoes what a snapshot's move made, the snapshot untouched: the cluster first (no content may name the copy once it
+ * is deleted), then the target's copy (the adopted snapshot, the staged copy), then the source's offer. A target
+ * forgotten meanwhile: the new key is written off on its record (the adopt may have run).
+ */
+async function rollBackSnapshot(
+  input: MoveSnapshotInput,
+  step: Step,
+  onNode: OnNode,
+  stopped: MoveStopped,
+  made: { adoptedOn: string | undefined; switching: SnapshotSwitchInput | undefined },
+): Promise<never> {
+  const { snapshotId, sourceNodeId, targetNodeId, moveKey } = input;
+  const gone = stopped.forgotten?.nodeId;
+  const left: (string | undefined)[] = [];
+  if (made.switching) {
+    upsertSearchAttributes([{ key: PhaseKey, value: 'rolling-back' satisfies MovePhase }]);
+    const switching = made.switching;
+    try {
+      left.push(await claims.undoSnapshotSwitch(switching));
+    } catch (error) {
+      const stop = asStopped(error, 'undoing the switch');
+      if (!(stop instanceof MoveStopped)) throw stop;
+      const message = `the move of ${snapshotId} could not be rolled back: ${stop.message}`;
+      setCurrentDetails(message);
+      throw ApplicationFailure.create({ type: FailureType.Internal, message, nonRetryable: true });
+    }
+  }
+  if (gone !== targetNodeId) {
+    try {
+      const { adoptedOn } = made;
+      if (adoptedOn !== undefined)
+        await step('rolling-back', targetNodeId, 'deleting what the adopt made', () =>
+          onNode(targetNodeId, `delete move ${moveKey}'s snapshot`).deleteSnapshotOnNode({
+            key: input.newKey,
+            poolIdPrefix: poolIdPrefix(adoptedOn),
+          }),
+        );
+      await step('rolling-back', targetNodeId, 'discarding the staged copy', () =>
+        onNode(targetNodeId, `discard move ${moveKey}`).discardMoveOnNode({ moveKey }),
+      );
+    } catch (error) {
+      if (!(error instanceof MoveStopped)) throw error;
+      left.push(`left on ${targetNodeId}: ${error.message}`);
+    }
+  } else {
+    await recordWriteOff(input.driverName, targetNodeId, {
+      volumeId: formatSnapshotId({ nodeId: targetNodeId, poolIdPrefix: input.poolIdPrefix, key: input.newKey }),
+      key: input.newKey,
+      poolIdPrefix: input.poolIdPrefix,
+      reason: stopped.forgotten!.reason,
+      kind: 'snapshot',
+      anyPool: true,
+    });
+  }
+  if (gone !== sourceNodeId) left.push(await withdrawOffer(input, step, onNode));
+  upsertSearchAttributes([{ key: PhaseKey, value: 'rolled-back' satisfies MovePhase }]);
+  const message =
+    `the move of ${snapshotId} to ${targetNodeId} rolled back, the snapshot untouched on ${sourceNodeId}: ` +
+    stopped.message +
+    left
+      .filter(Boolean)
+      .map((what) => `; ${what}`)
+      .join('');
+  setCurrentDetails(message);
+  throw ApplicationFailure.create({ type: stopped.type, message, nonRetryable: true });
 }

@@ -107,6 +107,11 @@ export class DirBackend extends PoolBackend {
     await copyTree(this.layout.volumeDir(source.key), target, budgetMs);
   }
 
+  /** A moved snapshot: the archive of its tree the source packed (transfer.ts) extracted into its directory. */
+  async copyStagedToSnapshot(staged: string, target: string, budgetMs: number): Promise<void> {
+    await unpackTree(staged, target, budgetMs);
+  }
+
   /**
    * A group snapshot promises one instant for all its members, and no dir volume can be frozen on its own: one in
    * use (staged or mounted) could be written while the others are copied, so the group is refused

@@ -116,6 +116,10 @@ export class LoopBackend extends PoolBackend {
     return this.copyVolumeImage(source, target, budgetMs);
   }
 
+  copyStagedToSnapshot(staged: string, target: string, budgetMs: number): Promise<void> {
+    return copyImage(staged, target, budgetMs);
+  }
+
   /**
    * Copies a volume's image. While its filesystem is mounted it is written to: the copy, made block by block while
    * writes land, would mix old and new blocks into an image no fsck can trust. fsfreeze flushes the filesystem to

@@ -76,6 +76,11 @@ export interface SnapshotRecord {
    * its group only (DeleteSnapshot of it is FailedPrecondition, as CSI lets a plugin say).
    */
   groupKey?: string;
+  /**
+   * A snapshot moved here from another node (docs/volume-moves.md, "Snapshots"): the ID of the volume it was taken
+   * of, which lives (or lived) on that node; `sourceKey` is then that volume's key there, not a key of this pool.
+   */
+  sourceVolumeId?: string;
 }
 
 /** A group snapshot: one copy per member volume, taken at one instant (CreateVolumeGroupSnapshot). */
@@ -88,9 +93,24 @@ export interface CreateGroupSnapshotSpec {
 
 export interface CreateSnapshotSpec {
   snapshotKey: string;
-  /** Key of a volume of this pool. */
+  /** Key of a volume of this pool; with `moved`, the key of the moved snapshot's source on its own node. */
   sourceKey: string;
   name: string;
+  /**
+   * A move's adopt: the copy a move pulled into transfers/in/<move key>/ (verified) becomes the snapshot, which
+   * keeps what the source node's snapshot record said of itself.
+   */
+  moved?: MovedSnapshotOrigin;
+}
+
+/** What a moved snapshot keeps of the one it was moved from (read from its record by the source's offer). */
+export interface MovedSnapshotOrigin {
+  moveKey: string;
+  sourceVolumeId: string;
+  sizeBytes: number;
+  createdAt: string;
+  accessType?: AccessType;
+  fsType?: string;
 }
 
 /** One page of a pool's volumes; `more` when volumes with later keys exist. */

@@ -145,6 +145,11 @@ export abstract class PoolBackend implements StorageBackend {
    */
   abstract copyToSnapshot(source: StoredRecord, target: string, budgetMs: number): Promise<void>;
   /**
+   * A moved snapshot's copy (snapshots.ts, a move's adopt): the verified file a move pulled (an image, or a dir
+   * pool's archive of a tree: transfer.ts movesAsArchive) made the snapshot's copy at `target`, within budgetMs.
+   */
+  abstract copyStagedToSnapshot(staged: string, target: string, budgetMs: number): Promise<void>;
+  /**
    * A group snapshot's copies (snapshots.ts, createGroupSnapshot): each member's data to its target, all of one
    * instant (docs/snapshots.md, "Group snapshots"), without the pool held, within budgetMs for them all. A member
    * the backend cannot take at that instant with the others: FailedPrecondition, before anything is copied.
@@ -343,7 +348,8 @@ export abstract class PoolBackend implements StorageBackend {
     assertPageLimit(limit);
     const matches = (record: StoredSnapshot) =>
       (only.key === undefined || record.key === only.key) &&
-      (only.sourceKey === undefined || record.sourceKey === only.sourceKey) &&
+      // A moved snapshot's sourceKey is a key of another node's pool: never a snapshot of a volume of this one.
+      (only.sourceKey === undefined || (record.sourceKey === only.sourceKey && record.sourceVolumeId === undefined)) &&
       (only.groupKey === undefined || record.groupKey === only.groupKey);
     return this.locked(async () => {
       const { entries, more } = (await this.indexes.snapshots()).page(afterKey, limit, matches);

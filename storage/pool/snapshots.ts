@@ -10,14 +10,15 @@
 import { promises as fs } from 'node:fs';
 import { copyTimeMs } from '../../common/copy-budget';
 import { DriverError, FailureType } from '../../common/failures';
-import type { CreateGroupSnapshotSpec, CreateSnapshotSpec, SnapshotRecord } from './backend';
+import type { CreateGroupSnapshotSpec, CreateSnapshotSpec, MovedSnapshotOrigin, SnapshotRecord } from './backend';
 import { createDir, jsonFields, pathExists, readJson, removeFile, writeJsonAtomic } from '../host/files';
 import { settleSnapshotIntent, writeSnapshotIntent, type SnapshotIntent } from './journal';
 import type { PoolBackend } from './pool-backend';
-import { assertSnapshotKey, assertVolumeKey, isVolumeKey, keyOfJsonFileName } from './pool-layout';
+import { assertMoveKey, assertSnapshotKey, assertVolumeKey, isVolumeKey, keyOfJsonFileName } from './pool-layout';
 import type { PoolLayout } from './pool-layout';
 import { isShape, isSize, readRecord, storedShape } from './records';
 import type { StoredRecord } from './records';
+import { releaseStagedReservation, stagedReservation, transferStatus } from './transfer';
 
 /** What is stored: the path is derived from the key on every read. */
 export type StoredSnapshot = Omit<SnapshotRecord, 'path'>;
@@ -27,12 +28,31 @@ export function assertCreateSnapshotSpec(spec: unknown): asserts spec is CreateS
   if (typeof spec !== 'object' || spec === null) {
     throw new DriverError(FailureType.InvalidArgument, 'a snapshot spec is required');
   }
-  const { snapshotKey, sourceKey, name } = spec as Partial<Record<keyof CreateSnapshotSpec, unknown>>;
+  const { snapshotKey, sourceKey, name, moved } = spec as Partial<Record<keyof CreateSnapshotSpec, unknown>>;
   assertSnapshotKey(snapshotKey);
   assertVolumeKey(sourceKey);
   if (typeof name !== 'string' || name === '') {
     throw new DriverError(FailureType.InvalidArgument, 'snapshot name must be a non-empty string');
   }
+  if (moved === undefined) return;
+  const origin = jsonFields(moved);
+  assertMoveKey(origin.moveKey);
+  if (
+    !isSourceVolumeId(origin.sourceVolumeId) ||
+    !isSize(origin.sizeBytes) ||
+    typeof origin.createdAt !== 'string' ||
+    !isShape({ accessType: origin.accessType, fsType: origin.fsType })
+  ) {
+    throw new DriverError(
+      FailureType.InvalidArgument,
+      'a moved snapshot needs its source volume ID, size, creation time and shape',
+    );
+  }
+}
+
+/** A volume ID as a moved snapshot keeps it: opaque here (the pool knows no node), printable and bounded. */
+function isSourceVolumeId(value: unknown): value is string {
+  return typeof value === 'string' && /^[\x21-\x7e]{1,256}$/.test(value);
 }
 
 function parseSnapshot(value: unknown, key: string, file: string): StoredSnapshot {
@@ -46,12 +66,14 @@ function parseSnapshot(value: unknown, key: string, file: string): StoredSnapsho
     !isSize(sizeBytes) ||
     typeof createdAt !== 'string' ||
     !isShape(shape) ||
-    (record.groupKey !== undefined && !isVolumeKey(record.groupKey))
+    (record.groupKey !== undefined && !isVolumeKey(record.groupKey)) ||
+    (record.sourceVolumeId !== undefined && !isSourceVolumeId(record.sourceVolumeId))
   ) {
     throw new DriverError(FailureType.Internal, `${file} is not a snapshot record for key ${key}`);
   }
   const group = record.groupKey === undefined ? {} : { groupKey: record.groupKey as string };
-  return { key, name, sourceKey, sizeBytes, createdAt, ...storedShape(shape), ...group };
+  const moved = record.sourceVolumeId === undefined ? {} : { sourceVolumeId: record.sourceVolumeId as string };
+  return { key, name, sourceKey, sizeBytes, createdAt, ...storedShape(shape), ...group, ...moved };
 }
 
 export async function readSnapshot(layout: PoolLayout, key: string): Promise<StoredSnapshot | undefined> {
@@ -61,7 +83,7 @@ export async function readSnapshot(layout: PoolLayout, key: string): Promise<Sto
 }
 
 export async function writeSnapshot(layout: PoolLayout, record: StoredSnapshot): Promise<void> {
-  const { key, name, sourceKey, sizeBytes, createdAt, groupKey } = record;
+  const { key, name, sourceKey, sizeBytes, createdAt, groupKey, sourceVolumeId } = record;
   await writeJsonAtomic(layout.snapshotRecordFile(key), {
     key,
     name,
@@ -70,6 +92,7 @@ export async function writeSnapshot(layout: PoolLayout, record: StoredSnapshot):
     createdAt,
     ...storedShape(record),
     ...(groupKey === undefined ? {} : { groupKey }),
+    ...(sourceVolumeId === undefined ? {} : { sourceVolumeId }),
   });
 }
 
@@ -87,10 +110,11 @@ export async function listSnapshotRecords(layout: PoolLayout): Promise<StoredSna
 /* Creating and deleting a snapshot. */
 
 /** A copy journaled and marked in flight, to be made without the pool held. */
-interface SnapshotCopy {
+interface SnapshotCopy<Source = StoredRecord> {
   intent: SnapshotIntent;
   record: StoredSnapshot;
-  source: StoredRecord;
+  /** A volume of the pool; for a single snapshot also a move's verified copy in transfers/in/ (StagedCopy). */
+  source: Source;
   /** Ends the copy's time in flight: once recorded or rolled back. */
   done: () => void;
 }
@@ -107,12 +131,17 @@ export async function createSnapshot(pool: PoolBackend, spec: CreateSnapshotSpec
   const { layout, indexes } = pool;
   await pool.copies.finish(done, {
     make: async () => {
-      const budgetMs = copyTimeMs(pool.allocatedBytes(source.capacityBytes), pool.copyBudget);
-      await pool.copyToSnapshot(source, pool.snapshotDataPath(record.key), budgetMs);
+      const budgetMs = copyTimeMs(pool.allocatedBytes(record.sizeBytes), pool.copyBudget);
+      const target = pool.snapshotDataPath(record.key);
+      await ('staged' in source
+        ? pool.copyStagedToSnapshot(source.staged, target, budgetMs)
+        : pool.copyToSnapshot(source, target, budgetMs));
     },
     record: async () => {
       await writeSnapshot(layout, record);
       await settleSnapshotIntent(layout, intent);
+      // A move's adopt: the snapshot's record reserves the room its staged copy did.
+      if ('staged' in source) await releaseStagedReservation(layout, source.moveKey);
       (await indexes.snapshots()).put(record);
     },
     // Leaves no partial copy.
@@ -122,7 +151,16 @@ export async function createSnapshot(pool: PoolBackend, spec: CreateSnapshotSpec
 }
 
 /** The checks and the intent, with the pool held: the existing snapshot, or the copy to make. */
-async function beginSnapshot(pool: PoolBackend, spec: CreateSnapshotSpec): Promise<StoredSnapshot | SnapshotCopy> {
+/** A move's verified copy in transfers/in/<move key>/: its file (an image, or a dir pool's archive). */
+interface StagedCopy {
+  staged: string;
+  moveKey: string;
+}
+
+async function beginSnapshot(
+  pool: PoolBackend,
+  spec: CreateSnapshotSpec,
+): Promise<StoredSnapshot | SnapshotCopy<StoredRecord | StagedCopy>> {
   const { layout, indexes, copies } = pool;
   const { snapshotKey: key, sourceKey, name } = spec;
   await indexes.settle();
@@ -138,28 +176,27 @@ async function beginSnapshot(pool: PoolBackend, spec: CreateSnapshotSpec): Promi
   }
   // Not recorded yet, but maybe being copied by an earlier attempt.
   copies.assertSnapshotFree(key, `create snapshot "${name}"`, name);
-  const source = await readRecord(layout, sourceKey);
-  if (!source) {
-    throw new DriverError(FailureType.NotFound, `volume ${sourceKey} does not exist in pool ${layout.root}`);
-  }
-  copies.assertVolumeFree(sourceKey, `snapshot volume ${sourceKey} as "${name}"`);
+  const origin = spec.moved ? await stagedOrigin(pool, spec.moved) : await volumeOrigin(pool, sourceKey, name);
   if (await pathExists(layout.snapshotDir(key))) {
     throw new DriverError(
       FailureType.FailedPrecondition,
       `${layout.snapshotDir(key)} exists without a record; remove it by hand to reuse snapshot key ${key}`,
     );
   }
-  const reservedBytes = pool.allocatedBytes(source.capacityBytes);
-  await pool.assertRoom(reservedBytes, `snapshot "${name}" of volume "${source.name}"`);
+  const { sizeBytes } = origin;
+  const reservedBytes = pool.allocatedBytes(sizeBytes);
+  await pool.assertRoom(reservedBytes, `snapshot "${name}" of volume "${origin.sourceName}"`, origin.staged);
   const at = new Date().toISOString();
-  const intent: SnapshotIntent = { op: 'create', key, name, sourceKey, sizeBytes: source.capacityBytes, at };
+  const intent: SnapshotIntent = { op: 'create', key, name, sourceKey, sizeBytes, at };
   const record: StoredSnapshot = {
     key,
     name,
     sourceKey,
-    sizeBytes: source.capacityBytes,
-    createdAt: at,
-    ...storedShape(source),
+    sizeBytes,
+    // A moved snapshot is still of the instant its source was copied.
+    createdAt: spec.moved?.createdAt ?? at,
+    ...storedShape(spec.moved ?? origin.shape),
+    ...(spec.moved && { sourceVolumeId: spec.moved.sourceVolumeId }),
   };
   await indexes.changing(async () => {
     await writeSnapshotIntent(layout, intent);
@@ -171,11 +208,50 @@ async function beginSnapshot(pool: PoolBackend, spec: CreateSnapshotSpec): Promi
     }
   });
   const done = copies.begin({
-    source: { volumeKey: sourceKey },
+    source: spec.moved ? { moveKey: spec.moved.moveKey } : { volumeKey: sourceKey },
     target: { snapshotKey: key, name },
-    reservedBytes,
+    // A move's adopt copies into the room its staged copy reserved, and reserves only the rest meanwhile.
+    reservedBytes: reservedBytes - origin.staged,
   });
-  return { intent, record, source, done };
+  return { intent, record, source: origin.source, done };
+}
+
+interface SnapshotOrigin {
+  source: StoredRecord | StagedCopy;
+  sizeBytes: number;
+  shape: StoredRecord | MovedSnapshotOrigin;
+  sourceName: string;
+  /** Bytes a staged copy already reserves for it (a move's adopt takes that room over). */
+  staged: number;
+}
+
+async function volumeOrigin(pool: PoolBackend, sourceKey: string, name: string): Promise<SnapshotOrigin> {
+  const source = await readRecord(pool.layout, sourceKey);
+  if (!source) {
+    throw new DriverError(FailureType.NotFound, `volume ${sourceKey} does not exist in pool ${pool.layout.root}`);
+  }
+  pool.copies.assertVolumeFree(sourceKey, `snapshot volume ${sourceKey} as "${name}"`);
+  return { source, sizeBytes: source.capacityBytes, shape: source, sourceName: source.name, staged: 0 };
+}
+
+/** A move's copy, verified against its manifest before the pull answered (storage/pool/transfer.ts). */
+async function stagedOrigin(pool: PoolBackend, moved: MovedSnapshotOrigin): Promise<SnapshotOrigin> {
+  const { moveKey } = moved;
+  const staged = await transferStatus(pool.layout, moveKey);
+  if (!staged?.done) {
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `pool ${pool.layout.root} holds no verified copy of move ${moveKey}: pull it first`,
+    );
+  }
+  const reserved = Math.min(pool.allocatedBytes(moved.sizeBytes), (await stagedReservation(pool.layout, moveKey)) ?? 0);
+  return {
+    source: { staged: staged.image, moveKey },
+    sizeBytes: moved.sizeBytes,
+    shape: moved,
+    sourceName: moved.sourceVolumeId,
+    staged: reserved,
+  };
 }
 
 /**

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { moveWorkflowId, parseVolumeId } from '../../common/names';
+import { moveWorkflowId, parseSnapshotId, parseVolumeId } from '../../common/names';
 import { forgetNode } from '../../operations/forget-node';
 import { findFreePort } from '../../temporal-dev/free-port';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
@@ -180,6 +180,97 @@ describe('moving a volume to another node', () => {
     expect(entries('dir-a', 'snapshots/data')).toEqual([]);
     expect(entries('dir-a', 'transfers/out')).toEqual([]);
     expect(entries('dir-b', 'transfers/in')).toEqual([]);
+  });
+
+  it('moves a snapshot: its copy a snapshot on the target that keeps its source volume ID, listed and restorable there; a second request attaches', async () => {
+    const volumeId = await volumeWithData('pvc-snapped', 32 * MiB);
+    const made = await cli('snapshots', 'create', '--source', volumeId, '--name', 'snap-moved', '--output', 'json');
+    expect(made.code).toBe(0);
+    const snapshotId = (JSON.parse(made.stdout) as { snapshotId: string }).snapshotId;
+    const snapshotImage = (nodeId: string, id: string) =>
+      path.join(cluster.pool(nodeId), 'snapshots', 'data', parseSnapshotId(id)!.key, 'disk.img');
+    const before = sha256(snapshotImage('node-a', snapshotId));
+
+    const [one, two] = await Promise.all([
+      cli('snapshots', 'move', snapshotId, '--to', 'node-b', '--output', 'json'),
+      cli('snapshots', 'move', snapshotId, '--to', 'node-b', '--output', 'json'),
+    ]);
+    expect(one.code).toBe(0);
+    expect(two.code).toBe(0);
+    const result = JSON.parse(one.stdout) as { outcome: string; newSnapshotId: string; chunkCount: number };
+    expect(JSON.parse(two.stdout)).toEqual(result);
+    expect(result).toMatchObject({ outcome: 'copied', snapshotId, targetNodeId: 'node-b', chunkCount: 32 });
+    const moved = result.newSnapshotId;
+    expect(parseSnapshotId(moved)?.nodeId).toBe('node-b');
+    expect(sha256(snapshotImage('node-b', moved))).toBe(before);
+    expect(sha256(snapshotImage('node-a', snapshotId))).toBe(before); // copied: the source untouched
+    expect(entries('node-a', 'transfers/out')).toEqual([]);
+    expect(entries('node-b', 'transfers/in')).toEqual([]);
+
+    // Listed on the target as a snapshot of the volume it was taken of, on node-a; not as one of node-b's volumes.
+    const listed = await cli('snapshots', 'list', '--output', 'json');
+    const snapshots = (JSON.parse(listed.stdout) as { snapshots: { snapshotId: string; sourceVolumeId: string }[] })
+      .snapshots;
+    expect(snapshots.find((snapshot) => snapshot.snapshotId === moved)).toMatchObject({
+      sourceVolumeId: volumeId,
+      nodeId: 'node-b',
+      name: expect.stringMatching(/^move-[0-9a-f]{32}$/),
+    });
+    // A restore from it is made on its node, with its data.
+    const restored = await retryLikeCo(() =>
+      createVolume(
+        clients(),
+        createRequest('pvc-restored-moved', SIZE, {
+          volume_capabilities: [BLOCK_CAPABILITY],
+          volume_content_source: { snapshot: { snapshot_id: moved } },
+        }),
+      ),
+    );
+    const restoredId = restored.volume!.volume_id;
+    expect(parseVolumeId(restoredId)?.nodeId).toBe('node-b');
+    const data = (file: string) => fs.readFileSync(file).subarray(0, 32 * MiB);
+    expect(data(image('node-b', restoredId)).equals(data(image('node-a', volumeId)))).toBe(true);
+
+    // A dir pool's snapshot moves as an archive of its tree.
+    const dirVolume = await retryLikeCo(() =>
+      createVolume(clients(), createRequest('pvc-dir-snapped', SIZE, onNode('dir-a'))),
+    );
+    const dirId = dirVolume.volume!.volume_id;
+    const tree = path.join(cluster.pool('dir-a'), 'volumes', parseVolumeId(dirId)!.key);
+    fs.mkdirSync(path.join(tree, 'db'));
+    fs.writeFileSync(path.join(tree, 'db/pages'), randomBytes(3 * MiB));
+    fs.symlinkSync('db/pages', path.join(tree, 'current'));
+    const dirSnapshot = await cli('snapshots', 'create', '--source', dirId, '--name', 'snap-dir', '--output', 'json');
+    const dirSnapshotId = (JSON.parse(dirSnapshot.stdout) as { snapshotId: string }).snapshotId;
+    const snapshotTree = (nodeId: string, id: string) =>
+      path.join(cluster.pool(nodeId), 'snapshots', 'data', parseSnapshotId(id)!.key);
+    const dirBefore = describeTree(snapshotTree('dir-a', dirSnapshotId));
+    const toLoop = await cli('snapshots', 'move', dirSnapshotId, '--to', 'node-b');
+    expect(toLoop.stderr).toMatch(/FailedPrecondition: node node-b runs the loop backend: a dir snapshot moves only/);
+    const dirMove = await cli('snapshots', 'move', dirSnapshotId, '--to', 'dir-b', '--output', 'json');
+    expect(dirMove.code).toBe(0);
+    const dirMoved = (JSON.parse(dirMove.stdout) as { newSnapshotId: string }).newSnapshotId;
+    expect(describeTree(snapshotTree('dir-b', dirMoved))).toEqual(dirBefore);
+    expect(entries('dir-a', 'transfers/out')).toEqual([]);
+    expect(entries('dir-b', 'transfers/in')).toEqual([]);
+
+    // Refused before anything starts.
+    const unknown = snapshotId.replace(/_[0-9a-f]{32}$/, `_${'d'.repeat(32)}`);
+    const refusals: [string[], RegExp][] = [
+      [[volumeId, '--to', 'node-b'], /InvalidArgument: "\S+" is not a snapshot ID this driver issued/],
+      [[moved, '--to', 'node-b'], /InvalidArgument: snapshot \S+ is already on node node-b/],
+      [[unknown, '--to', 'node-b'], /NotFound: snapshot \S+ does not exist on node node-a/],
+      [[snapshotId, '--to', 'dir-b'], /AlreadyExists: snapshot \S+ was moved \(or copied\) to node node-b/],
+      [[snapshotId], /takes --to NODE \(a move\) or --cancel/],
+    ];
+    for (const [args, said] of refusals) {
+      const answer = await cli('snapshots', 'move', ...args);
+      expect({ args, code: answer.code, stderr: answer.stderr }).toEqual({
+        args,
+        code: 1,
+        stderr: expect.stringMatching(said),
+      });
+    }
   });
 
   it('rolls back a move to a target without room: nothing left on the target, the source untouched', async () => {

@@ -1,7 +1,9 @@
 import type { Client } from '@temporalio/client';
 import { DriverError, FailureType } from '../../common/failures';
 import { moveWorkflowId } from '../../common/names';
-import { moveResult, startMove } from '../../operations/move-operations';
+import { moveResult, startMove, startSnapshotMove } from '../../operations/move-operations';
+import { call, withDeadline } from '../../csi/client';
+import type { CreateSnapshotResponse__Output } from '../../csi/generated/csi/v1/CreateSnapshotResponse';
 import { findFreePort } from '../../temporal-dev/free-port';
 import type { CsiClients } from '../../csi/client';
 import type { TestCluster } from '../support/cluster';
@@ -10,7 +12,7 @@ import type { Recording } from './snapshot-scenarios';
 
 /**
  * Moves between two loop pools serving copies on loopback (node-m1 to node-m2), recorded for the replay test: one
- * that copies, one that rolls back because the target has no room for it.
+ * that copies, one that rolls back because the target has no room for it, and a snapshot's move that copies.
  */
 export async function recordMoveScenarios(
   cluster: TestCluster,
@@ -43,8 +45,16 @@ export async function recordMoveScenarios(
   } catch (error) {
     if (!(error instanceof DriverError) || error.type !== FailureType.ResourceExhausted) throw error;
   }
+  // A snapshot of the copied volume (still on node-m1: without Kubernetes a move leaves the source), moved too.
+  const snapshot = await call<CreateSnapshotResponse__Output>((done) =>
+    clients.controller.CreateSnapshot({ name: 'snap-moved', source_volume_id: moved }, withDeadline(30_000), done),
+  );
+  const snapshotId = snapshot.snapshot!.snapshot_id;
+  const snapshotMove = await startSnapshotMove(temporal, driverName, { snapshotId, targetNodeId: 'node-m2' });
+  await moveResult(temporal.workflow.getHandle(snapshotMove.workflowId));
   return {
     'move-volume': { workflowId: moveWorkflowId(driverName, moved) },
     'move-volume-rolled-back': { workflowId: moveWorkflowId(driverName, tooLarge) },
+    'move-snapshot': { workflowId: moveWorkflowId(driverName, snapshotId) },
   };
 }

@@ -27,7 +27,7 @@ import { eventually } from '../support/eventually';
  * forget, a notice naming another node), snapshots, a restore, every listing and a record deleting what was written
  * off (snapshot-scenarios.ts), group snapshots made, deleted and ended by a forget (group-snapshot-scenarios.ts), a
  * forgotten node's return and a restore its forget ended (forget-scenarios.ts), a move that copies and one that rolls
- * back (move-scenarios.ts).
+ * back, and a snapshot's move (move-scenarios.ts).
  * replay.test.ts fails when a workflow type or a patch has no fixture. Run it after a deliberate, patched() change
  * to workflow code (docs/workflow-changes.md): `node dist/test/replay/record-histories.js`. The histories of a
  * release stay in a folder of their own (release-0.2.0/ once a later change records over these), replayed too.

@@ -39,6 +39,7 @@ const NAMES = [
   'list-snapshots-page',
   'list-transfers-page',
   'list-volumes-page',
+  'move-snapshot',
   'move-volume',
   // Recorded by test/e2e-k8s/volume-move-claims.test.ts (DURABLE_CSI_RECORD_HISTORIES=1): they need an API server.
   'move-volume-cancelled',
@@ -52,7 +53,7 @@ const NAMES = [
 ];
 /** Workflow types 0.2.0 does not have: group snapshots, moves and the listing of their transfers. */
 const SINCE_RELEASE = (name: string) =>
-  name.includes('group-snapshot') || name.startsWith('move-volume') || name === 'list-transfers-page';
+  name.includes('group-snapshot') || name.startsWith('move-') || name === 'list-transfers-page';
 /**
  * The histories of this code (recorded again at each patched() change), and those 0.2.0, the first release, wrote:
  * kept in release-0.2.0/ so that the branches every patch keeps for them stay replayed (group snapshots and moves

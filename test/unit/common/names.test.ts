@@ -19,10 +19,11 @@ describe('workflow names', () => {
       'createVolumeGroupSnapshot',
       'deleteVolumeGroupSnapshot',
       'moveVolume',
+      'moveSnapshot',
     ]);
     expect(operationTypesClause()).toBe(
       'WorkflowType IN ("createVolume", "deleteVolume", "expandVolume", "createSnapshot", "deleteSnapshot", ' +
-        '"createVolumeGroupSnapshot", "deleteVolumeGroupSnapshot", "moveVolume")',
+        '"createVolumeGroupSnapshot", "deleteVolumeGroupSnapshot", "moveVolume", "moveSnapshot")',
     );
   });
 

@@ -22,7 +22,8 @@ describe('planEvacuation', () => {
         { nodeId: 'node-c', availableBytes: 5 * GiB },
       ],
     );
-    expect(plan.map((step) => [step.claim, 'targetNodeId' in step ? step.targetNodeId : step.refused])).toEqual([
+    const of = (step: (typeof plan)[number]) => ('claim' in step ? step.claim : undefined);
+    expect(plan.map((step) => [of(step), 'targetNodeId' in step ? step.targetNodeId : step.refused])).toEqual([
       ['default/data-5', 'no node has room for it (the most: node-b, 8Gi available)'],
       ['default/data-2', 'node-b'], // node-b: 8 -> 2 left
       ['default/data-3', 'node-c'], // node-c: 5 -> 2 left
@@ -36,6 +37,37 @@ describe('planEvacuation', () => {
     expect(step).toMatchObject({ refused: 'its StorageClass admits only node-z, and none of them can take it' });
     const [none] = planEvacuation([volume(1, 1)], []);
     expect(none).toMatchObject({ refused: 'no live node serves node-to-node copies on a loop pool' });
+  });
+
+  it("plans snapshots after the volumes, largest first, to the room the volumes left; a group's member is refused", () => {
+    const snapshot = (n: number, gib: number, group?: string) => ({
+      snapshotId: `s1_node-a_0123456789abcdef_${String(n).padStart(32, '0')}`,
+      volumeSnapshot: `default/snap-${n}`,
+      sizeBytes: gib * GiB,
+      ...(group ? { groupSnapshotHandle: group } : {}),
+    });
+    const plan = planEvacuation(
+      [volume(1, 4)],
+      [
+        { nodeId: 'node-b', availableBytes: 6 * GiB },
+        { nodeId: 'node-c', availableBytes: 3 * GiB },
+      ],
+      [snapshot(1, 1), snapshot(2, 3), snapshot(3, 1, 'g1_node-a_0123456789abcdef_' + '9'.repeat(32)), snapshot(4, 2)],
+    );
+    const said = plan.map((step) => [
+      'snapshotId' in step ? step.volumeSnapshot : step.volumeId,
+      'targetNodeId' in step ? step.targetNodeId : step.refused,
+    ]);
+    expect(said).toEqual([
+      [volume(1, 4).volumeId, 'node-b'], // node-b: 6 -> 2
+      ['default/snap-2', 'node-c'], // node-c: 3 -> 0
+      ['default/snap-4', 'node-b'], // node-b: 2 -> 0
+      ['default/snap-1', 'no node has room for it (the most: node-b, 0B available)'],
+      [
+        'default/snap-3',
+        expect.stringMatching(/^a member of group snapshot g1_\S+: a group moves whole or not at all$/),
+      ],
+    ]);
   });
 });
 

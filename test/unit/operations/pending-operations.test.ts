@@ -12,6 +12,7 @@ describe('the operation names operators read', () => {
       'group-snapshot-create',
       'group-snapshot-delete',
       'move',
+      'snapshot-move',
     ]);
   });
 

@@ -230,6 +230,65 @@ describe("a move's copy made a volume (a create from transfers/in, docs/volume-m
   });
 });
 
+describe('a snapshot\'s move: its copy made a snapshot (docs/volume-moves.md, "Snapshots")', () => {
+  function stageCopy(moveKey: string, data: Buffer): void {
+    fs.mkdirSync(layout.transferDir(moveKey), { recursive: true });
+    fs.writeFileSync(layout.transferImage(moveKey), data);
+    const checkpoint = { manifestDigest: 'b'.repeat(64), verifiedChunks: 1, done: true };
+    fs.writeFileSync(layout.transferCheckpointFile(moveKey), JSON.stringify(checkpoint));
+  }
+
+  it('keeps the source volume ID, size, shape and creation time; takes over the room its copy held; is listed by ID, never as a snapshot of a local volume', async () => {
+    const backend = await fixture.opened(256 * MiB);
+    const moveKey = randomKey();
+    const sourceKey = randomKey();
+    const moved = {
+      moveKey,
+      sourceVolumeId: `v1_node-a_0123456789abcdef_${sourceKey}`,
+      sizeBytes: 64 * MiB,
+      createdAt: '2026-12-01T10:00:00.000Z',
+      accessType: 'block' as const,
+    };
+    const wanted = { snapshotKey: randomKey(), sourceKey, name: 'snapshot-of-a', moved };
+    await expectDriverError(backend.createSnapshot(wanted), FailureType.FailedPrecondition, /no verified copy of move/);
+    expect(fs.readdirSync(layout.snapshotRecordsDir)).toEqual([]);
+    await expectDriverError(
+      backend.createSnapshot({ ...wanted, moved: { ...moved, sourceVolumeId: 'has space' } }),
+      FailureType.InvalidArgument,
+      /needs its source volume ID/,
+    );
+
+    await backend.reserveStagedCopy(moveKey, 64 * MiB);
+    // A volume that takes the rest: the adopt still fits, in the room its copy held.
+    const rest = await backend.createVolume(spec({ capacityBytes: 192 * MiB }));
+    const data = Buffer.alloc(8 * MiB, 5);
+    stageCopy(moveKey, data);
+    const made = await backend.createSnapshot(wanted);
+    expect(made).toMatchObject({ sourceKey, sourceVolumeId: moved.sourceVolumeId, sizeBytes: 64 * MiB });
+    expect(made).toMatchObject({ createdAt: moved.createdAt, accessType: 'block' });
+    expect(fs.readFileSync(made.path).equals(data)).toBe(true);
+    expect((await backend.status()).reservedBytes).toBe(256 * MiB); // counted once
+    expect(fs.existsSync(layout.transferReservationFile(moveKey))).toBe(false);
+    expect(fs.readdirSync(layout.snapshotJournalDir)).toEqual([]);
+    // Idempotent by key, also after a restart (the record keeps the source's ID).
+    await backend.close();
+    const reopened = await fixture.opened(256 * MiB);
+    expect(await reopened.createSnapshot(wanted)).toMatchObject({
+      key: made.key,
+      sourceVolumeId: moved.sourceVolumeId,
+    });
+    // Listed by its key; a lookup of the snapshots of a volume of this pool never answers it.
+    expect((await reopened.listSnapshotPage(undefined, 10, { key: made.key })).snapshots).toHaveLength(1);
+    expect((await reopened.listSnapshotPage(undefined, 10, { sourceKey })).snapshots).toEqual([]);
+    // A restore from it is a restore like any other.
+    await reopened.deleteVolume(rest.key);
+    const restored = await reopened.createVolume(
+      spec({ capacityBytes: 64 * MiB, accessType: 'block', contentSource: { snapshotKey: made.key } }),
+    );
+    expect(fs.readFileSync(restored.path).subarray(0, data.length).equals(data)).toBe(true);
+  });
+});
+
 describe('a move\'s hold on its source volume (docs/volume-moves.md, "In use")', () => {
   it('is refused while the volume is staged; once held, stage and growth are refused until the move lets it go or a successor takes it over', async () => {
     const backend = await fixture.opened(GI);
