@@ -48,6 +48,8 @@ let stopPlayingSnapshotter: (() => Promise<void>) | undefined;
 /** The writes the switch made that the API server accepted, in order ("patch volumesnapshotcontents/x", ...). */
 const writes: string[] = [];
 const MERGE_PATCH = { mergePatch: true };
+/** Holds a VolumeSnapshot in its deletion for as long as the test wants. */
+const TEST_FINALIZER = 'e2e.durable-csi.io/hold';
 
 interface Meta {
   name?: string;
@@ -201,7 +203,12 @@ const snapshotPath = (name: string) => `${SNAPSHOTS}/${name}`;
  */
 async function readySnapshot(
   name: string,
-  options: { labels?: Record<string, string>; annotations?: Record<string, string>; ownerReferences?: object[] } = {},
+  options: {
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    ownerReferences?: object[];
+    finalizers?: string[];
+  } = {},
 ): Promise<{ id: string; uid: string; contentName: string; contentUid: string }> {
   const id = snapshotId('node-a');
   const contentName = `${name}-content`;
@@ -260,6 +267,19 @@ function switchInput(moved: MovedSnapshot, oldSnapshotId: string, moveKey = rand
   return input;
 }
 
+/** A finalizer taken off the object as its controller would (the list read and written at one resourceVersion). */
+async function dropFinalizer(objectPath: string, finalizer: string): Promise<void> {
+  await eventually(`${finalizer} off ${objectPath}`, async () => {
+    const current = await api.get<{ metadata: Meta }>(objectPath);
+    const { finalizers = [], resourceVersion } = current.metadata;
+    if (!finalizers.includes(finalizer)) return true;
+    await api.patch(objectPath, {
+      metadata: { finalizers: finalizers.filter((f) => f !== finalizer), resourceVersion },
+    });
+    return true;
+  });
+}
+
 /** What the activity's retries do: calls again while the answer is Unavailable ("still waiting for ..."). */
 async function retried<T>(call: () => Promise<T>, timeoutMs = 120_000): Promise<T> {
   const started = Date.now();
@@ -289,7 +309,7 @@ const failureOf = async (call: Promise<unknown>): Promise<{ type?: string; messa
     }),
   );
 
-/** Every content of the test's driver that a move made or marked. */
+/** What the move made or marked: its new content, and its old content held (Retain, the policy kept aside). */
 async function traces(input: SnapshotSwitchInput): Promise<string[]> {
   const list = await api.get<{ items: Content[] }>(CONTENTS);
   return list.items
@@ -299,7 +319,8 @@ async function traces(input: SnapshotSwitchInput): Promise<string[]> {
       ...(content.metadata.annotations?.[MOVE_WORKFLOW] === input.moveWorkflowId
         ? [`${content.metadata.name} names the move`]
         : []),
-      ...(content.metadata.annotations?.[DELETION_POLICY_BEFORE_MOVE] !== undefined
+      ...(content.metadata.name === input.moved.content.name &&
+      content.metadata.annotations?.[DELETION_POLICY_BEFORE_MOVE] !== undefined
         ? [`${content.metadata.name} is held`]
         : []),
     ]);
@@ -408,14 +429,35 @@ describe('the snapshot switch on a real API server with the snapshot-controller'
   });
 
   it('a VolumeSnapshot deleted between read and prepare: prepare refuses (FailedPrecondition) and undo leaves nothing of the move', async () => {
-    const old = await readySnapshot('gone-snap');
+    // A finalizer of the test's holds it while it is being deleted: refused then, and once it is gone.
+    const old = await readySnapshot('gone-snap', { finalizers: [TEST_FINALIZER] });
     const moved = await switcher.read(DRIVER, old.id);
     const input = switchInput(moved, old.id);
     await api.delete(snapshotPath('gone-snap'));
-
-    const prepared = await failureOf(switcher.prepare(input));
-    expect(prepared).toMatchObject({ type: FailureType.FailedPrecondition });
-    expect(prepared.message).toMatch(/deleted or made again during the move's copy/);
+    const deleting = await api.get<Snapshot>(snapshotPath('gone-snap'));
+    expect(deleting.metadata.deletionTimestamp).toBeDefined();
+    for (const when of ['being deleted', 'gone']) {
+      if (when === 'gone') {
+        await dropFinalizer(snapshotPath('gone-snap'), TEST_FINALIZER);
+        // Its content is Delete: the snapshot-controller deletes it and keeps the VolumeSnapshot until it is gone;
+        // csi-snapshotter would take the content's finalizer off after DeleteSnapshot. The test does, for it.
+        await eventually('VolumeSnapshotContent of gone-snap being deleted', async () =>
+          Boolean((await getOrGone<Content>(api, contentPath(old.contentName)))?.metadata.deletionTimestamp),
+        );
+        await dropFinalizer(contentPath(old.contentName), CONTENT_BOUND_FINALIZER);
+        await eventually(
+          'VolumeSnapshot gone-snap gone',
+          async () => !(await getOrGone(api, snapshotPath('gone-snap'))),
+        );
+      }
+      const prepared = await writesOf(() => failureOf(switcher.prepare(input)));
+      expect({ when, ...prepared }).toMatchObject({
+        when,
+        answer: { type: FailureType.FailedPrecondition },
+        writes: [],
+      });
+      expect(prepared.answer.message).toMatch(/deleted or made again during the move's copy/);
+    }
     const undone = await writesOf(() => switcher.undo(input));
     expect(undone.writes).toEqual([]);
     expect(await traces(input)).toEqual([]);
