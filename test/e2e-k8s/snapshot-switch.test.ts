@@ -428,6 +428,53 @@ describe('the snapshot switch on a real API server with the snapshot-controller'
     expect(readAgain.content).toMatchObject({ name: input.newContentName, deletionPolicy: 'Delete' });
   });
 
+  it('a switch and a retire stopped after every step (a crash, a lost worker) go on from where they stood', async () => {
+    const old = await readySnapshot('crash-snap', { labels: { app: 'crash' } });
+    const moved = await switcher.read(DRIVER, old.id);
+    const input = switchInput(moved, old.id);
+    await switcher.prepare(input);
+
+    // Each attempt is stopped at its second heartbeat, that is after one step: the next one must go on from there.
+    const stepwise = async <T>(step: (heartbeat: () => void) => Promise<T>) => {
+      const steps: string[][] = [];
+      for (let attempt = 0; attempt < 200; attempt++) {
+        let beats = 0;
+        const stopped = new Error('stopped by the test');
+        const done = await writesOf(() =>
+          step(() => {
+            if (++beats > 1) throw stopped;
+          }).catch((error: unknown) => {
+            if (error !== stopped && !(error instanceof DriverError && error.type === FailureType.Unavailable))
+              throw error;
+            return undefined;
+          }),
+        );
+        if (done.writes.length) steps.push(done.writes);
+        if (done.answer !== undefined) return { answer: done.answer, steps };
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      throw new Error(`not done in 200 attempts: ${JSON.stringify(steps)}`);
+    };
+    const switched = await stepwise((heartbeat) => switcher.switchSnapshot(input, heartbeat));
+    expect(switched.steps).toEqual([
+      ['delete volumesnapshots/crash-snap'],
+      ['create volumesnapshots/crash-snap'],
+      [`patch volumesnapshotcontents/${input.newContentName}`],
+    ]);
+    const snapshot = await api.get<Snapshot>(snapshotPath('crash-snap'));
+    expect(snapshot.metadata.uid).toBe(switched.answer.snapshotUid);
+    expect(snapshot.metadata.labels).toEqual({ app: 'crash' });
+    expect(snapshot.status).toMatchObject({ boundVolumeSnapshotContentName: input.newContentName, readyToUse: true });
+    expect((await api.get<Content>(contentPath(input.newContentName))).spec.deletionPolicy).toBe('Delete');
+
+    const retired = await stepwise((heartbeat) => switcher.retire(input, heartbeat).then(() => 'retired'));
+    expect(retired.steps).toEqual([
+      [`delete volumesnapshotcontents/${old.contentName}`],
+      [`patch volumesnapshotcontents/${old.contentName}`],
+    ]);
+    expect(await getOrGone(api, contentPath(old.contentName))).toBeUndefined();
+  });
+
   it('a VolumeSnapshot deleted between read and prepare: prepare refuses (FailedPrecondition) and undo leaves nothing of the move', async () => {
     // A finalizer of the test's holds it while it is being deleted: refused then, and once it is gone.
     const old = await readySnapshot('gone-snap', { finalizers: [TEST_FINALIZER] });
