@@ -54,7 +54,9 @@ export class KubeRest {
           headers: {
             Authorization: `Bearer ${this.token}`,
             Accept: 'application/json',
-            ...(payload ? { 'Content-Type': contentType } : {}),
+            // The length too: Node frames no body of a DELETE by itself (no chunked encoding for it), so the
+            // server would read a DELETE's options as the start of the next request on the connection.
+            ...(payload ? { 'Content-Type': contentType, 'Content-Length': Buffer.byteLength(payload) } : {}),
           },
           timeout: 30_000,
         },
