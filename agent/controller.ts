@@ -29,7 +29,7 @@ import { serveHealth } from './health-endpoint';
 import { registerControllerMetrics } from '../metrics/controller-metrics';
 import { createProcessMetrics, registerClientCertificateExpiry, serveMetrics } from '../metrics/registry';
 import type { NodeDeletedPolicy } from '../kubernetes/node-deleted-policy';
-import type { ClaimSwitcher } from '../activities/control-activities';
+import type { ClaimSwitcher, SnapshotSwitcher } from '../activities/control-activities';
 import { cachedCheck } from '../common/cached-check';
 
 export interface ControllerConfig {
@@ -247,7 +247,7 @@ function createControlWorker(
         client,
         driverName: config.driverName,
         writtenOffEvents,
-        ...(config.kubernetes ? { claims: claimKubeOnce() } : {}),
+        ...(config.kubernetes ? { claims: claimKubeOnce(), snapshots: snapshotKubeOnce() } : {}),
       }),
       ...createPlacementActivities({ client, driverName: config.driverName }),
     },
@@ -364,6 +364,16 @@ function claimKubeOnce(): () => Promise<ClaimSwitcher> {
       import('../kubernetes/controller-integration'),
       import('../kubernetes/claim-switch'),
     ]).then(([integration, claims]) => claims.claimSwitcher(integration.claimKube())));
+}
+
+/** Loaded on a snapshot move's first switch, once. */
+function snapshotKubeOnce(): () => Promise<SnapshotSwitcher> {
+  let switcher: Promise<SnapshotSwitcher> | undefined;
+  return () =>
+    (switcher ??= Promise.all([
+      import('../kubernetes/controller-integration'),
+      import('../kubernetes/snapshot-switch'),
+    ]).then(([integration, snapshots]) => snapshots.snapshotSwitcher(integration.snapshotKube())));
 }
 
 async function startKubernetes(

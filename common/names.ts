@@ -168,11 +168,12 @@ export function deleteGroupSnapshotWorkflowId(driverName: string, groupSnapshotI
  * one that ended with the volume copied is answered from it; only a move that failed (rolled back) may start again.
  */
 /**
- * The PV a move binds its claim to (kubernetes/claim-switch.ts): the old PV's name with the move's mark, a volume
- * moved again replacing its mark, so names do not grow.
+ * The PV a move binds its claim to (kubernetes/claim-switch.ts), or the VolumeSnapshotContent a snapshot's move binds
+ * its VolumeSnapshot to (kubernetes/snapshot-switch.ts): the old object's name with the move's mark (`-m` and 8 hex
+ * digits of the move key), one moved again replacing its mark, so names do not grow.
  */
-export function movedPvName(oldPvName: string, moveKey: string): string {
-  return `${oldPvName.replace(/-m[0-9a-f]{8}$/, '').slice(0, 200)}-m${moveKey.slice(0, 8)}`;
+export function movedObjectName(oldName: string, moveKey: string): string {
+  return `${oldName.replace(/-m[0-9a-f]{8}$/, '').slice(0, 200)}-m${moveKey.slice(0, 8)}`;
 }
 
 export function moveWorkflowId(driverName: string, volumeId: string): string {

@@ -4,6 +4,7 @@ import type { Client } from '@temporalio/client';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../common/logger';
 import type { ClaimKube } from './claim-switch';
+import type { SnapshotKube } from './snapshot-switch';
 import { CopyPlacement, SELECTED_NODE } from './copy-placement';
 import { coreApi, customObjectsApi, loadKubeConfig } from './kube-config';
 import type { NodeDeletedPolicy } from './node-deleted-policy';
@@ -43,6 +44,14 @@ export async function startControllerKubernetes(deps: {
 export function claimKube(): ClaimKube {
   return {
     core: coreApi(loadKubeConfig()),
+    mergePatch: setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+  };
+}
+
+/** The client a snapshot move's switch uses (kubernetes/snapshot-switch.ts): the snapshot CRDs, merge patches. */
+export function snapshotKube(): SnapshotKube {
+  return {
+    custom: customObjectsApi(loadKubeConfig()),
     mergePatch: setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
   };
 }

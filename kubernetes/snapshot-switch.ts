@@ -1,6 +1,7 @@
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import { DriverError, FailureType } from '../common/failures';
 import { statusOf } from './api-status';
+import type { MovedSnapshot, SnapshotSwitchInput, SnapshotSwitcher } from '../activities/control-activities';
 import { SNAPSHOT_CONTENTS } from './snapshot-contents';
 
 /**
@@ -23,44 +24,6 @@ import { SNAPSHOT_CONTENTS } from './snapshot-contents';
  * snapshot-controller once its content is Retain.
  */
 
-/** What the move keeps of the VolumeSnapshot and its content, read before anything is touched. */
-export interface MovedSnapshot {
-  snapshot: {
-    namespace: string;
-    name: string;
-    uid: string;
-    labels: Record<string, string>;
-    annotations: Record<string, string>;
-    volumeSnapshotClassName?: string;
-  };
-  content: {
-    name: string;
-    uid: string;
-    deletionPolicy: string;
-    volumeSnapshotClassName?: string;
-    sourceVolumeMode?: string;
-  };
-}
-
-export interface SnapshotSwitchInput {
-  driverName: string;
-  moveWorkflowId: string;
-  oldSnapshotId: string;
-  newSnapshotId: string;
-  targetNodeId: string;
-  newContentName: string;
-  moved: MovedSnapshot;
-}
-
-/** What a snapshot move's activities call for its switch (as ClaimSwitcher is for a volume's). */
-export interface SnapshotSwitcher {
-  read(driverName: string, snapshotId: string): Promise<MovedSnapshot>;
-  prepare(input: SnapshotSwitchInput): Promise<void>;
-  switchSnapshot(input: SnapshotSwitchInput, heartbeat: () => void): Promise<{ snapshotUid: string }>;
-  retire(input: SnapshotSwitchInput, heartbeat: () => void): Promise<void>;
-  undo(input: SnapshotSwitchInput): Promise<string | undefined>;
-}
-
 /**
  * The controller's client for the snapshot CRDs, and client-node's request options for a JSON merge patch (its
  * custom objects' patch is a JSON patch otherwise), made by the caller (kubernetes/controller-integration.ts): this
@@ -79,14 +42,6 @@ export function snapshotSwitcher(kube: SnapshotKube): SnapshotSwitcher {
     retire: (input, heartbeat) => retireOldContent(kube, input, heartbeat),
     undo: (input) => undoSnapshotSwitch(kube, input),
   };
-}
-
-/**
- * The content a moved snapshot's VolumeSnapshot is bound to: the old content's name with the move's mark (`-m` and
- * 8 hex digits of the move key), a snapshot moved again replacing its mark, so names do not grow past 253.
- */
-export function movedContentName(oldContentName: string, moveKey: string): string {
-  return `${oldContentName.replace(/-m[0-9a-f]{8}$/, '').slice(0, 242)}-m${moveKey.slice(0, 8)}`;
 }
 
 /** On the old content while its policy is Retain for the move: the policy it had, restored on a rollback. */

@@ -27,7 +27,7 @@ import {
   PhaseKey,
   formatSnapshotId,
   formatVolumeId,
-  movedPvName,
+  movedObjectName,
   poolIdPrefix,
   type ForgetNotice,
   type MovePhase,
@@ -211,7 +211,7 @@ export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResu
         oldVolumeId: input.volumeId,
         newVolumeId: newVolumeIdOf(adopted, targetNodeId),
         targetNodeId,
-        newPvName: movedPvName(moved.pv.name, moveKey),
+        newPvName: movedObjectName(moved.pv.name, moveKey),
         moved,
       };
       const switchInput = switching;
@@ -654,7 +654,7 @@ export async function moveSnapshot(input: MoveSnapshotInput): Promise<MoveSnapsh
         oldSnapshotId: snapshotId,
         newSnapshotId: newSnapshotIdOf(adopted),
         targetNodeId,
-        newContentName: movedPvName(moved.content.name, moveKey),
+        newContentName: movedObjectName(moved.content.name, moveKey),
         moved,
       };
       const switchInput = switching;

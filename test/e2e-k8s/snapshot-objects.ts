@@ -28,7 +28,7 @@ export interface VolumeSnapshot {
 }
 export interface VolumeSnapshotContent {
   metadata?: { name?: string; deletionTimestamp?: string };
-  spec?: { driver?: string; deletionPolicy?: string; source?: { volumeHandle?: string } };
+  spec?: { driver?: string; deletionPolicy?: string; source?: { volumeHandle?: string; snapshotHandle?: string } };
   status?: { readyToUse?: boolean; snapshotHandle?: string; restoreSize?: number };
 }
 

@@ -5,16 +5,14 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DriverError, FailureType } from '../../common/failures';
-import { formatSnapshotId } from '../../common/names';
+import type { MovedSnapshot, SnapshotSwitchInput } from '../../activities/control-activities';
+import { formatSnapshotId, movedObjectName } from '../../common/names';
 import {
   CONTENT_BOUND_FINALIZER,
   DELETION_POLICY_BEFORE_MOVE,
   MOVED_FROM,
   MOVE_WORKFLOW,
-  movedContentName,
   snapshotSwitcher,
-  type MovedSnapshot,
-  type SnapshotSwitchInput,
 } from '../../kubernetes/snapshot-switch';
 import { ControlPlane } from './control-plane';
 import { KubeError, type KubeRest } from './kube-rest';
@@ -261,7 +259,7 @@ function switchInput(moved: MovedSnapshot, oldSnapshotId: string, moveKey = rand
     oldSnapshotId,
     newSnapshotId: snapshotId('node-b'),
     targetNodeId: 'node-b',
-    newContentName: movedContentName(moved.content.name, moveKey),
+    newContentName: movedObjectName(moved.content.name, moveKey),
     moved,
   };
   return input;
@@ -325,14 +323,6 @@ async function traces(input: SnapshotSwitchInput): Promise<string[]> {
         : []),
     ]);
 }
-
-describe('movedContentName', () => {
-  it('marks the old name with the move, replaces an earlier mark, and stays within 253 characters', () => {
-    expect(movedContentName('snapcontent-1', 'abcdef0123456789')).toBe('snapcontent-1-mabcdef01');
-    expect(movedContentName('snapcontent-1-mabcdef01', '0011223344556677')).toBe('snapcontent-1-m00112233');
-    expect(movedContentName('x'.repeat(253), 'abcdef0123456789')).toHaveLength(252);
-  });
-});
 
 describe('the snapshot switch on a real API server with the snapshot-controller', () => {
   it('moves the VolumeSnapshot, under its name, labels and annotations, to a new content naming the copy; each step again is a no-op', async () => {

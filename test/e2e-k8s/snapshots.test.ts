@@ -24,6 +24,8 @@ import {
   type VolumeSnapshotContent,
 } from './snapshot-objects';
 import { eventually } from '../support/eventually';
+import { runCli } from '../support/run-cli';
+import { testTemporalFlags } from '../support/test-temporal';
 
 /**
  * issue 22 item 4: VolumeSnapshots through external-snapshotter on a real control plane. The snapshot CRDs and the
@@ -194,6 +196,93 @@ describe('VolumeSnapshots through csi-snapshotter', () => {
     expect(fs.readFileSync(path.join(volumeDir(SOURCE_NODE, clone), 'data.txt'), 'utf8')).toBe('after the snapshot\n');
   });
 
+  it('snapshots move makes the VolumeSnapshot again under its name, naming the copy on the other node; a restore binds there with its data; deleting it deletes that copy', async () => {
+    await createSnapshot('snap-moved', 'source'); // of the data the source has now
+    const before = await readySnapshot('snap-moved');
+    const oldContent = before.content.metadata?.name ?? '';
+    const oldHandle = before.content.status?.snapshotHandle ?? '';
+    const target = NODES.find((node) => node !== SOURCE_NODE)!;
+    // All along: every content of the driver that is not being deleted names a copy that is on its node's disk.
+    const missing = new Set<string>();
+    let watching = true;
+    const watch = (async () => {
+      while (watching) {
+        const contents = await cluster.api.get<{ items: VolumeSnapshotContent[] }>(CONTENTS).catch(() => undefined);
+        for (const item of contents?.items ?? []) {
+          const named = item.status?.snapshotHandle ?? item.spec?.source?.snapshotHandle;
+          if (item.spec?.driver !== DRIVER || !named || item.metadata?.deletionTimestamp) continue;
+          const node = named.split('_')[1] ?? '';
+          if (!fs.existsSync(snapshotDir(node, named))) missing.add(`${item.metadata?.name} -> ${named}`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    })();
+    const answer = await runCli(
+      [
+        'snapshots',
+        'move',
+        oldHandle,
+        '--to',
+        target,
+        '--output',
+        'json',
+        '--driver-name',
+        DRIVER,
+        ...testTemporalFlags(),
+      ],
+      { timeoutMs: 240_000 },
+    );
+    watching = false;
+    await watch;
+    expect({ code: answer.code, stderr: answer.code === 0 ? '' : answer.stderr }).toEqual({ code: 0, stderr: '' });
+    const result = JSON.parse(answer.stdout) as { newSnapshotId: string; content: string };
+    expect(result).toMatchObject({
+      outcome: 'moved',
+      snapshotId: oldHandle,
+      targetNodeId: target,
+      volumeSnapshot: `${E2E_NAMESPACE}/snap-moved`,
+    });
+    expect([...missing]).toEqual([]);
+    // The VolumeSnapshot, under its name, bound and ready to a new content naming the copy, with the old policy.
+    const after = await readySnapshot('snap-moved');
+    expect(after.snapshot.metadata?.name).toBe('snap-moved');
+    expect(after.content.metadata?.name).toBe(result.content);
+    expect(after.content.status?.snapshotHandle).toBe(result.newSnapshotId);
+    expect(after.content.spec?.deletionPolicy).toBe('Delete');
+    expect(await getOrGone(`${CONTENTS}/${oldContent}`)).toBeUndefined();
+    expect(fs.existsSync(snapshotDir(SOURCE_NODE, oldHandle))).toBe(false);
+    expect(fs.readFileSync(path.join(snapshotDir(target, result.newSnapshotId), 'data.txt'), 'utf8')).toBe(
+      'after the snapshot\n',
+    );
+
+    // A claim restored from it is placed on its new node, with its data.
+    await claims.create('restored-moved', IMMEDIATE_CLASS, '64Mi', undefined, {
+      apiGroup: 'snapshot.storage.k8s.io',
+      kind: 'VolumeSnapshot',
+      name: 'snap-moved',
+    });
+    const restored = await claims.bound('restored-moved', 120_000);
+    expect(pvNode(restored)).toBe(target);
+    expect(fs.readFileSync(path.join(volumeDir(target, restored), 'data.txt'), 'utf8')).toBe('after the snapshot\n');
+    await claims.delete('restored-moved');
+    await claims.pvGone(restored.metadata?.name ?? '');
+
+    // Deleted, it goes from its new node: the new content deletes its copy as the old one would have.
+    await cluster.api.delete(`${SNAPSHOTS}/snap-moved`);
+    await eventually(
+      'the moved copy deleted',
+      async () => !fs.existsSync(snapshotDir(target, result.newSnapshotId)),
+      120_000,
+      500,
+    );
+    await eventually(
+      `VolumeSnapshotContent ${result.content} gone`,
+      async () => (await getOrGone(`${CONTENTS}/${result.content}`)) === undefined,
+      120_000,
+      500,
+    );
+  });
+
   it('deleting the VolumeSnapshot while its node agent is stopped keeps the content and the copy until it returns', async () => {
     const contentName = content.metadata?.name ?? '';
     const copy = snapshotDir(SOURCE_NODE, handle);
@@ -291,6 +380,18 @@ describe('VolumeGroupSnapshots through csi-snapshotter and the snapshot-controll
         `${name} before the group\n`,
       );
     }
+    // A member does not move alone: refused before anything starts, its copy where it was.
+    const member = handles.get(MEMBERS[0]!)!;
+    const target = NODES.find((node) => node !== SOURCE_NODE)!;
+    const refused = await runCli(
+      ['snapshots', 'move', member, '--to', target, '--driver-name', DRIVER, ...testTemporalFlags()],
+      { timeoutMs: 120_000 },
+    );
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(
+      /FailedPrecondition: snapshot \S+ is a member of group snapshot g1_\S+: a group snapshot moves whole or not/,
+    );
+    expect(fs.existsSync(path.join(snapshotDir(SOURCE_NODE, member), 'data.txt'))).toBe(true);
 
     // One ready VolumeSnapshot per member, each bound to a content with the member's handle.
     const members = await eventually(

@@ -4,6 +4,7 @@ import {
   inspectWorkflowId,
   listWorkflowId,
   moveWorkflowId,
+  movedObjectName,
   oneOffTag,
   operationTypesClause,
 } from '../../../common/names';
@@ -41,5 +42,13 @@ describe('workflow names', () => {
     expect(a).not.toBe(b);
     expect(inspectWorkflowId('d.io', 'v1_n_p_k', a)).toBe(`d.io/inspect/v1_n_p_k/${a}`);
     expect(listWorkflowId('d.io', a)).toBe(`d.io/list/${a}`);
+  });
+});
+
+describe('movedObjectName', () => {
+  it("marks the old PV's or content's name with the move, replaces an earlier mark, and keeps names short", () => {
+    expect(movedObjectName('snapcontent-1', 'abcdef0123456789')).toBe('snapcontent-1-mabcdef01');
+    expect(movedObjectName('snapcontent-1-mabcdef01', '0011223344556677')).toBe('snapcontent-1-m00112233');
+    expect(movedObjectName('x'.repeat(253), 'abcdef0123456789')).toHaveLength(210);
   });
 });

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { findProjectRoot } from '../../../common/project-root';
 import { GROUP_SNAPSHOT_CONTENTS, SNAPSHOT_CONTENTS } from '../../../kubernetes/snapshot-contents';
+import { VOLUME_SNAPSHOTS } from '../../../kubernetes/snapshot-switch';
 import { componentPatches, componentResources, loadDeploy, withComponent } from './components';
 
 const ROOT = findProjectRoot();
@@ -47,11 +48,21 @@ const INFORMER_RESOURCES: Record<string, string> = {
   '/api/v1/persistentvolumeclaims': 'persistentvolumeclaims',
 };
 /** client-node's CustomObjectsApi method -> the verb it needs of the resource its request names. */
-const CUSTOM_METHOD_VERBS: Record<string, string> = { listClusterCustomObject: 'list' };
+const CUSTOM_METHOD_VERBS: Record<string, string> = {
+  listClusterCustomObject: 'list',
+  getClusterCustomObject: 'get',
+  createClusterCustomObject: 'create',
+  patchClusterCustomObject: 'patch',
+  deleteClusterCustomObject: 'delete',
+  getNamespacedCustomObject: 'get',
+  createNamespacedCustomObject: 'create',
+  deleteNamespacedCustomObject: 'delete',
+};
 /** The custom resources the code names (`{ group, version, plural }` constants), by the constant's name. */
 const CUSTOM_RESOURCES: Record<string, { group: string; plural: string }> = {
   SNAPSHOT_CONTENTS,
   GROUP_SNAPSHOT_CONTENTS,
+  VOLUME_SNAPSHOTS,
 };
 /**
  * Helpers that make one CustomObjectsApi call on the resource passed to them as `resource`: their own call is
@@ -89,7 +100,8 @@ function needs(): { cluster: Set<string>; namespaced: Set<string> } {
       cluster.add(`${resource} list`).add(`${resource} watch`);
     }
     const helpers = Object.keys(CUSTOM_HELPERS).filter((helper) => source.includes(`function ${helper}<`));
-    const calls = [...source.matchAll(/\bcustom\.(\w+)\(\{ \.\.\.(\w+) \}\)/g)].map(([, method, constant]) => [
+    // `custom.method({ ...CONSTANT })`, or with more fields after the constant (`{ ...CONSTANT, name, body }`).
+    const calls = [...source.matchAll(/\bcustom\.(\w+)\(\s*\{ \.\.\.(\w+)[ ,]/g)].map(([, method, constant]) => [
       method,
       constant,
     ]);
@@ -108,7 +120,7 @@ function needs(): { cluster: Set<string>; namespaced: Set<string> } {
       if (!verb || !resource) throw new Error(`kubernetes/${file} calls custom.${method} on ${constant}: add it here`);
       cluster.add(`${qualified(resource.group, resource.plural)} ${verb}`);
     }
-    if (/\bcustom\.\w+\((?!\{ \.\.\.\w+ \}\))/.test(source)) {
+    if (/\bcustom\.\w+\((?!\s*\{ \.\.\.\w+[ ,])/.test(source)) {
       throw new Error(`kubernetes/${file} calls the CustomObjectsApi in a form this test does not read`);
     }
   }
@@ -260,8 +272,9 @@ describe('components/snapshots', () => {
     expect(driver?.name).toBe('durable-csi');
     expect(seconds(snapshotter?.args, '--timeout')).toBeGreaterThan(seconds(driver?.args, '--call-wait'));
     expect(driver?.args).toContain('--snapshots');
-    // The base alone serves none (its clusters may have no snapshot CRDs). Its snapshot rules are durable-csi's own
-    // reads for the orphan report (contents and group contents), which says "not checked" where the CRDs are missing.
+    // The base alone serves none (its clusters may have no snapshot CRDs). Its snapshot rules are durable-csi's own:
+    // reads for the orphan report (contents and group contents), which says "not checked" where the CRDs are missing,
+    // and a snapshot move's switch (kubernetes/snapshot-switch.ts), which a cluster without the CRDs never asks for.
     expect(controller?.spec?.template.spec?.containers[0]?.args).not.toContain('--snapshots');
     const snapshotRules = manifests
       .filter((object) => (object.rules ?? []).some((rule) => rule.apiGroups?.includes('snapshot.storage.k8s.io')))
@@ -270,7 +283,10 @@ describe('components/snapshots', () => {
       [
         'durable-csi-controller',
         [
-          'volumesnapshotcontents.snapshot.storage.k8s.io list',
+          ...['get', 'list', 'create', 'patch', 'delete'].map(
+            (verb) => `volumesnapshotcontents.snapshot.storage.k8s.io ${verb}`,
+          ),
+          ...['get', 'create', 'delete'].map((verb) => `volumesnapshots.snapshot.storage.k8s.io ${verb}`),
           'volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io list',
         ],
       ],
