@@ -213,7 +213,7 @@ export interface NodeOfferResult {
   accessType?: AccessType;
   fsType?: string;
   /** The offered snapshot's own record: what a moved snapshot keeps of it (a volume's move ignores it). */
-  snapshot: { name: string; sourceKey: string; sourceVolumeId: string; createdAt: string };
+  snapshot: { sourceKey: string; sourceVolumeId: string; createdAt: string };
 }
 
 /** Target: pull the offered copy into transfers/in/<move key>/, resuming from its checkpoint. */
@@ -512,7 +512,6 @@ export function createNodeActivities(deps: {
           ...(accessType === undefined ? {} : { accessType }),
           ...(fsType === undefined ? {} : { fsType }),
           snapshot: {
-            name: snapshot.name,
             sourceKey: snapshot.sourceKey,
             // Moved before: its record names its source; else its source was a volume of this pool.
             sourceVolumeId:

@@ -11,7 +11,7 @@ import type { TransferSource } from '../storage/pool/transfer';
  *   snapshot.after-copy (the copy and its record are made, the activity never answers)  snapshot.slow-copy
  *   move.pull-half (a move's pull checkpoints after every chunk and the agent dies once half the chunks are in)
  *   move.after-hold (the source's hold on a moved volume is written, the activity never answers)
- *   move.after-adopt (the target's volume is made from the copy, its staging not yet removed)
+ *   move.after-adopt (the target's volume, or snapshot, is made from the copy, its staging not yet removed)
  *   move.after-offer (the source's offer is written, its token sealed, the activity never answers)
  *   move.after-withdraw (the source's offer is withdrawn at the move's release, the activity never answers)
  * A move's retire deletes the old volume as every delete does: delete.before and delete.after reach it.
@@ -99,6 +99,7 @@ export function withFailpoints(backend: StorageBackend, armed: Set<Failpoint>): 
       if (armed.has('snapshot.slow-copy')) await new Promise((resolve) => setTimeout(resolve, SLOW_COPY_MS));
       const record = await backend.createSnapshot(spec);
       hit('snapshot.after-copy');
+      if (spec.moved) hit('move.after-adopt');
       return record;
     },
     async deleteVolume(key: string) {

@@ -177,8 +177,9 @@ function pendingJson(operation: OperationSummary, now: number) {
 function describeCommand(): Command {
   const command = new Command('describe')
     .description(
-      "a volume's operations (create, deletions, expansions) and their timelines, by volume ID or by the claim " +
-        '(--pvc NAMESPACE/NAME: every volume made for it); reads Temporal directly',
+      "a volume's operations (create, deletions, expansions, moves) and their timelines, by volume ID (or a " +
+        "snapshot's deletions and moves, by snapshot ID) or by the claim (--pvc NAMESPACE/NAME: every volume made " +
+        'for it); reads Temporal directly',
     )
     .argument('[volume-id]')
     .option('--pvc <namespace/name>', "the PersistentVolumeClaim's operations instead of one volume's");

@@ -3,7 +3,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { optionalTsToMs } from '@temporalio/common/lib/time';
 import { readNodeRecord } from '../node-records/reads';
 import { DriverError, FailureType } from '../common/failures';
-import { PvcNameKey, PvcNamespaceKey, VolumeIdKey, parseVolumeId } from '../common/names';
+import { PvcNameKey, PvcNamespaceKey, VolumeIdKey, parseSnapshotId, parseVolumeId } from '../common/names';
 import type { TimelineEvent } from './operation-timeline';
 import { buildTimeline, failureText } from './operation-timeline';
 import type { OperationSummary } from './pending-operations';
@@ -53,9 +53,10 @@ const PENDING_STATES = ['unspecified', 'scheduled', 'started', 'cancel-requested
  * through the DurableCsiVolumeId search attribute, which the create sets once it has placed the volume.
  */
 export async function describeVolume(client: Client, driverName: string, volumeId: string): Promise<VolumeDescription> {
-  const parts = parseVolumeId(volumeId);
+  // A snapshot's ID too: its deletions and moves carry it in the same attribute.
+  const parts = parseVolumeId(volumeId) ?? parseSnapshotId(volumeId);
   if (!parts) throw new DriverError(FailureType.NotFound, `"${volumeId}" is not a volume ID this driver issued`);
-  // parseVolumeId admits only [a-z0-9._-], so the ID is safe inside the quoted query string.
+  // Both parsers admit only [a-z0-9._-], so the ID is safe inside the quoted query string.
   const query = `${driverOperationsClause(driverName)} AND ${VolumeIdKey.name} = "${volumeId}"`;
   const [found, record] = await Promise.all([
     listOperations(client, query),

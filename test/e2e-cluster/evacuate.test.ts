@@ -2,7 +2,8 @@ import type { V1PersistentVolume, V1PersistentVolumeList, V1PodList } from '@kub
 import { Client } from '@temporalio/client';
 import fs from 'node:fs';
 import path from 'node:path';
-import { NodeIdKey, PhaseKey, moveWorkflowId, parseVolumeId } from '../../common/names';
+import { NodeIdKey, PhaseKey, moveWorkflowId, parseSnapshotId, parseVolumeId } from '../../common/names';
+import { CONTENTS, createSnapshot, readySnapshot, snapshotsPath } from '../e2e-k8s/snapshot-objects';
 import { DRIVER, deployedCluster } from '../e2e-node/deployed-node';
 import { imageRef } from '../e2e-node/images';
 import type { RealCluster } from '../e2e-node/real-cluster';
@@ -16,7 +17,8 @@ import { connectTestTemporal } from '../support/test-temporal';
  * B or C, one at a time, while the test kills the target's agent as one move copies, the source's agent as another
  * does, and every controller as the third switches its claim. Every Pod then runs on B or C and reads what it wrote
  * (checksums); nothing is left on A; and a watch of the PVs all along holds the promises: no PV names a volume that
- * is not on its node, and each claim always has a copy a PV names. Then the same with 20 claims, 4 moves at a time
+ * is not on its node, and each claim always has a copy a PV names. A VolumeSnapshot of the first claim moves with
+ * them, and a claim restored from it on its new node reads the same data. Then the same with 20 claims, 4 moves at a time
  * and no kills, for the figure of a whole node's evacuation with the claims switched. Run by `npm run test:cluster`
  * (docs/volume-moves.md).
  */
@@ -36,6 +38,8 @@ interface Scenario {
   parallel: number;
   /** Made in order, one per move, each when some move shows one of its phases; every one must happen. */
   kills: Kill[];
+  /** A VolumeSnapshot of the set's first claim, taken before the drain: it moves with the volumes. */
+  snapshot?: boolean;
 }
 
 const claimsOf = ({ set, replicas }: Scenario) => Array.from({ length: replicas }, (_, i) => `data-${set}-${i}`);
@@ -174,7 +178,15 @@ function killDuringMoves(cluster: RealCluster, volumeIds: string[], kills: Kill[
 }
 
 test("nodes evacuate moves a drained node's StatefulSet volumes to the others, its agents and controllers killed on the way: every Pod runs again on B or C with its data", async () => {
-  const scenario = { set: 'db', replicas: 3, claimSize: '256Mi', dataMiB: 64, parallel: 1, kills: KILLS };
+  const scenario = {
+    set: 'db',
+    replicas: 3,
+    claimSize: '256Mi',
+    dataMiB: 64,
+    parallel: 1,
+    kills: KILLS,
+    snapshot: true,
+  };
   const seconds = await evacuation(scenario);
   real.node.timings['evacuate: 3 volumes of 256 MiB (64 MiB written), one at a time, 3 kills'] = seconds;
 });
@@ -264,6 +276,14 @@ async function evacuate(scenario: Scenario): Promise<number> {
     expect(nodeOfVolume(pv)).toBe(A);
     before.set(claim, pv.spec?.csi?.volumeHandle ?? '');
   }
+  const snapshotName = `${set}-snap`;
+  let snapshotHandle: string | undefined;
+  if (scenario.snapshot) {
+    await createSnapshot(cluster.api, APP_NAMESPACE, snapshotName, claims[0]!);
+    snapshotHandle = (await readySnapshot(cluster.api, APP_NAMESPACE, snapshotName)).content.status?.snapshotHandle;
+    expect(parseSnapshotId(snapshotHandle ?? '')?.nodeId).toBe(A);
+  }
+  const moving = [...before.values(), ...(snapshotHandle ? [snapshotHandle] : [])];
 
   // A retired: cordoned and drained; its Pods come back unschedulable (their PVs say A) until their claims move.
   for (const other of [B, C]) cluster.kubectl(['uncordon', other]);
@@ -311,9 +331,12 @@ async function evacuate(scenario: Scenario): Promise<number> {
   const outcome = JSON.parse(answer.stdout) as {
     results: { volumeId: string; targetNodeId: string; newVolumeId?: string; error?: string }[];
   };
-  expect(outcome.results.map((result) => result.error)).toEqual(claims.map(() => undefined));
-  expect(outcome.results.map((result) => result.volumeId).sort()).toEqual([...before.values()].sort());
-  for (const result of outcome.results) expect([B, C]).toContain(parseVolumeId(result.newVolumeId ?? '')?.nodeId);
+  expect(outcome.results.map((result) => result.error)).toEqual(moving.map(() => undefined));
+  expect(outcome.results.map((result) => result.volumeId).sort()).toEqual([...moving].sort());
+  for (const result of outcome.results) {
+    const moved = parseVolumeId(result.newVolumeId ?? '') ?? parseSnapshotId(result.newVolumeId ?? '');
+    expect([B, C]).toContain(moved?.nodeId);
+  }
   expect(kills).toHaveLength(scenario.kills.length);
   expect(kills.filter((line) => line.includes('failed'))).toEqual([]);
 
@@ -330,8 +353,28 @@ async function evacuate(scenario: Scenario): Promise<number> {
     expect(pv.metadata?.annotations?.['durable-csi.io/moved-from']).toBe(before.get(claim));
   }
   expect(await watch.stop()).toEqual([]);
-  // Nothing left on A: no volume, and no PV says A.
+  if (snapshotHandle) {
+    // The VolumeSnapshot, under its name, names the copy on B or C; a claim restored from it there holds db-0's data.
+    const { content } = await readySnapshot(cluster.api, APP_NAMESPACE, snapshotName);
+    const movedTo = outcome.results.find((result) => result.volumeId === snapshotHandle)?.newVolumeId;
+    expect(content.status?.snapshotHandle).toBe(movedTo);
+    await work.claim('restored', CLASS, scenario.claimSize, false, {
+      apiGroup: 'snapshot.storage.k8s.io',
+      kind: 'VolumeSnapshot',
+      name: snapshotName,
+    });
+    await work.pod('restored', 'restored');
+    const running = await work.waitRunning('restored', 240_000);
+    expect(running.spec?.nodeName).toBe(parseSnapshotId(movedTo ?? '')?.nodeId);
+    expect(work.exec('restored', 'sha256sum /data/blob')).toBe(sums.get(pods[0]!));
+    await work.deletePod('restored');
+    await work.deleteClaim('restored');
+    await cluster.api.delete(`${snapshotsPath(APP_NAMESPACE)}/${snapshotName}`);
+    await work.waitGone(`${CONTENTS}/${content.metadata?.name}`, "the moved snapshot's content", 120_000);
+  }
+  // Nothing left on A: no volume, no snapshot, and no PV says A.
   expect(entries(cluster.node(A).poolDir, 'volumes')).toEqual([]);
+  expect(entries(cluster.node(A).poolDir, 'snapshots/data')).toEqual([]);
   expect(driverPvs(await cluster.api.get('/api/v1/persistentvolumes')).filter((pv) => nodeOfVolume(pv) === A)).toEqual(
     [],
   );

@@ -5,7 +5,7 @@ import { moveWorkflowId, parseSnapshotId, parseVolumeId } from '../../common/nam
 import { forgetNode } from '../../operations/forget-node';
 import { findFreePort } from '../../temporal-dev/free-port';
 import { TestCluster, type ManagedProcess } from '../support/cluster';
-import { MiB, createRequest, createVolume, onNode, retryLikeCo } from '../support/csi-requests';
+import { MiB, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { describeTree } from '../support/describe-tree';
 import { eventually } from '../support/eventually';
 import { runCli } from '../support/run-cli';
@@ -26,11 +26,16 @@ describe('moving a volume to another node', () => {
   const SIZE = 128 * MiB;
   const ports = new Map<string, number>();
 
+  /** The agent last started for each node. */
+  const agents = new Map<string, ManagedProcess>();
   const startAgent = async (nodeId: string, capacity: string, failpoints?: string): Promise<ManagedProcess> => {
     if (!ports.has(nodeId)) ports.set(nodeId, await findFreePort());
     const extra = ['--transfer-port', String(ports.get(nodeId)), '--transfer-address', '127.0.0.1'];
-    return cluster.startNode(nodeId, { backend: 'loop', capacity, extra, failpoints });
+    const agent = await cluster.startNode(nodeId, { backend: 'loop', capacity, extra, failpoints });
+    agents.set(nodeId, agent);
+    return agent;
   };
+  const stopAgent = (nodeId: string) => agents.get(nodeId)!.stop();
   const cli = (...args: string[]) =>
     runCli([...args, '--driver-name', cluster.driverName, ...testTemporalFlags()], { timeoutMs: 120_000 });
   const image = (nodeId: string, volumeId: string) =>
@@ -53,6 +58,11 @@ describe('moving a volume to another node', () => {
   };
   let controllerEndpoint = '';
   const clients = () => cluster.csi(controllerEndpoint);
+  /** What a test made, deleted (the pools are shared by the tests after it). */
+  const removeAll = async (volumeIds: string[], snapshotIds: string[]) => {
+    for (const id of snapshotIds) expect((await cli('snapshots', 'delete', id)).code).toBe(0);
+    for (const id of volumeIds) await retryLikeCo(() => deleteVolume(clients(), id));
+  };
 
   /**
    * A move of the volume to `target` whose node `dying.nodeId` (its agent stopped by the caller) kills itself at the
@@ -206,6 +216,10 @@ describe('moving a volume to another node', () => {
     expect(sha256(snapshotImage('node-a', snapshotId))).toBe(before); // copied: the source untouched
     expect(entries('node-a', 'transfers/out')).toEqual([]);
     expect(entries('node-b', 'transfers/in')).toEqual([]);
+    // Where an operator looks: the snapshot's move, its phase and outcome, by the snapshot's ID.
+    const described = await cli('volumes', 'describe', snapshotId);
+    expect(described.stdout).toMatch(/snapshot-move {2}\S+\/move\/\S+ {2}COMPLETED {2}phase copied/);
+    expect(described.stdout).toMatch(new RegExp(`workflow-completed +copied to ${moved} on node node-b \\(the source`));
 
     // Listed on the target as a snapshot of the volume it was taken of, on node-a; not as one of node-b's volumes.
     const listed = await cli('snapshots', 'list', '--output', 'json');
@@ -271,7 +285,41 @@ describe('moving a volume to another node', () => {
         stderr: expect.stringMatching(said),
       });
     }
+    await removeAll([volumeId, restoredId, dirId], [snapshotId, moved, dirSnapshotId, dirMoved]);
   });
+
+  it("goes on after a snapshot's source dies right after its offer, and its target half way through the pull and right after the adopt", async () => {
+    // Data in every chunk: the pull's failpoint counts the chunks it has fetched.
+    const volumeId = await volumeWithData('pvc-snap-crashed', SIZE);
+    const snapshotImage = (nodeId: string, id: string) =>
+      path.join(cluster.pool(nodeId), 'snapshots', 'data', parseSnapshotId(id)!.key, 'disk.img');
+    // Each step is done again to the same end, and the move completes with the copy whole.
+    const second = await cli('snapshots', 'create', '--source', volumeId, '--name', 'snap-crashed', '--output', 'json');
+    const crashedId = (JSON.parse(second.stdout) as { snapshotId: string }).snapshotId;
+    const crashedBefore = sha256(snapshotImage('node-a', crashedId));
+    await nodeA!.stop();
+    const sourceDying = await startAgent('node-a', '1Gi', 'move.after-offer');
+    await stopAgent('node-b');
+    const targetDying = await startAgent('node-b', '1Gi', 'move.pull-half');
+    const crashing = cli('snapshots', 'move', crashedId, '--to', 'node-b', '--output', 'json');
+    await sourceDying.exited;
+    expect(sourceDying.child.signalCode).toBe('SIGKILL');
+    nodeA = await startAgent('node-a', '1Gi');
+    await targetDying.exited;
+    expect(targetDying.child.signalCode).toBe('SIGKILL');
+    const adoptDying = await startAgent('node-b', '1Gi', 'move.after-adopt');
+    await adoptDying.exited;
+    expect(adoptDying.child.signalCode).toBe('SIGKILL');
+    await startAgent('node-b', '1Gi');
+    const crashed = await crashing;
+    expect({ code: crashed.code, stderr: crashed.code === 0 ? '' : crashed.stderr }).toEqual({ code: 0, stderr: '' });
+    const crashedMove = JSON.parse(crashed.stdout) as { newSnapshotId: string; resumedFromChunk: number };
+    expect(crashedMove.resumedFromChunk).toBeGreaterThanOrEqual(16);
+    expect(sha256(snapshotImage('node-b', crashedMove.newSnapshotId))).toBe(crashedBefore);
+    expect(entries('node-a', 'transfers/out')).toEqual([]);
+    expect(entries('node-b', 'transfers/in')).toEqual([]);
+    await removeAll([volumeId], [crashedId, crashedMove.newSnapshotId]);
+  }, 300_000);
 
   it('rolls back a move to a target without room: nothing left on the target, the source untouched', async () => {
     nodeC = await startAgent('node-c', '64Mi');
