@@ -113,39 +113,16 @@ export async function startMove(
     // A move terminated before it ended left its hold on the volume (it ran no code to let go): this one takes it over.
     ...(existing?.abandoned ? { replacing: existing.abandoned } : {}),
   };
-  const memo: MoveMemo = { targetNodeId, moveKey: input.moveKey };
-  try {
-    await client.workflow.start<typeof workflows.moveVolume>('moveVolume', {
-      workflowId,
-      taskQueue: controlTaskQueue(driverName),
-      args: [input],
-      // A run that rolled back may be tried again; one running or done is attached to (checked above, and here
-      // against a request racing this one).
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
-      memo: { [MOVE_MEMO_KEY]: memo },
-      staticSummary: `move ${volumeId} to ${targetNodeId}`,
-      typedSearchAttributes: [
-        { key: OperationKey, value: 'move' },
-        { key: VolumeIdKey, value: volumeId },
-        // The name of what the move makes (its snapshot on the source, the copy on the target): the orphan report
-        // counts neither while the move runs.
-        { key: VolumeNameKey, value: `move-${input.moveKey}` },
-        { key: NodeIdKey, value: parts.nodeId },
-        ...(sourceNode.live
-          ? [{ key: PhaseKey, value: 'checking' }]
-          : [
-              { key: PhaseKey, value: 'waiting-for-node' },
-              { key: WaitingSinceKey, value: new Date() },
-            ]),
-      ],
-    });
-  } catch (error) {
-    if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
-    await existingMove(client, workflowId, `volume ${volumeId}`, targetNodeId);
-    return { workflowId, attached: true };
-  }
-  return { workflowId, attached: false, note };
+  const started = await startMoveWorkflow(client, {
+    type: 'moveVolume',
+    input,
+    workflowId,
+    operation: 'move',
+    id: volumeId,
+    live: sourceNode.live,
+  });
+  if (!started) await existingMove(client, workflowId, `volume ${volumeId}`, targetNodeId);
+  return { workflowId, attached: !started, ...(started && note !== undefined ? { note } : {}) };
 }
 
 /**
@@ -205,23 +182,55 @@ export async function startSnapshotMove(
     sourceLive: sourceNode.live,
     targetLive: true,
   };
-  const memo: MoveMemo = { targetNodeId, moveKey: input.moveKey };
+  const started = await startMoveWorkflow(client, {
+    type: 'moveSnapshot',
+    input,
+    workflowId,
+    operation: 'snapshot-move',
+    id: snapshotId,
+    live: sourceNode.live,
+  });
+  if (!started) await existingMove(client, workflowId, what, targetNodeId);
+  return { workflowId, attached: !started, ...(started && note !== undefined ? { note } : {}) };
+}
+
+/**
+ * Starts a move's workflow (a volume's or a snapshot's) with what operators and the orphan report read: its memo, its
+ * operation, the ID moved, the name of what it makes, its node and phase. False when another request started it
+ * first (the caller checks that one asks for the same target).
+ */
+async function startMoveWorkflow(
+  client: Client,
+  move: {
+    type: 'moveVolume' | 'moveSnapshot';
+    input: MoveVolumeInput | MoveSnapshotInput;
+    workflowId: string;
+    operation: string;
+    id: string;
+    live: boolean;
+  },
+): Promise<boolean> {
+  const { input, id } = move;
+  const memo: MoveMemo = { targetNodeId: input.targetNodeId, moveKey: input.moveKey };
   try {
-    await client.workflow.start<typeof workflows.moveSnapshot>('moveSnapshot', {
-      workflowId,
-      taskQueue: controlTaskQueue(driverName),
+    await client.workflow.start(move.type, {
+      workflowId: move.workflowId,
+      taskQueue: controlTaskQueue(input.driverName),
       args: [input],
+      // A run that rolled back may be tried again; one running or done is attached to (checked before, and here
+      // against a request racing this one).
       workflowIdConflictPolicy: 'USE_EXISTING',
       workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
       memo: { [MOVE_MEMO_KEY]: memo },
-      staticSummary: `move ${snapshotId} to ${targetNodeId}`,
+      staticSummary: `move ${id} to ${input.targetNodeId}`,
       typedSearchAttributes: [
-        { key: OperationKey, value: 'snapshot-move' },
-        { key: VolumeIdKey, value: snapshotId },
-        // The name of the copy it makes on the target: the orphan report does not count it while the move runs.
+        { key: OperationKey, value: move.operation },
+        { key: VolumeIdKey, value: id },
+        // The name of what the move makes (a volume's: its snapshot on the source; either's: the copy on the target):
+        // the orphan report counts neither while the move runs.
         { key: VolumeNameKey, value: `move-${input.moveKey}` },
-        { key: NodeIdKey, value: parts.nodeId },
-        ...(sourceNode.live
+        { key: NodeIdKey, value: input.sourceNodeId },
+        ...(move.live
           ? [{ key: PhaseKey, value: 'checking' }]
           : [
               { key: PhaseKey, value: 'waiting-for-node' },
@@ -229,12 +238,11 @@ export async function startSnapshotMove(
             ]),
       ],
     });
+    return true;
   } catch (error) {
     if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
-    await existingMove(client, workflowId, what, targetNodeId);
-    return { workflowId, attached: true };
+    return false;
   }
-  return { workflowId, attached: false, ...(note === undefined ? {} : { note }) };
 }
 
 /**

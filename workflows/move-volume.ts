@@ -492,23 +492,17 @@ async function rollBack(
   }
   // The target first, the source last: the move's node attribute ends on the source, whose volume it names.
   if (gone !== targetNodeId) {
-    try {
-      // An adopt that failed for good may have made the volume first (its create done, the staging's removal
-      // failing): the new key, never issued to anyone, is deleted from the pool it was made in ('absent' if not).
-      if (adoptedOn !== undefined)
-        await step('rolling-back', targetNodeId, 'deleting what the adopt made', () =>
-          onNode(targetNodeId, `delete move ${moveKey}'s volume`).deleteVolumeOnNode({
-            key: input.newKey,
-            poolIdPrefix: poolIdPrefix(adoptedOn),
-          }),
-        );
-      await step('rolling-back', targetNodeId, 'discarding the staged copy', () =>
-        onNode(targetNodeId, `discard move ${moveKey}`).discardMoveOnNode({ moveKey }),
-      );
-    } catch (error) {
-      if (!(error instanceof MoveStopped)) throw error;
-      left.push(`left on ${targetNodeId}: ${error.message}`);
-    }
+    // An adopt that failed for good may have made the volume first (its create done, the staging's removal
+    // failing): the new key, never issued to anyone, is deleted from the pool it was made in ('absent' if not).
+    const deleteAdopted =
+      adoptedOn === undefined
+        ? undefined
+        : () =>
+            onNode(targetNodeId, `delete move ${moveKey}'s volume`).deleteVolumeOnNode({
+              key: input.newKey,
+              poolIdPrefix: poolIdPrefix(adoptedOn),
+            });
+    left.push((await discardOnTarget(input, step, onNode, deleteAdopted)) ?? '');
   }
   if (gone === sourceNodeId) await writeOffSnapshot(input, stopped.forgotten!.reason);
   else {
@@ -536,6 +530,29 @@ async function rollBack(
       .join('');
   setCurrentDetails(message);
   throw ApplicationFailure.create({ type: stopped.type, message, nonRetryable: true });
+}
+
+/**
+ * The target's part of a rollback (a volume's move or a snapshot's): what its adopt may have made deleted
+ * (`deleteAdopted`, once the pull had completed), then the staged copy discarded. What could not be is said, not thrown.
+ */
+async function discardOnTarget(
+  input: { targetNodeId: string; moveKey: string },
+  step: Step,
+  onNode: OnNode,
+  deleteAdopted: (() => Promise<unknown>) | undefined,
+): Promise<string | undefined> {
+  const { targetNodeId, moveKey } = input;
+  try {
+    if (deleteAdopted) await step('rolling-back', targetNodeId, 'deleting what the adopt made', deleteAdopted);
+    await step('rolling-back', targetNodeId, 'discarding the staged copy', () =>
+      onNode(targetNodeId, `discard move ${moveKey}`).discardMoveOnNode({ moveKey }),
+    );
+    return undefined;
+  } catch (error) {
+    if (!(error instanceof MoveStopped)) throw error;
+    return `left on ${targetNodeId}: ${error.message}`;
+  }
 }
 
 async function writeOffSnapshot(input: MoveVolumeInput, reason: string): Promise<void> {
@@ -794,22 +811,16 @@ async function rollBackSnapshot(
     }
   }
   if (gone !== targetNodeId) {
-    try {
-      const { adoptedOn } = made;
-      if (adoptedOn !== undefined)
-        await step('rolling-back', targetNodeId, 'deleting what the adopt made', () =>
-          onNode(targetNodeId, `delete move ${moveKey}'s snapshot`).deleteSnapshotOnNode({
-            key: input.newKey,
-            poolIdPrefix: poolIdPrefix(adoptedOn),
-          }),
-        );
-      await step('rolling-back', targetNodeId, 'discarding the staged copy', () =>
-        onNode(targetNodeId, `discard move ${moveKey}`).discardMoveOnNode({ moveKey }),
-      );
-    } catch (error) {
-      if (!(error instanceof MoveStopped)) throw error;
-      left.push(`left on ${targetNodeId}: ${error.message}`);
-    }
+    const { adoptedOn } = made;
+    const deleteAdopted =
+      adoptedOn === undefined
+        ? undefined
+        : () =>
+            onNode(targetNodeId, `delete move ${moveKey}'s snapshot`).deleteSnapshotOnNode({
+              key: input.newKey,
+              poolIdPrefix: poolIdPrefix(adoptedOn),
+            });
+    left.push(await discardOnTarget(input, step, onNode, deleteAdopted));
   } else {
     await recordWriteOff(input.driverName, targetNodeId, {
       volumeId: formatSnapshotId({ nodeId: targetNodeId, poolIdPrefix: input.poolIdPrefix, key: input.newKey }),
