@@ -480,7 +480,7 @@ export class Workload {
   /**
    * One group snapshot operation of the mix (docs/soak.md): a new group, a re-create of a deleted group's name and
    * volumes, a deletion, a Get of a group held or deleted, or a restore from a member; more deletions the more groups
-   * exist. Undefined when none is possible.
+   * exist; the first Get as soon as a group can be asked for. Undefined when none is possible.
    */
   groupOp(origin: string, options: { node?: string } = {}): OpRecord | undefined {
     const count = this.model.groupCount();
@@ -494,7 +494,11 @@ export class Workload {
       ['restore', 0.15],
     ];
     let roll = this.prng.next() * weights.reduce((sum, [, weight]) => sum + weight, 0);
-    const first = weights.find(([, weight]) => (roll -= weight) < 0)?.[0] ?? 'create';
+    const rolled = weights.find(([, weight]) => (roll -= weight) < 0)?.[0] ?? 'create';
+    // The first Get comes as soon as a group is idle: a short run's few group operations could otherwise roll none
+    // (seen: 6 creates and 4 deletions, no Get), and the run would not have checked GetVolumeGroupSnapshot at all.
+    const unasked = !this.model.ops.some((op) => op.kind === 'group-get') && this.model.idleGroups().length > 0;
+    const first = unasked ? 'get' : rolled;
     for (const what of [first, 'create', 'delete', 'get']) {
       const op =
         what === 'create'
