@@ -21,9 +21,9 @@ import {
   parseVolumeId,
 } from '../common/names';
 import type { ListedTransfer } from '../workflows/listing';
-import type { AbandonedMove, MoveSnapshotInput, MoveVolumeInput, MoveVolumeResult } from '../workflows/move-volume';
+import type { MoveSnapshotInput, MoveVolumeInput, MoveVolumeResult } from '../workflows/move-volume';
 import type { NodePullResult } from '../activities/node-activities';
-import type { SwitchInput } from '../activities/control-activities';
+import type { SnapshotSwitchInput, SwitchInput } from '../activities/control-activities';
 import type * as workflows from '../workflows';
 import { readNodeRecord, type NodeRecordView } from '../node-records/reads';
 import type { NodeView } from '../common/names';
@@ -614,14 +614,8 @@ export async function cancelMove(client: Client, driverName: string, volumeId: s
     throw error;
   }
   const snapshot = type === 'moveSnapshot';
-  if ((status === 'TERMINATED' || status === 'TIMED_OUT') && snapshot)
-    throw new DriverError(
-      FailureType.FailedPrecondition,
-      `the move of ${volumeId} was ${status.toLowerCase()}: a snapshot's move is not rolled back by --cancel; what ` +
-        'it left (a staged copy, an offer, a snapshot named move-<key> on the target) is in the orphan report ' +
-        '(docs/operations.md, "Stranded transfers")',
-    );
-  if (status === 'TERMINATED' || status === 'TIMED_OUT') return rollBackAbandoned(client, handle, volumeId);
+  if (status === 'TERMINATED' || status === 'TIMED_OUT')
+    return snapshot ? rollBackAbandonedSnapshot(client, handle, volumeId) : rollBackAbandoned(client, handle, volumeId);
   if (status !== 'RUNNING')
     throw new DriverError(FailureType.FailedPrecondition, `the move of ${volumeId} is not running: it ended ${status}`);
   await handle.cancel();
@@ -642,16 +636,16 @@ export async function cancelMove(client: Client, driverName: string, volumeId: s
  * What a move's (terminated) run had reached, from its history: its input, the pool its pull completed in, the input
  * of its claim's switch if it began one, and whether that switch completed (the claim bound to the copy).
  */
-export function abandonedMove(
+export function abandonedMove<Input = MoveVolumeInput, Switching = SwitchInput>(
   history: temporal.api.history.v1.IHistory,
   workflowId: string,
-): { input: MoveVolumeInput; abandoned: AbandonedMove; switched: boolean } {
+): { input: Input; abandoned: { adoptedOn?: string; switching?: Switching }; switched: boolean } {
   const events = history.events ?? [];
   const first = events[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
   if (!first) throw new DriverError(FailureType.Internal, `the history of ${workflowId} has no input`);
-  const input = defaultPayloadConverter.fromPayload<MoveVolumeInput>(first);
+  const input = defaultPayloadConverter.fromPayload<Input>(first);
   const scheduled = new Map<string, string>();
-  const abandoned: AbandonedMove = {};
+  const abandoned: { adoptedOn?: string; switching?: Switching } = {};
   let switched = false;
   for (const event of events) {
     const asked = event.activityTaskScheduledEventAttributes;
@@ -659,8 +653,9 @@ export function abandonedMove(
       const type = asked.activityType?.name ?? '';
       scheduled.set(String(event.eventId), type);
       const payload = asked.input?.payloads?.[0];
-      if (type === 'prepareMovedSwitch' && payload) {
-        abandoned.switching = defaultPayloadConverter.fromPayload<SwitchInput>(payload);
+      // A volume's switch, or a snapshot's.
+      if ((type === 'prepareMovedSwitch' || type === 'prepareSnapshotSwitch') && payload) {
+        abandoned.switching = defaultPayloadConverter.fromPayload<Switching>(payload);
       }
     }
     const done = event.activityTaskCompletedEventAttributes;
@@ -670,7 +665,7 @@ export function abandonedMove(
     if (type === 'pullMoveOnNode' && result) {
       abandoned.adoptedOn = defaultPayloadConverter.fromPayload<NodePullResult>(result).poolId;
     }
-    if (type === 'switchMovedClaim') switched = true;
+    if (type === 'switchMovedClaim' || type === 'switchMovedSnapshot') switched = true;
   }
   return { input, abandoned, switched };
 }
@@ -694,20 +689,74 @@ async function rollBackAbandoned(client: Client, terminated: WorkflowHandle, vol
         '"A move terminated after its switch")',
     );
   }
+  // A terminated rollback's own run is rolled back with what its input already named.
+  const rollBack = { ...input, rollBackOnly: { ...input.rollBackOnly, ...abandoned } };
+  return runRollBack(client, terminated.workflowId, {
+    type: 'moveVolume',
+    input: rollBack,
+    operation: 'move',
+    id: volumeId,
+  });
+}
+
+/**
+ * A snapshot's move terminated: as a volume's (rollBackAbandoned), with the snapshot's switch. Not rolled back once
+ * its VolumeSnapshot was bound to the copy.
+ */
+async function rollBackAbandonedSnapshot(
+  client: Client,
+  terminated: WorkflowHandle,
+  snapshotId: string,
+): Promise<string> {
+  const { input, abandoned, switched } = abandonedMove<MoveSnapshotInput, SnapshotSwitchInput>(
+    await terminated.fetchHistory(),
+    terminated.workflowId,
+  );
+  if (switched) {
+    const moved = abandoned.switching?.moved;
+    throw new DriverError(
+      FailureType.FailedPrecondition,
+      `the move of ${snapshotId} was terminated after its VolumeSnapshot ${moved?.snapshot.namespace}/` +
+        `${moved?.snapshot.name} was bound to the copy (VolumeSnapshotContent ${abandoned.switching?.newContentName}, ` +
+        `snapshot ${abandoned.switching?.newSnapshotId}): it is not rolled back. What it had still to do: delete ` +
+        `VolumeSnapshotContent ${moved?.content.name} (held with deletion policy Retain) and snapshot ${snapshotId} ` +
+        `(durable-csi snapshots delete ${snapshotId})`,
+    );
+  }
+  const rollBack = { ...input, rollBackOnly: { ...input.rollBackOnly, ...abandoned } };
+  return runRollBack(client, terminated.workflowId, {
+    type: 'moveSnapshot',
+    input: rollBack,
+    operation: 'snapshot-move',
+    id: snapshotId,
+  });
+}
+
+/** The run of a terminated move that only rolls it back, started (or attached to), and its end as `--cancel` says it. */
+async function runRollBack(
+  client: Client,
+  workflowId: string,
+  run: {
+    type: 'moveVolume' | 'moveSnapshot';
+    input: MoveVolumeInput | MoveSnapshotInput;
+    operation: string;
+    id: string;
+  },
+): Promise<string> {
+  const { input, id } = run;
   const memo: MoveMemo = { targetNodeId: input.targetNodeId, moveKey: input.moveKey };
   try {
-    await client.workflow.start<typeof workflows.moveVolume>('moveVolume', {
-      workflowId: terminated.workflowId,
+    await client.workflow.start(run.type, {
+      workflowId,
       taskQueue: controlTaskQueue(input.driverName),
-      // A terminated rollback's own run is rolled back with what its input already named.
-      args: [{ ...input, rollBackOnly: { ...input.rollBackOnly, ...abandoned } }],
+      args: [input],
       workflowIdConflictPolicy: 'USE_EXISTING',
       workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
       memo: { [MOVE_MEMO_KEY]: memo },
-      staticSummary: `roll back terminated move of ${volumeId} to ${input.targetNodeId}`,
+      staticSummary: `roll back terminated move of ${id} to ${input.targetNodeId}`,
       typedSearchAttributes: [
-        { key: OperationKey, value: 'move' },
-        { key: VolumeIdKey, value: volumeId },
+        { key: OperationKey, value: run.operation },
+        { key: VolumeIdKey, value: id },
         // What the terminated run made is this run's to remove: not an orphan while it runs.
         { key: VolumeNameKey, value: `move-${input.moveKey}` },
         { key: NodeIdKey, value: input.targetNodeId },
@@ -719,10 +768,13 @@ async function rollBackAbandoned(client: Client, terminated: WorkflowHandle, vol
     if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
   }
   try {
-    const result = await moveResult(client.workflow.getHandle(terminated.workflowId));
+    const result = await moveResult<{ outcome: string; targetNodeId: string } & Record<string, unknown>>(
+      client.workflow.getHandle(workflowId),
+    );
     throw new DriverError(
       FailureType.FailedPrecondition,
-      `the move of ${volumeId} ran again and ${result.outcome} to ${result.newVolumeId} on ${result.targetNodeId}`,
+      `the move of ${id} ran again and ${result.outcome} to ${String(result.newSnapshotId ?? result.newVolumeId)} ` +
+        `on ${result.targetNodeId}`,
     );
   } catch (error) {
     if (error instanceof DriverError && error.type === FailureType.Aborted) return `cancelled: ${error.message}`;

@@ -583,6 +583,8 @@ export interface MoveSnapshotInput {
   newKey: string;
   sourceLive?: boolean;
   targetLive?: boolean;
+  /** Only roll back what a terminated run of this move may have left (`snapshots move --cancel`), as for a volume's. */
+  rollBackOnly?: { adoptedOn?: string; switching?: SnapshotSwitchInput };
 }
 
 /**
@@ -619,6 +621,11 @@ export interface MoveSnapshotResult {
 export async function moveSnapshot(input: MoveSnapshotInput): Promise<MoveSnapshotResult> {
   const { step, inCluster, onNode } = moveSteps(input);
   const { driverName, sourceNodeId, targetNodeId, moveKey, snapshotId } = input;
+  if (input.rollBackOnly) {
+    const stopped = new MoveStopped(FailureType.Aborted, `move ${moveKey} was terminated, and its rollback asked for`);
+    const made = { adoptedOn: input.rollBackOnly.adoptedOn, switching: input.rollBackOnly.switching };
+    return CancellationScope.nonCancellable(() => rollBackSnapshot(input, step, onNode, stopped, made));
+  }
   let moved: MovedSnapshot | undefined;
   try {
     moved = await inCluster('checking', `reading the VolumeSnapshot of ${snapshotId}`, () =>

@@ -321,6 +321,50 @@ describe('moving a volume to another node', () => {
     await removeAll([volumeId], [crashedId, crashedMove.newSnapshotId]);
   }, 300_000);
 
+  it('rolls a snapshot move terminated mid-pull back on --cancel: its offer and staged copy gone, the snapshot where it was', async () => {
+    const volumeId = await volumeWithData('pvc-snap-terminated', SIZE);
+    const made = await cli(
+      'snapshots',
+      'create',
+      '--source',
+      volumeId,
+      '--name',
+      'snap-terminated',
+      '--output',
+      'json',
+    );
+    const snapshotId = (JSON.parse(made.stdout) as { snapshotId: string }).snapshotId;
+    const copy = path.join(cluster.pool('node-a'), 'snapshots', 'data', parseSnapshotId(snapshotId)!.key, 'disk.img');
+    const before = sha256(copy);
+    await stopAgent('node-b');
+    const doomed = await startAgent('node-b', '1Gi', 'move.pull-half');
+    const moving = cli('snapshots', 'move', snapshotId, '--to', 'node-b');
+    await doomed.exited;
+    expect(doomed.child.signalCode).toBe('SIGKILL');
+    const temporal = await cluster.temporal();
+    await temporal.workflow.getHandle(moveWorkflowId(cluster.driverName, snapshotId)).terminate('the test');
+    expect((await moving).code).toBe(1);
+    await startAgent('node-b', '1Gi');
+    expect(entries('node-b', 'transfers/in')).toHaveLength(1);
+    expect(entries('node-a', 'transfers/out')).toHaveLength(1);
+
+    const cancelled = await cli('snapshots', 'move', snapshotId, '--cancel');
+    expect({ code: cancelled.code, stderr: cancelled.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(cancelled.stdout).toMatch(
+      /^cancelled: .*rolled back, the snapshot untouched on node-a: move \w+ was terminated/,
+    );
+    expect(entries('node-b', 'transfers/in')).toEqual([]);
+    expect(entries('node-a', 'transfers/out')).toEqual([]);
+    expect(sha256(copy)).toBe(before);
+    // It may be moved again, and the copy is whole.
+    const again = await cli('snapshots', 'move', snapshotId, '--to', 'node-b', '--output', 'json');
+    expect(again.code).toBe(0);
+    const movedId = (JSON.parse(again.stdout) as { newSnapshotId: string }).newSnapshotId;
+    const movedCopy = path.join(cluster.pool('node-b'), 'snapshots', 'data', parseSnapshotId(movedId)!.key, 'disk.img');
+    expect(sha256(movedCopy)).toBe(before);
+    await removeAll([volumeId], [snapshotId, movedId]);
+  }, 300_000);
+
   it('rolls back a move to a target without room: nothing left on the target, the source untouched', async () => {
     nodeC = await startAgent('node-c', '64Mi');
     const volumeId = await volumeWithData('pvc-no-room', 8 * MiB);
