@@ -48,7 +48,11 @@ function moveCommand(): Command {
     )
     .argument('<snapshot-id>')
     .option('--to <node-id>', 'the node to move the snapshot to (live, serving copies, a pool of the same backend)')
-    .option('--cancel', "cancel the snapshot's running move: it rolls back, unless its VolumeSnapshot is switched");
+    .option(
+      '--cancel',
+      "cancel the snapshot's running move: it rolls back, unless its VolumeSnapshot is switched; a terminated move " +
+        'is rolled back',
+    );
   return addOperatorOptions(command).action(
     async (snapshotId: string, flags: OperatorFlags & { to?: string; cancel?: boolean }) => {
       if ((flags.to === undefined) === (flags.cancel === undefined))
