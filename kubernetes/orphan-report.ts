@@ -211,6 +211,10 @@ async function snapshotOrphans(
       // A running move's snapshot, named as the move's VolumeName says.
       ...pending.flatMap((op) => (MOVE_WORKFLOW_TYPES.includes(op.type) && op.volumeName ? [op.volumeName] : [])),
     ]),
+    // A snapshot's move carries the snapshot ID it moves in its VolumeId attribute.
+    movingSnapshotIds: new Set(
+      pending.flatMap((op) => (op.type === 'moveSnapshot' && op.volumeId ? [op.volumeId] : [])),
+    ),
     // A snapshot's deletion carries the snapshot ID in its VolumeId attribute.
     pendingDeletions: pending.flatMap((op) =>
       op.type === 'deleteSnapshot' && op.volumeId

@@ -56,6 +56,11 @@ export function judgeSnapshots(input: {
   pendingCreateNames: Set<string>;
   /** The running deleteSnapshot workflows. */
   pendingDeletions: PendingSnapshotDeletion[];
+  /**
+   * Snapshot IDs a running moveSnapshot workflow moves: between its switch and its retirement the source's copy is
+   * named by no content, and the move deletes it next.
+   */
+  movingSnapshotIds?: Set<string>;
   /** The VolumeGroupSnapshotContents of this driver (none when the cluster lacks their CRD). */
   groupContents?: DriverGroupSnapshotContent[];
   /** CSI names of the groups whose createVolumeGroupSnapshot workflow is running. */
@@ -73,7 +78,8 @@ export function judgeSnapshots(input: {
       !handles.has(snapshot.snapshotId) &&
       !requested.has(snapshot.name) &&
       !input.pendingCreateNames.has(snapshot.name) &&
-      !pendingDeletionIds.has(snapshot.snapshotId),
+      !pendingDeletionIds.has(snapshot.snapshotId) &&
+      !input.movingSnapshotIds?.has(snapshot.snapshotId),
   );
   const unclaimedSnapshots = unclaimed.filter((snapshot) => snapshot.groupSnapshotId === undefined);
   const unclaimedGroupSnapshots = judgeGroupMembers(

@@ -55,6 +55,13 @@ const judge = (input: Partial<Parameters<typeof judgeSnapshots>[0]>) =>
   });
 
 describe('snapshot orphans', () => {
+  it("a moving snapshot's source copy, named by no content once its VolumeSnapshot is switched, is no orphan", () => {
+    const moving = onPool('node-a', 7);
+    expect(judge({ onPools: [moving] }).unclaimedSnapshots).toEqual([moving]);
+    const report = judge({ onPools: [moving], movingSnapshotIds: new Set([moving.snapshotId]) });
+    expect(report.unclaimedSnapshots).toEqual([]);
+  });
+
   it('a copy no content names is unclaimed; a content whose copy its answering node lacks is lost', () => {
     const report = judge({
       onPools: [onPool('node-a', 1), onPool('node-a', 2)],
