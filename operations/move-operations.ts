@@ -69,20 +69,9 @@ export async function startMove(
   const { volumeId, targetNodeId } = request;
   const parts = parseVolumeId(volumeId);
   if (!parts) throw new DriverError(FailureType.InvalidArgument, `"${volumeId}" is not a volume ID this driver issued`);
-  if (!isValidNodeId(targetNodeId))
-    throw new DriverError(FailureType.InvalidArgument, `--to "${targetNodeId}" is not a node ID`);
-  const workflowId = moveWorkflowId(driverName, volumeId);
-  const existing = await existingMove(client, workflowId, `volume ${volumeId}`, targetNodeId);
-  if (existing === 'running' || existing === 'done') return { workflowId, attached: true };
-  if (targetNodeId === parts.nodeId)
-    throw new DriverError(FailureType.InvalidArgument, `volume ${volumeId} is already on node ${targetNodeId}`);
-
-  const [source, target] = await Promise.all([
-    readNodeRecord(client, driverName, parts.nodeId),
-    readNodeRecord(client, driverName, targetNodeId),
-  ]);
-  const sourceNode = checkSource(source, 'volume', volumeId, parts);
-  const targetKey = checkTarget(target, targetNodeId, sourceNode.backend);
+  const ends = await checkMoveEnds(client, driverName, { kind: 'volume', id: volumeId, parts, targetNodeId });
+  if ('attached' in ends) return ends;
+  const { workflowId, existing, sourceNode, targetKey } = ends;
   let note: string | undefined;
   if (sourceNode.live) {
     const held = await client.workflow.execute<typeof workflows.inspectVolume>('inspectVolume', {
@@ -139,20 +128,10 @@ export async function startSnapshotMove(
   const parts = parseSnapshotId(snapshotId);
   if (!parts)
     throw new DriverError(FailureType.InvalidArgument, `"${snapshotId}" is not a snapshot ID this driver issued`);
-  if (!isValidNodeId(targetNodeId))
-    throw new DriverError(FailureType.InvalidArgument, `--to "${targetNodeId}" is not a node ID`);
-  const workflowId = moveWorkflowId(driverName, snapshotId);
   const what = `snapshot ${snapshotId}`;
-  const existing = await existingMove(client, workflowId, what, targetNodeId);
-  if (existing === 'running' || existing === 'done') return { workflowId, attached: true };
-  if (targetNodeId === parts.nodeId)
-    throw new DriverError(FailureType.InvalidArgument, `${what} is already on node ${targetNodeId}`);
-  const [source, target] = await Promise.all([
-    readNodeRecord(client, driverName, parts.nodeId),
-    readNodeRecord(client, driverName, targetNodeId),
-  ]);
-  const sourceNode = checkSource(source, 'snapshot', snapshotId, parts);
-  const targetKey = checkTarget(target, targetNodeId, sourceNode.backend, 'snapshot');
+  const ends = await checkMoveEnds(client, driverName, { kind: 'snapshot', id: snapshotId, parts, targetNodeId });
+  if ('attached' in ends) return ends;
+  const { workflowId, sourceNode, targetKey } = ends;
   let note: string | undefined;
   if (sourceNode.live) {
     const lookup = { nodeId: parts.nodeId, only: { poolIdPrefix: parts.poolIdPrefix, key: parts.key } };
@@ -192,6 +171,46 @@ export async function startSnapshotMove(
   });
   if (!started) await existingMove(client, workflowId, what, targetNodeId);
   return { workflowId, attached: !started, ...(started && note !== undefined ? { note } : {}) };
+}
+
+/**
+ * What a move checks first, a volume's or a snapshot's: the target a node ID; a move of the same ID running or done
+ * (attached to when it goes to the same node, ALREADY_EXISTS otherwise); the ID already on the target; the source's
+ * record (checkSource) and the target's (checkTarget). Answers the move to attach to, or what a new one starts from.
+ */
+async function checkMoveEnds(
+  client: Client,
+  driverName: string,
+  move: {
+    kind: 'volume' | 'snapshot';
+    id: string;
+    parts: { nodeId: string; poolIdPrefix: string };
+    targetNodeId: string;
+  },
+): Promise<
+  | MoveStart
+  | {
+      workflowId: string;
+      existing: { abandoned?: string } | undefined;
+      sourceNode: { live: boolean; backend: string };
+      targetKey: string;
+    }
+> {
+  const { kind, id, parts, targetNodeId } = move;
+  if (!isValidNodeId(targetNodeId))
+    throw new DriverError(FailureType.InvalidArgument, `--to "${targetNodeId}" is not a node ID`);
+  const workflowId = moveWorkflowId(driverName, id);
+  const existing = await existingMove(client, workflowId, `${kind} ${id}`, targetNodeId);
+  if (existing === 'running' || existing === 'done') return { workflowId, attached: true };
+  if (targetNodeId === parts.nodeId)
+    throw new DriverError(FailureType.InvalidArgument, `${kind} ${id} is already on node ${targetNodeId}`);
+  const [source, target] = await Promise.all([
+    readNodeRecord(client, driverName, parts.nodeId),
+    readNodeRecord(client, driverName, targetNodeId),
+  ]);
+  const sourceNode = checkSource(source, kind, id, parts);
+  const targetKey = checkTarget(target, targetNodeId, sourceNode.backend, kind);
+  return { workflowId, existing, sourceNode, targetKey };
 }
 
 /**
@@ -286,7 +305,7 @@ function checkTarget(
   record: NodeRecordView | undefined,
   nodeId: string,
   backend: string,
-  kind: 'volume' | 'snapshot' = 'volume',
+  kind: 'volume' | 'snapshot',
 ): string {
   if (record?.forgotten)
     throw new DriverError(

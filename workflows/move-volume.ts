@@ -152,7 +152,6 @@ export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResu
     return refuse(input.volumeId, input.targetNodeId, error);
   }
   const fence = fenceOf(input);
-  let offered: NodeOfferResult | undefined;
   let pulled: NodePullResult | undefined;
   let adopted: Awaited<ReturnType<NodeActivities['adoptMoveOnNode']>> | undefined;
   /** Set once the adopt is asked for: the target pool it may have made the new volume in. */
@@ -176,22 +175,8 @@ export async function moveVolume(input: MoveVolumeInput): Promise<MoveVolumeResu
         name: snapshotName,
       }),
     );
-    offered = await step('offering', sourceNodeId, `offer of the move to ${targetNodeId}`, () =>
-      onNode(sourceNodeId, `offer move ${moveKey} to ${targetNodeId}`).offerMoveOnNode({
-        moveKey,
-        snapshotKey: input.snapshotKey,
-        poolIdPrefix: input.poolIdPrefix,
-        targetPublicKey: input.targetPublicKey,
-      }),
-    );
-    const offer = offered;
-    pulled = await step('pulling', targetNodeId, `copy from ${sourceNodeId}`, () =>
-      onNode(targetNodeId, `pull move ${moveKey} from ${sourceNodeId}`).pullMoveOnNode({
-        moveKey,
-        source: offer.source,
-        offer: offer.offer,
-      }),
-    );
+    let offer: NodeOfferResult;
+    ({ offer, pulled } = await copyToTarget(input, step, onNode, input.snapshotKey, `move ${moveKey}`));
     adoptedOn = pulled.poolId;
     adopted = await step('adopting', targetNodeId, 'adopting the copy as a volume', () =>
       onNode(targetNodeId, `adopt move ${moveKey} as volume ${input.newKey}`).adoptMoveOnNode({
@@ -533,6 +518,37 @@ async function rollBack(
 }
 
 /**
+ * The copy, a volume's move's or a snapshot's: the source offers the snapshot `snapshotKey` (hashed, a token sealed to
+ * the target), then the target pulls it (checkpointed, verified; a retry resumes). `what` names the move in the
+ * activities' summaries.
+ */
+async function copyToTarget(
+  input: { moveKey: string; sourceNodeId: string; targetNodeId: string; poolIdPrefix: string; targetPublicKey: string },
+  step: Step,
+  onNode: OnNode,
+  snapshotKey: string,
+  what: string,
+): Promise<{ offer: NodeOfferResult; pulled: NodePullResult }> {
+  const { moveKey, sourceNodeId, targetNodeId } = input;
+  const offer = await step('offering', sourceNodeId, `offer of the move to ${targetNodeId}`, () =>
+    onNode(sourceNodeId, `offer ${what} to ${targetNodeId}`).offerMoveOnNode({
+      moveKey,
+      snapshotKey,
+      poolIdPrefix: input.poolIdPrefix,
+      targetPublicKey: input.targetPublicKey,
+    }),
+  );
+  const pulled = await step('pulling', targetNodeId, `copy from ${sourceNodeId}`, () =>
+    onNode(targetNodeId, `pull move ${moveKey} from ${sourceNodeId}`).pullMoveOnNode({
+      moveKey,
+      source: offer.source,
+      offer: offer.offer,
+    }),
+  );
+  return { offer, pulled };
+}
+
+/**
  * The target's part of a rollback (a volume's move or a snapshot's): what its adopt may have made deleted
  * (`deleteAdopted`, once the pull had completed), then the staged copy discarded. What could not be is said, not thrown.
  */
@@ -620,7 +636,7 @@ export interface MoveSnapshotResult {
  */
 export async function moveSnapshot(input: MoveSnapshotInput): Promise<MoveSnapshotResult> {
   const { step, inCluster, onNode } = moveSteps(input);
-  const { driverName, sourceNodeId, targetNodeId, moveKey, snapshotId } = input;
+  const { driverName, targetNodeId, moveKey, snapshotId } = input;
   if (input.rollBackOnly) {
     const stopped = new MoveStopped(FailureType.Aborted, `move ${moveKey} was terminated, and its rollback asked for`);
     const made = { adoptedOn: input.rollBackOnly.adoptedOn, switching: input.rollBackOnly.switching };
@@ -641,21 +657,8 @@ export async function moveSnapshot(input: MoveSnapshotInput): Promise<MoveSnapsh
   let switching: SnapshotSwitchInput | undefined;
   let switched: { snapshotUid: string } | undefined;
   try {
-    const offer = await step('offering', sourceNodeId, `offer of the move to ${targetNodeId}`, () =>
-      onNode(sourceNodeId, `offer move ${moveKey} of ${snapshotId} to ${targetNodeId}`).offerMoveOnNode({
-        moveKey,
-        snapshotKey: input.sourceKey,
-        poolIdPrefix: input.poolIdPrefix,
-        targetPublicKey: input.targetPublicKey,
-      }),
-    );
-    pulled = await step('pulling', targetNodeId, `copy from ${sourceNodeId}`, () =>
-      onNode(targetNodeId, `pull move ${moveKey} from ${sourceNodeId}`).pullMoveOnNode({
-        moveKey,
-        source: offer.source,
-        offer: offer.offer,
-      }),
-    );
+    let offer: NodeOfferResult;
+    ({ offer, pulled } = await copyToTarget(input, step, onNode, input.sourceKey, `move ${moveKey} of ${snapshotId}`));
     adoptedOn = pulled.poolId;
     adopted = await step('adopting', targetNodeId, 'adopting the copy as a snapshot', () =>
       onNode(targetNodeId, `adopt move ${moveKey} as snapshot ${input.newKey}`).adoptMovedSnapshotOnNode({

@@ -141,15 +141,15 @@ describe('createVolume', () => {
   });
 });
 
-describe("a move's copy made a volume (a create from transfers/in, docs/volume-moves.md)", () => {
-  /** What a pull leaves once its copy is verified: the image, and a checkpoint marked done. */
-  function stageCopy(moveKey: string, data: Buffer): void {
-    fs.mkdirSync(layout.transferDir(moveKey), { recursive: true });
-    fs.writeFileSync(layout.transferImage(moveKey), data);
-    const checkpoint = { manifestDigest: 'a'.repeat(64), verifiedChunks: 1, done: true };
-    fs.writeFileSync(layout.transferCheckpointFile(moveKey), JSON.stringify(checkpoint));
-  }
+/** What a pull leaves once its copy is verified: the image, and a checkpoint marked done. */
+function stageCopy(moveKey: string, data: Buffer): void {
+  fs.mkdirSync(layout.transferDir(moveKey), { recursive: true });
+  fs.writeFileSync(layout.transferImage(moveKey), data);
+  const checkpoint = { manifestDigest: 'a'.repeat(64), verifiedChunks: 1, done: true };
+  fs.writeFileSync(layout.transferCheckpointFile(moveKey), JSON.stringify(checkpoint));
+}
 
+describe("a move's copy made a volume (a create from transfers/in, docs/volume-moves.md)", () => {
   it('is refused until the copy is verified, then journaled, counted and filled from it; too small is OutOfRange', async () => {
     const backend = await fixture.opened(GI);
     const moveKey = randomKey();
@@ -231,13 +231,6 @@ describe("a move's copy made a volume (a create from transfers/in, docs/volume-m
 });
 
 describe('a snapshot\'s move: its copy made a snapshot (docs/volume-moves.md, "Snapshots")', () => {
-  function stageCopy(moveKey: string, data: Buffer): void {
-    fs.mkdirSync(layout.transferDir(moveKey), { recursive: true });
-    fs.writeFileSync(layout.transferImage(moveKey), data);
-    const checkpoint = { manifestDigest: 'b'.repeat(64), verifiedChunks: 1, done: true };
-    fs.writeFileSync(layout.transferCheckpointFile(moveKey), JSON.stringify(checkpoint));
-  }
-
   it('keeps the source volume ID, size, shape and creation time; takes over the room its copy held; is listed by ID, never as a snapshot of a local volume', async () => {
     const backend = await fixture.opened(256 * MiB);
     const moveKey = randomKey();
