@@ -47,6 +47,8 @@ export interface ControllerConfig {
   /** Watch Kubernetes (KUBECONFIG or the in-cluster ServiceAccount): Node-deleted policy, orphan metric. */
   kubernetes?: boolean;
   nodeDeleted?: NodeDeletedPolicy;
+  /** --agent-pods, --agent-namespace: the agents' Pods, watched for readiness (kubernetes/agent-readiness.ts). */
+  agentPods?: { selector: string; namespace?: string };
   /** --snapshots: serve the snapshot calls and advertise their capabilities (docs/snapshots.md). */
   snapshots?: boolean;
 }
@@ -388,6 +390,7 @@ async function startKubernetes(
     client,
     driverName: config.driverName,
     nodeDeleted: config.nodeDeleted ?? { kind: 'wait' },
+    agentPods: config.agentPods,
     registry,
     logger,
   });

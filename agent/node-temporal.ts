@@ -1,3 +1,4 @@
+import os from 'node:os';
 import { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { readNodeRecord } from '../node-records/reads';
@@ -236,6 +237,15 @@ async function openPoolThroughGate(run: NodeTemporalRun, client: Client) {
   return pool.open(gate.fresh);
 }
 
+/**
+ * The SDK's own form (pid@host) with the Pod's name as host when deploy/ gives it (POD_NAME): the controller's watch
+ * of the agents' Pods fails only a hold whose worker runs in the Pod Kubernetes reports gone
+ * (kubernetes/agent-readiness.ts). In a Pod without host networking the hostname is that name anyway.
+ */
+function workerIdentity(): string {
+  return `${process.pid}@${process.env.POD_NAME || os.hostname()}`;
+}
+
 /** The worker of the node's task queue: the storage activities and the presence the record holds. */
 function startWorker(run: NodeTemporalRun, poolId: string, running: Presence): Promise<Worker> {
   const { options, pool } = run;
@@ -259,6 +269,7 @@ function startWorker(run: NodeTemporalRun, poolId: string, running: Presence): P
           }),
         },
         shutdownGraceTime: '5s',
+        identity: workerIdentity(),
         ...nodeWorkerTuning(),
       }),
     retryOptions(run, 'starting the worker'),

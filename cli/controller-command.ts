@@ -23,7 +23,13 @@ export function controllerCommand(defaultDriverName: string): Command {
       '--node-deleted <policy>',
       'when a Node holding volumes is deleted: wait, or forget-after:DURATION (needs --kubernetes)',
       'wait',
-    );
+    )
+    .option(
+      '--agent-pods <selector>',
+      "label selector of the node agents' Pods: one Kubernetes reports not running or not ready turns its node " +
+        'offline at once, not after its --presence-timeout (needs --kubernetes; docs/scale.md)',
+    )
+    .option('--agent-namespace <namespace>', "the agents' Pods' namespace (default: the controller's own)");
   return addMetricsOptions(addTemporalOptions(command)).action(
     async (
       flags: TemporalFlags & {
@@ -34,12 +40,18 @@ export function controllerCommand(defaultDriverName: string): Command {
         kubernetes?: boolean;
         snapshots?: boolean;
         nodeDeleted: string;
+        agentPods?: string;
+        agentNamespace?: string;
         healthAddress?: string;
       },
     ) => {
       const nodeDeleted = parseNodeDeletedPolicy(flags.nodeDeleted);
       if (nodeDeleted.kind !== 'wait' && !flags.kubernetes)
         throw new Error(`--node-deleted=${flags.nodeDeleted} acts on Kubernetes Nodes: add --kubernetes`);
+      if ((flags.agentPods || flags.agentNamespace) && !flags.kubernetes)
+        throw new Error('--agent-pods watches Kubernetes Pods: add --kubernetes');
+      if (flags.agentNamespace && !flags.agentPods)
+        throw new Error("--agent-namespace needs --agent-pods (the label selector of the agents' Pods)");
       await runController({
         endpoint: flags.endpoint,
         driverName: flags.driverName,
@@ -51,6 +63,7 @@ export function controllerCommand(defaultDriverName: string): Command {
         kubernetes: flags.kubernetes,
         snapshots: flags.snapshots === true,
         nodeDeleted,
+        agentPods: flags.agentPods ? { selector: flags.agentPods, namespace: flags.agentNamespace } : undefined,
         healthAddress: flags.healthAddress,
       });
     },

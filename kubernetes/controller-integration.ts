@@ -1,5 +1,5 @@
 import { PatchStrategy, StorageV1Api, makeInformer, setHeaderOptions } from '@kubernetes/client-node';
-import type { KubeConfig, V1PersistentVolumeClaim } from '@kubernetes/client-node';
+import type { KubeConfig, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../common/logger';
@@ -10,18 +10,22 @@ import { coreApi, customObjectsApi, loadKubeConfig } from './kube-config';
 import type { NodeDeletedPolicy } from './node-deleted-policy';
 import { startNodeDeletedWatch } from './node-deleted-watch';
 import { registerOrphanMetrics } from './orphan-metrics';
+import { agentPodView, failHoldOfPod, notReadyReason, type AgentPodView } from './agent-readiness';
 import { writtenOffEvents } from './written-off-events';
 import type { WrittenOffReport } from '../activities/control-activities';
 
 /**
  * What the controller does with Kubernetes (`--kubernetes`): the Node-deleted policy, the orphan metric, the Events
- * on deleting what was written off, and a restore's or clone's claim sent to its source's node (copy-placement.ts).
+ * on deleting what was written off, a restore's or clone's claim sent to its source's node (copy-placement.ts), and
+ * with --agent-pods a node turned offline as soon as Kubernetes reports its agent gone (agent-readiness.ts).
  * The controller's CSI work never depends on it: provisioning goes through external-provisioner.
  */
 export async function startControllerKubernetes(deps: {
   client: Client;
   driverName: string;
   nodeDeleted: NodeDeletedPolicy;
+  /** --agent-pods and --agent-namespace; absent: nodes turn offline only by their records' heartbeat timeout. */
+  agentPods?: { selector: string; namespace?: string };
   registry: Registry;
   logger: Logger;
 }): Promise<{ stop(): Promise<void>; reportWrittenOff(report: WrittenOffReport): Promise<void> }> {
@@ -31,8 +35,10 @@ export async function startControllerKubernetes(deps: {
   registerOrphanMetrics(deps.registry, { ...deps, kubernetes: { core, custom: customObjectsApi(kubeConfig) }, logger });
   const watch = await startNodeDeletedWatch({ ...deps, kubeConfig, policy: deps.nodeDeleted, logger });
   const copies = startCopyPlacement(kubeConfig, deps.driverName, logger);
+  const agents = deps.agentPods && startAgentPodWatch(kubeConfig, deps.agentPods, deps.client, deps.driverName, logger);
   return {
     stop: async () => {
+      await agents?.stop();
       await copies.stop();
       await watch.stop();
     },
@@ -113,6 +119,71 @@ function startCopyPlacement(kubeConfig: KubeConfig, driverName: string, logger: 
     setTimeout(start, 10_000);
   });
   start();
+  return {
+    async stop() {
+      stopped = true;
+      await informer.stop();
+    },
+  };
+}
+
+/**
+ * Watches the agents' Pods (one namespace, one selector: the DaemonSet's own, not every Pod of the cluster) and fails
+ * the hold of an agent Kubernetes reports gone or not ready (agent-readiness.ts). Never holds the controller up: a
+ * watch that cannot start is tried again every 10 s, and its re-list hands every Pod again.
+ */
+function startAgentPodWatch(
+  kubeConfig: KubeConfig,
+  agentPods: { selector: string; namespace?: string },
+  client: Client,
+  driverName: string,
+  logger: Logger,
+): { stop(): Promise<void> } {
+  const { selector } = agentPods;
+  // The controller's own namespace by default (in a Pod, its ServiceAccount's): the DaemonSet's.
+  const namespace =
+    agentPods.namespace ?? kubeConfig.getContextObject(kubeConfig.currentContext)?.namespace ?? 'default';
+  const core = coreApi(kubeConfig);
+  const informer = makeInformer<V1Pod>(
+    kubeConfig,
+    `/api/v1/namespaces/${namespace}/pods`,
+    () => core.listNamespacedPod({ namespace, labelSelector: selector }),
+    selector,
+  );
+  const seen = new Map<string, AgentPodView>();
+  let stopped = false;
+  const act = (view: AgentPodView, why: string, attempt = 1) => {
+    const pod = { name: view.name, namespace, nodeId: view.nodeId ?? '' };
+    failHoldOfPod(client, driverName, pod, why)
+      .then((outcome) => logger.info({ pod: view.name, node: pod.nodeId, why, outcome }, 'agent Pod not ready'))
+      .catch((error: unknown) => {
+        logger.warn({ err: error, pod: view.name, node: pod.nodeId }, "failing a not-ready agent's hold failed");
+        // Temporal away: tried twice more; past that the hold's own heartbeat timeout takes the node offline.
+        if (attempt < 3 && !stopped) setTimeout(() => act(view, why, attempt + 1), 10_000);
+      });
+  };
+  const handle = (pod: V1Pod) => {
+    const view = agentPodView(pod);
+    const why = notReadyReason(seen.get(view.name), view);
+    seen.set(view.name, view);
+    if (why) act(view, why);
+  };
+  informer.on('add', handle);
+  informer.on('update', handle);
+  informer.on('delete', (pod) => void seen.delete(pod.metadata?.name ?? ''));
+  const start = () => {
+    if (stopped) return;
+    informer.start().catch((error: unknown) => {
+      logger.warn({ err: error, namespace, selector }, 'agent Pod watch could not start; retrying in 10 s');
+      setTimeout(start, 10_000);
+    });
+  };
+  informer.on('error', (error) => {
+    logger.warn({ err: error }, 'agent Pod watch failed; restarting it in 10 s');
+    setTimeout(start, 10_000);
+  });
+  start();
+  logger.info({ namespace, selector }, "watching the agents' Pods: an agent reported gone turns its node offline");
   return {
     async stop() {
       stopped = true;

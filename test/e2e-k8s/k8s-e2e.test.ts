@@ -21,7 +21,7 @@ import { call, connectCsi, withDeadline } from '../../csi/client';
 import type { GetCapacityResponse__Output } from '../../csi/generated/csi/v1/GetCapacityResponse';
 import { summarize } from '../bench/stats';
 import { temporalAddress } from '../support/cluster';
-import { createRequest, createVolume, deleteVolume } from '../support/csi-requests';
+import { codeOf, createRequest, createVolume, deleteVolume, onNode, retryLikeCo } from '../support/csi-requests';
 import { ClaimWatch, E2E_NAMESPACE } from './claims';
 import { DRIVER, K8sCluster, NAMESPACE } from './k8s-cluster';
 import { eventually } from '../support/eventually';
@@ -370,6 +370,115 @@ describe('orphan report', () => {
     await claims.delete('lost-1');
     await claims.pvGone(kept.metadata?.name ?? '');
     await claims.pvGone(lost.metadata?.name ?? '');
+  });
+});
+
+describe("a node's agent Kubernetes reports gone (--agent-pods; issue 38)", () => {
+  // deploy/ runs the agents with --presence-timeout=5m: without the controller's watch of their Pods, a dead agent's
+  // node would stay live 5 minutes. No kubelet runs here, so the test writes the Pod's status as kubelet would.
+  const NODE = 'k8s-node-2';
+  const POD = `durable-csi-node-${NODE}`; // the name pod-runner gives the agent (its POD_NAME, its worker identity)
+  const pods = `/api/v1/namespaces/${NAMESPACE}/pods`;
+
+  async function kubeletReports(name: string, state: 'ready' | 'not ready' | 'exited'): Promise<void> {
+    const container = {
+      name: 'durable-csi',
+      image: 'durable-csi',
+      imageID: 'durable-csi',
+      restartCount: 0,
+      ready: state === 'ready',
+      state:
+        state === 'exited'
+          ? { terminated: { exitCode: 137, reason: 'Error' } }
+          : { running: { startedAt: new Date().toISOString() } },
+    };
+    const ready = state === 'ready' ? 'True' : 'False';
+    await cluster.api.patch(`${pods}/${name}/status`, {
+      status: { phase: 'Running', conditions: [{ type: 'Ready', status: ready }], containerStatuses: [container] },
+    });
+  }
+
+  async function agentPod(name: string): Promise<void> {
+    const labels = cluster.daemonSet.spec?.template.metadata?.labels;
+    await cluster.api.create(pods, {
+      metadata: { name, labels },
+      spec: { nodeName: NODE, containers: [{ name: 'durable-csi', image: 'durable-csi' }] },
+    });
+    await kubeletReports(name, 'ready');
+  }
+
+  const live = async () => (await readNodeRecord(temporal.client, DRIVER, NODE))?.node?.live;
+
+  /** Seconds until the node's record shows it offline (never more than the 60 s issue 38 allows). */
+  async function secondsUntilOffline(): Promise<number> {
+    const from = Date.now();
+    await eventually(`${NODE} offline`, async () => (await live()) === false, 60_000, 250);
+    return (Date.now() - from) / 1000;
+  }
+
+  beforeAll(async () => {
+    await agentPod(POD);
+    await eventually(`${NODE} live`, async () => (await live()) === true, 60_000, 250);
+  });
+
+  it('an exited agent: offline in seconds, its deletion waits, and runs once the agent is back', async () => {
+    const csi = connectCsi(controllerEndpoint());
+    try {
+      const created = await createVolume(csi, { ...createRequest('gone-agent-vol'), ...onNode(NODE) });
+      const volumeId = created.volume?.volume_id ?? '';
+      const key = volumeId.split('_').pop() ?? '';
+      expect(await live()).toBe(true);
+      // Another Pod on the node turning not ready (no agent of it holds the record) changes nothing.
+      await agentPod('durable-csi-node-stale');
+      await kubeletReports('durable-csi-node-stale', 'not ready');
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      expect(await live()).toBe(true);
+      await cluster.api.delete(`${pods}/durable-csi-node-stale`);
+
+      await cluster.node(NODE).procs.get('durable-csi')?.kill('SIGKILL');
+      await kubeletReports(POD, 'exited');
+      const seconds = await secondsUntilOffline();
+      expect(seconds).toBeLessThan(30);
+      console.log(`agent SIGKILLed, its Pod reported exited: offline after ${seconds.toFixed(1)} s`);
+      // Offline is no proof of anything: the deletion waits for the node.
+      expect(await codeOf(deleteVolume(csi, volumeId))).toBe('ABORTED');
+      expect(cluster.volumesOnDisk(NODE)).toContain(key);
+
+      await cluster.startAgent(NODE);
+      await kubeletReports(POD, 'ready');
+      await eventually(`${NODE} live again`, async () => (await live()) === true, 60_000, 250);
+      await retryLikeCo(() => deleteVolume(csi, volumeId));
+      expect(cluster.volumesOnDisk(NODE)).not.toContain(key);
+    } finally {
+      csi.close();
+    }
+  });
+
+  it('a frozen agent whose readiness fails: offline, never taken for gone, and live again once it runs', async () => {
+    const csi = connectCsi(controllerEndpoint());
+    const agent = cluster.node(NODE).procs.get('durable-csi');
+    try {
+      const created = await createVolume(csi, { ...createRequest('frozen-agent-vol'), ...onNode(NODE) });
+      const volumeId = created.volume?.volume_id ?? '';
+      const key = volumeId.split('_').pop() ?? '';
+      agent?.child.kill('SIGSTOP');
+      await kubeletReports(POD, 'not ready');
+      const seconds = await secondsUntilOffline();
+      expect(seconds).toBeLessThan(30);
+      console.log(`agent SIGSTOPped, its Pod reported not ready: offline after ${seconds.toFixed(1)} s`);
+      expect(await codeOf(deleteVolume(csi, volumeId))).toBe('ABORTED');
+      expect(cluster.volumesOnDisk(NODE)).toContain(key);
+
+      // Thawed, the agent answers its record's report by itself: live again while its Pod still reads not ready.
+      agent?.child.kill('SIGCONT');
+      await eventually(`${NODE} live again`, async () => (await live()) === true, 60_000, 250);
+      await kubeletReports(POD, 'ready');
+      await retryLikeCo(() => deleteVolume(csi, volumeId));
+      expect(cluster.volumesOnDisk(NODE)).not.toContain(key);
+    } finally {
+      agent?.child.kill('SIGCONT');
+      csi.close();
+    }
   });
 });
 

@@ -46,6 +46,8 @@ const METHOD_NEEDS: Record<string, { resource: string; verb: string; namespaced:
 const INFORMER_RESOURCES: Record<string, string> = {
   '/api/v1/nodes': 'nodes',
   '/api/v1/persistentvolumeclaims': 'persistentvolumeclaims',
+  // The agents' Pods, in the namespace --agent-namespace names (any: so the ClusterRole).
+  '/api/v1/namespaces/${namespace}/pods': 'pods',
 };
 /** client-node's CustomObjectsApi method -> the verb it needs of the resource its request names. */
 const CUSTOM_METHOD_VERBS: Record<string, string> = {
@@ -94,7 +96,7 @@ function needs(): { cluster: Set<string>; namespaced: Set<string> } {
       if (!need) throw new Error(`kubernetes/${file} calls core.${method}: add what it needs to METHOD_NEEDS`);
       (need.namespaced ? namespaced : cluster).add(`${need.resource} ${need.verb}`);
     }
-    for (const [, apiPath] of source.matchAll(/makeInformer<\w+>\([^,]+,\s*'([^']+)'/g)) {
+    for (const [, apiPath] of source.matchAll(/makeInformer<\w+>\([^,]+,\s*['`]([^'`]+)['`]/g)) {
       const resource = apiPath && INFORMER_RESOURCES[apiPath];
       if (!resource) throw new Error(`kubernetes/${file} watches ${apiPath}: add it to INFORMER_RESOURCES`);
       cluster.add(`${resource} list`).add(`${resource} watch`);
