@@ -12,6 +12,8 @@ import type { ClusterNode } from '../e2e-node/real-cluster';
 import { RolloutWatch, type Watched } from '../e2e-node/rollout-watch';
 import { APP_NAMESPACE } from '../e2e-node/workloads';
 import { nodeRecordWorkflowId } from '../../common/names';
+import { AGENT_NOT_READY } from '../../kubernetes/agent-readiness';
+import { readNodeRecord } from '../../node-records/reads';
 import { call, connectCsi, withDeadline } from '../../csi/client';
 import { PoolLayout } from '../../storage/pool/pool-layout';
 import { temporalAddress } from '../support/cluster';
@@ -131,6 +133,12 @@ test('a claim and a writer Pod on every node: each volume on its own node, a nod
     expect(lost.pluginRunning()).toBe(false);
     await eventually(`${lost.name} NotReady`, async () => (await lost.ready()) === false, 120_000, 500);
     cluster.timings['node halted -> Node NotReady'] = (Date.now() - halted) / 1000;
+    // The node lifecycle controller marks the node's Pods not ready with it; the controller's watch of the agents'
+    // Pods (--agent-pods) then fails the frozen agent's presence: its record offline well before the agents'
+    // --presence-timeout (5 min in deploy/), and by the watch, as its history says.
+    const notReady = Date.now();
+    await eventually(`${lost.name}'s record offline`, () => recordOfflineByWatch(lost.name), 60_000, 500);
+    cluster.timings['Node NotReady -> its record offline (agent Pod watch)'] = (Date.now() - notReady) / 1000;
 
     deletion.at = Date.now();
     for (const node of [lost, control]) await work.deleteClaim(`c-${node.name}`);
@@ -257,6 +265,21 @@ function pluginLog(node: ClusterNode): string {
   ]);
   const pod = pods.trim().split('\n')[0] ?? '';
   return real.node.kubectl(['logs', '-n', NAMESPACE, pod, '-c', 'durable-csi', '--tail=400']);
+}
+
+/** The node's record shows it offline, its last presence hold failed by the controller's watch of its agent's Pod. */
+async function recordOfflineByWatch(nodeName: string): Promise<boolean> {
+  const connection = await Connection.connect({ address: temporalAddress() });
+  try {
+    const client = new Client({ connection });
+    if ((await readNodeRecord(client, DRIVER, nodeName))?.node?.live !== false) return false;
+    const events = (await client.workflow.getHandle(nodeRecordWorkflowId(DRIVER, nodeName)).fetchHistory()).events;
+    return (events ?? []).some(
+      (event) => event.activityTaskFailedEventAttributes?.failure?.applicationFailureInfo?.type === AGENT_NOT_READY,
+    );
+  } finally {
+    await connection.close();
+  }
 }
 
 /**
