@@ -47,9 +47,12 @@ export function applySnapshotCrds(kubectl: (args: string[]) => unknown, tools: K
  * The snapshot-controller's arguments. Upstream's Deployment runs one with leader election; one process here. Its
  * deletion retries are capped at 30 s (default 5 min), as the driver's sidecars are, so the tests do not wait for a
  * long backoff. The group snapshot gate is GA and on by default in v8.7.0, as deploy/README.md has the cluster run it.
+ * Verbosity 5: what it decides on a deletion (the being-deleted annotation it sets on a content, the finalizers it
+ * removes) is logged at 5 only, and that is what a content left undeleted needs (about 2.5 MB for the storage suite's
+ * CI selection; a failed suite run keeps the log: test/e2e-node/storage-suite/keep-logs.ts).
  */
 export function snapshotControllerArgs(kubeconfig: string): string[] {
-  return [`--kubeconfig=${kubeconfig}`, '--leader-election=false', '--retry-interval-max=30s', '--v=2'];
+  return [`--kubeconfig=${kubeconfig}`, '--leader-election=false', '--retry-interval-max=30s', '--v=5'];
 }
 
 export async function createSnapshot(api: KubeRest, namespace: string, name: string, claim: string): Promise<void> {

@@ -1,5 +1,7 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import type { RealCluster } from '../real-cluster';
+import { keepClusterLogs } from './keep-logs';
 import { countSpecs, itSpecs, report, runSuite, type SuiteDriver, type SuiteOutcome } from './run-suite';
 import { skipReason } from './skips';
 import { focusFor, fullRun } from './scope';
@@ -19,6 +21,8 @@ export async function expectSuitePasses(
 ): Promise<SuiteOutcome> {
   const outcome = await runSuite(node, { driver, focus, timeoutMs: RUN_TIMEOUT_MS }, reportSuffix);
   console.log(report(outcome));
+  if (outcome.exitCode !== 0 || outcome.specs.some((spec) => spec.status === 'failed'))
+    console.log(`cluster logs kept in ${keepClusterLogs(node, path.dirname(outcome.outputFile))}`);
   const tail = (): string => fs.readFileSync(outcome.outputFile, 'utf8').slice(-6000);
   if (outcome.specs.length === 0)
     throw new Error(`no JUnit report with specs at ${outcome.junitFile} (exit ${outcome.exitCode}):\n${tail()}`);

@@ -29,9 +29,11 @@ function filesystemPatterns(names: string[]): string {
 /** CI's narrowing beyond the focus ([Slow] for xfs and dir); nothing in a full or hand-focused run. */
 export function ciSkip(driver: SuiteDriver): string | undefined {
   if (fullRun() || process.env.DURABLE_CSI_STORAGE_SUITE_FOCUS) return undefined;
-  // The pre-provisioned group snapshot pattern (retain policy) failed in CI's cold run of stop 42: its
-  // VolumeGroupSnapshotContent was not deleted within the suite's 5 min. Until that is understood it runs in the full
-  // run only (docs/storage-suite.md, "Group snapshots"); the dynamic patterns and the class specs stay in CI.
+  // The pre-provisioned group snapshot patterns: in CI's cold run of 2026-12-05 the retain one's
+  // VolumeGroupSnapshotContent was not deleted within the suite's 5 min. Not seen again (every content deleted within
+  // one 2 s poll, the pattern in the CI selection included) and no cause found in the suite, external-snapshotter or
+  // the driver, so they run in the full run only (docs/storage-suite.md, "The pre-provisioned pattern and CI"); a
+  // failed run keeps the cluster's logs (keep-logs.ts). The dynamic patterns and the class specs stay in CI.
   if (driver === 'loop-ext4') return PRE_PROVISIONED_GROUPS;
   return '\\[Slow\\]';
 }

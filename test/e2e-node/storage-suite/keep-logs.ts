@@ -1,0 +1,28 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { NAMESPACE } from '../deployed-node';
+import type { RealCluster } from '../real-cluster';
+
+/**
+ * A failed run's cluster logs beside its report (`<report dir>/logs/`), copied before the cluster's teardown removes
+ * its run directory and everything in it. The suite's output says which wait ran out; these say why: the control
+ * plane's logs (the snapshot-controller's, kube-controller-manager's, the apiserver's), each node's kubelet and
+ * containerd logs, and the Pod logs of the driver's namespace (the controller's driver and sidecars, the node plugin),
+ * a restarted container's earlier logs included. CI's cold run of 2026-12-05 left only "not deleted within 5 min" for
+ * a VolumeGroupSnapshotContent, and nothing to tell the snapshot-controller, csi-snapshotter and driver apart
+ * (docs/storage-suite.md, "Group snapshots"). Returns the directory.
+ */
+export function keepClusterLogs(cluster: RealCluster, reportDir: string): string {
+  const kept = path.join(reportDir, 'logs');
+  fs.rmSync(kept, { recursive: true, force: true });
+  // The control plane's logs and, one directory per node, kubelet's and containerd's (RealCluster.logDir).
+  fs.cpSync(cluster.logDir, path.join(kept, 'processes'), { recursive: true });
+  for (const node of cluster.nodes) {
+    const podLogs = path.join(node.dir, 'pod-logs');
+    if (!fs.existsSync(podLogs)) continue;
+    // kubelet names each Pod's directory <namespace>_<pod>_<uid>; the suite's own Pods are in its output already.
+    for (const pod of fs.readdirSync(podLogs).filter((name) => name.startsWith(`${NAMESPACE}_`)))
+      fs.cpSync(path.join(podLogs, pod), path.join(kept, 'pods', node.name, pod), { recursive: true });
+  }
+  return kept;
+}
