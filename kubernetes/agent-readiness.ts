@@ -3,14 +3,16 @@ import type { Client } from '@temporalio/client';
 import { ActivityNotFoundError, WorkflowNotFoundError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { nodeRecordWorkflowId } from '../common/names';
+import { PENDING_ACTIVITY_STARTED } from '../node-records/reads';
 
 /**
  * Offline at Kubernetes' word (issue 38, docs/scale.md "Idle cost"). A node's record shows it live while its agent
  * holds the presence activity, and offline when the hold ends: at once when the agent stops, else when the server
  * times the hold out, its heartbeat timeout after the agent's last heartbeat. That timeout is what an idle node
  * costs Temporal (one heartbeat per timeout), so deploy/ sets it long (--presence-timeout=5m), and the controller's
- * watch of the agents' Pods (--agent-pods, `startAgentPodWatch` in controller-integration.ts) says sooner what kubelet already knows without any Temporal traffic: the agent's container exited, its readiness probe
- * failed (a frozen agent), or its Node stopped answering (the node lifecycle controller marks its Pods not ready).
+ * watch of the agents' Pods (--agent-pods, `startAgentPodWatch` in controller-integration.ts) says sooner what
+ * kubelet already knows without any Temporal traffic: the agent's container exited, its readiness probe failed (a
+ * frozen agent), or its Node stopped answering (the node lifecycle controller marks its Pods not ready).
  *
  * The watch then fails the record's hold by its ID (RespondActivityTaskFailedById), which the record takes as any
  * other failed hold: offline, operations waiting on the node told, its report scheduled in the node's queue. No
@@ -106,6 +108,3 @@ export async function failHoldOfPod(
 
 /** The failure type a hold failed by the watch carries (the record's history shows it). */
 export const AGENT_NOT_READY = 'AgentNotReady';
-
-/** pendingActivities[].state of a started activity (temporal.api.enums.v1.PendingActivityState). */
-const PENDING_ACTIVITY_STARTED = 2;

@@ -31,7 +31,7 @@ export interface NodeRecordView {
 }
 
 /** pendingActivities[].state of a started activity (temporal.api.enums.v1.PendingActivityState). */
-const PENDING_ACTIVITY_STARTED = 2;
+export const PENDING_ACTIVITY_STARTED = 2;
 
 /** One node's record as the server holds it now; undefined when no record exists (never proof of anything). */
 export async function readNodeRecord(
