@@ -12,7 +12,8 @@ import { PENDING_ACTIVITY_STARTED } from '../node-records/reads';
  * costs Temporal (one heartbeat per timeout), so deploy/ sets it long (--presence-timeout=5m), and the controller's
  * watch of the agents' Pods (--agent-pods, `startAgentPodWatch` in controller-integration.ts) says sooner what
  * kubelet already knows without any Temporal traffic: the agent's container exited, its readiness probe failed (a
- * frozen agent), or its Node stopped answering (the node lifecycle controller marks its Pods not ready).
+ * frozen agent), its Node stopped answering (the node lifecycle controller marks its Pods not ready), its Node was
+ * deleted, or its Pod was (a deleted Node's Pods, by the Pod garbage collector, while its agent may still be frozen).
  *
  * The watch then fails the record's hold by its ID (RespondActivityTaskFailedById), which the record takes as any
  * other failed hold: offline, operations waiting on the node told, its report scheduled in the node's queue. No
@@ -60,6 +61,11 @@ export function notReadyReason(before: AgentPodView | undefined, now: AgentPodVi
   if (same?.ready && !now.ready) return 'the Pod turned not ready';
   return undefined;
 }
+
+/** Why, when the Pod itself is deleted (its Node deleted, a force delete): its agent may still hold presence. */
+export const POD_DELETED = 'the Pod was deleted';
+/** Why, when its Node is deleted (its Pods are deleted only later): its agent may still hold presence. */
+export const NODE_DELETED = 'its Node was deleted';
 
 export type HoldOutcome = 'failed' | 'no record' | 'not held by this Pod';
 

@@ -10,7 +10,14 @@ import { coreApi, customObjectsApi, loadKubeConfig } from './kube-config';
 import type { NodeDeletedPolicy } from './node-deleted-policy';
 import { startNodeDeletedWatch } from './node-deleted-watch';
 import { registerOrphanMetrics } from './orphan-metrics';
-import { agentPodView, failHoldOfPod, notReadyReason, type AgentPodView } from './agent-readiness';
+import {
+  agentPodView,
+  failHoldOfPod,
+  NODE_DELETED,
+  notReadyReason,
+  POD_DELETED,
+  type AgentPodView,
+} from './agent-readiness';
 import { writtenOffEvents } from './written-off-events';
 import type { WrittenOffReport } from '../activities/control-activities';
 
@@ -33,9 +40,15 @@ export async function startControllerKubernetes(deps: {
   const logger = deps.logger.child({ part: 'kubernetes' });
   const core = coreApi(kubeConfig);
   registerOrphanMetrics(deps.registry, { ...deps, kubernetes: { core, custom: customObjectsApi(kubeConfig) }, logger });
-  const watch = await startNodeDeletedWatch({ ...deps, kubeConfig, policy: deps.nodeDeleted, logger });
-  const copies = startCopyPlacement(kubeConfig, deps.driverName, logger);
   const agents = deps.agentPods && startAgentPodWatch(kubeConfig, deps.agentPods, deps.client, deps.driverName, logger);
+  const watch = await startNodeDeletedWatch({
+    ...deps,
+    kubeConfig,
+    policy: deps.nodeDeleted,
+    logger,
+    onNodeDeleted: agents ? (name) => agents.nodeDeleted(name) : undefined,
+  });
+  const copies = startCopyPlacement(kubeConfig, deps.driverName, logger);
   return {
     stop: async () => {
       await agents?.stop();
@@ -138,7 +151,7 @@ function startAgentPodWatch(
   client: Client,
   driverName: string,
   logger: Logger,
-): { stop(): Promise<void> } {
+): { stop(): Promise<void>; nodeDeleted(name: string): void } {
   const { selector } = agentPods;
   // The controller's own namespace by default (in a Pod, its ServiceAccount's): the DaemonSet's.
   const namespace =
@@ -170,7 +183,13 @@ function startAgentPodWatch(
   };
   informer.on('add', handle);
   informer.on('update', handle);
-  informer.on('delete', (pod) => void seen.delete(pod.metadata?.name ?? ''));
+  // A Pod deleted counts too: a deleted Node's Pods are deleted by the Pod garbage collector, not marked not ready, and
+  // its agent may be frozen or cut off with it. (A Pod deleted in a rollout had its agent stop first: no hold left.)
+  informer.on('delete', (pod) => {
+    const view = agentPodView(pod);
+    seen.delete(view.name);
+    if (view.nodeId) act(view, POD_DELETED);
+  });
   const start = () => {
     if (stopped) return;
     informer.start().catch((error: unknown) => {
@@ -185,6 +204,11 @@ function startAgentPodWatch(
   start();
   logger.info({ namespace, selector }, "watching the agents' Pods: an agent reported gone turns its node offline");
   return {
+    // A Node deleted: its Pods stay until the Pod garbage collector deletes them (after 40 s), not marked not ready,
+    // while its agent may be frozen or cut off with it.
+    nodeDeleted: (name) => {
+      for (const view of seen.values()) if (view.nodeId === name) act(view, NODE_DELETED);
+    },
     async stop() {
       stopped = true;
       await informer.stop();

@@ -17,6 +17,8 @@ export interface NodeDeletedWatchOptions {
   logger: Logger;
   /** How long to wait before trying again a forget that could not run (agent still live, Temporal down). */
   retryMs?: number;
+  /** Told of every Node deleted, before the policy (the agents' Pod watch: controller-integration.ts). */
+  onNodeDeleted?: (name: string) => void;
 }
 
 /**
@@ -51,6 +53,7 @@ interface NodeWatch {
   logger: Logger;
   retryMs: number;
   stopped: boolean;
+  onNodeDeleted?: (name: string) => void;
 }
 
 function openWatch(options: NodeDeletedWatchOptions): NodeWatch {
@@ -61,7 +64,7 @@ function openWatch(options: NodeDeletedWatchOptions): NodeWatch {
   const inCache = (nodeId: string) => informer.get(nodeId) !== undefined;
   const custom = customObjectsApi(options.kubeConfig);
   const nodes = new GoneNodes({ client, core, custom, driverName, policy, logger, retryMs, inCache });
-  return { informer, nodes, logger, retryMs, stopped: false };
+  return { informer, nodes, logger, retryMs, stopped: false, onNodeDeleted: options.onNodeDeleted };
 }
 
 /**
@@ -78,6 +81,7 @@ function handleDeletions(watch: NodeWatch): void {
   };
   informer.on('delete', (node) => {
     const name = node.metadata?.name;
+    if (name) watch.onNodeDeleted?.(name);
     if (name) handleDeletion(name, node.metadata?.uid ?? 'unknown', new Date());
   });
 }

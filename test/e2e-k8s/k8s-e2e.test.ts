@@ -434,6 +434,8 @@ describe("a node's agent Kubernetes reports gone (--agent-pods; issue 38)", () =
       await new Promise((resolve) => setTimeout(resolve, 3000));
       expect(await live()).toBe(true);
       await cluster.api.delete(`${pods}/durable-csi-node-stale`);
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      expect(await live()).toBe(true); // nor its deletion
 
       await cluster.node(NODE).procs.get('durable-csi')?.kill('SIGKILL');
       await kubeletReports(POD, 'exited');
@@ -479,6 +481,39 @@ describe("a node's agent Kubernetes reports gone (--agent-pods; issue 38)", () =
       agent?.child.kill('SIGCONT');
       csi.close();
     }
+  });
+
+  it("its Pod deleted (a deleted Node's Pods are deleted, not marked not ready) with the agent frozen: offline", async () => {
+    const agent = cluster.node(NODE).procs.get('durable-csi');
+    try {
+      agent?.child.kill('SIGSTOP');
+      // As the Pod garbage collector deletes a deleted Node's Pods: at once (no kubelet would confirm a graceful one).
+      await cluster.api.delete(`${pods}/${POD}?gracePeriodSeconds=0`);
+      const seconds = await secondsUntilOffline();
+      expect(seconds).toBeLessThan(30);
+      console.log(`agent SIGSTOPped, its Pod deleted: offline after ${seconds.toFixed(1)} s`);
+      agent?.child.kill('SIGCONT');
+      await eventually(`${NODE} live again`, async () => (await live()) === true, 60_000, 250);
+    } finally {
+      agent?.child.kill('SIGCONT');
+    }
+  });
+
+  it('its Node deleted (its Pods stay until the Pod garbage collector runs) with the agent frozen: offline', async () => {
+    const agent = cluster.node(NODE).procs.get('durable-csi');
+    await agentPod(POD);
+    const node = await cluster.api.get<{ metadata: { labels?: Record<string, string> } }>(`/api/v1/nodes/${NODE}`);
+    try {
+      agent?.child.kill('SIGSTOP');
+      await cluster.api.delete(`/api/v1/nodes/${NODE}`);
+      const seconds = await secondsUntilOffline();
+      expect(seconds).toBeLessThan(30);
+      console.log(`agent SIGSTOPped, its Node deleted: offline after ${seconds.toFixed(1)} s`);
+    } finally {
+      await cluster.api.create('/api/v1/nodes', { metadata: { name: NODE, labels: node.metadata.labels } });
+      agent?.child.kill('SIGCONT');
+    }
+    await eventually(`${NODE} live again`, async () => (await live()) === true, 60_000, 250);
   });
 });
 
