@@ -168,9 +168,14 @@ function startAgentPodWatch(
   const act = (view: AgentPodView, why: string, attempt = 1) => {
     const pod = { name: view.name, namespace, nodeId: view.nodeId ?? '' };
     failHoldOfPod(client, driverName, pod, why)
-      .then((outcome) => logger.info({ pod: view.name, node: pod.nodeId, why, outcome }, 'agent Pod not ready'))
+      .then((outcome) =>
+        logger.info({ pod: view.name, node: pod.nodeId, why, outcome }, 'agent reported gone by Kubernetes'),
+      )
       .catch((error: unknown) => {
-        logger.warn({ err: error, pod: view.name, node: pod.nodeId }, "failing a not-ready agent's hold failed");
+        logger.warn(
+          { err: error, pod: view.name, node: pod.nodeId },
+          'failing the hold of an agent reported gone failed',
+        );
         // Temporal away: tried twice more; past that the hold's own heartbeat timeout takes the node offline.
         if (attempt < 3 && !stopped) setTimeout(() => act(view, why, attempt + 1), 10_000);
       });
