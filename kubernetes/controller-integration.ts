@@ -119,16 +119,29 @@ function startCopyPlacement(kubeConfig: KubeConfig, driverName: string, logger: 
       );
   informer.on('add', handle);
   informer.on('update', handle);
+  return keepRunning(informer, 'claim watch', logger);
+}
+
+/**
+ * Starts an informer and keeps it running: one that cannot start (the API server away, a role without `watch` during a
+ * rollout) is tried again every 10 s, as after an error (client-node's informer stops on one); its re-list hands every
+ * object again, so none is missed.
+ */
+function keepRunning(
+  informer: { start(): Promise<void>; stop(): Promise<void>; on(verb: 'error', cb: (error: unknown) => void): void },
+  what: string,
+  logger: Logger,
+): { stop(): Promise<void> } {
   let stopped = false;
   const start = () => {
     if (stopped) return;
     informer.start().catch((error: unknown) => {
-      logger.warn({ err: error }, 'claim watch could not start; retrying in 10 s');
+      logger.warn({ err: error }, `${what} could not start; retrying in 10 s`);
       setTimeout(start, 10_000);
     });
   };
   informer.on('error', (error) => {
-    logger.warn({ err: error }, 'claim watch failed; restarting it in 10 s');
+    logger.warn({ err: error }, `${what} failed; restarting it in 10 s`);
     setTimeout(start, 10_000);
   });
   start();
@@ -195,18 +208,7 @@ function startAgentPodWatch(
     seen.delete(view.name);
     if (view.nodeId) act(view, POD_DELETED);
   });
-  const start = () => {
-    if (stopped) return;
-    informer.start().catch((error: unknown) => {
-      logger.warn({ err: error, namespace, selector }, 'agent Pod watch could not start; retrying in 10 s');
-      setTimeout(start, 10_000);
-    });
-  };
-  informer.on('error', (error) => {
-    logger.warn({ err: error }, 'agent Pod watch failed; restarting it in 10 s');
-    setTimeout(start, 10_000);
-  });
-  start();
+  const running = keepRunning(informer, `agent Pod watch (${namespace}, ${selector})`, logger);
   logger.info({ namespace, selector }, "watching the agents' Pods: an agent reported gone turns its node offline");
   return {
     // A Node deleted: its Pods stay until the Pod garbage collector deletes them (after 40 s), not marked not ready,
@@ -216,7 +218,7 @@ function startAgentPodWatch(
     },
     async stop() {
       stopped = true;
-      await informer.stop();
+      await running.stop();
     },
   };
 }
