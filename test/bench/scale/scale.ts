@@ -64,6 +64,16 @@ async function main(): Promise<void> {
       '0s',
     )
     .option(
+      '--hosts-nice <n>',
+      "the virtual node hosts' niceness: in a cluster every agent has a machine of its own, here they share the " +
+        "server's cores, and at 5,000 nodes they would take most of them (docs/scale.md)",
+      '0',
+    )
+    .option(
+      '--no-pod-watch',
+      "in --churn, leave a crashed agent to its presence timeout instead of playing the controller's agent Pod watch",
+    )
+    .option(
       '--controller-profile <dir>',
       "the controller's CPU profile (node --cpu-prof), written to the directory when it stops: who spends what",
     )
@@ -76,6 +86,8 @@ async function main(): Promise<void> {
     report: string;
     dynamicConfig: string[];
     churn?: boolean;
+    podWatch: boolean;
+    hostsNice: string;
     down: string;
     waveEvery: string;
     server: string;
@@ -83,6 +95,8 @@ async function main(): Promise<void> {
   }>();
   if (flags.server !== 'dev' && flags.server !== 'prod') throw new Error(`--server ${flags.server}: dev or prod`);
   const serverKind = flags.server;
+  if (!/^\d+$/.test(flags.hostsNice) || Number(flags.hostsNice) > 19)
+    throw new Error(`--hosts-nice ${flags.hostsNice}: a niceness from 0 to 19`);
   const extraConfig = flags.dynamicConfig.map((setting) => {
     if (!/^[\w.]+=\S+$/.test(setting)) throw new Error(`--dynamic-config "${setting}" is not KEY=VALUE`);
     return setting;
@@ -93,11 +107,24 @@ async function main(): Promise<void> {
     process.stderr.write(`bench:scale: ${nodes} nodes\n`);
     const churn =
       flags.churn && nodes > 1
-        ? { downMs: parseDuration(flags.down), waveEveryMs: parseDuration(flags.waveEvery) }
+        ? {
+            downMs: parseDuration(flags.down),
+            waveEveryMs: parseDuration(flags.waveEvery),
+            podWatch: flags.podWatch,
+          }
         : undefined;
     const profile = flags.controllerProfile && path.resolve(flags.controllerProfile, String(nodes));
     rows.push(
-      await measureAt(nodes, Number(flags.ops), parseDuration(flags.idle), extraConfig, serverKind, churn, profile),
+      await measureAt(
+        nodes,
+        Number(flags.ops),
+        parseDuration(flags.idle),
+        extraConfig,
+        serverKind,
+        Number(flags.hostsNice),
+        churn,
+        profile,
+      ),
     );
     printScaleTable(rows);
     printChurnTable(rows);
@@ -113,7 +140,8 @@ async function measureAt(
   idleMs: number,
   extraConfig: string[],
   serverKind: 'dev' | 'prod',
-  churnTimes?: { downMs: number; waveEveryMs: number },
+  hostsNice: number,
+  churnTimes?: { downMs: number; waveEveryMs: number; podWatch: boolean },
   profileDir?: string,
 ): Promise<ScaleRow> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'dscale-'));
@@ -143,11 +171,13 @@ async function measureAt(
     const crashing = churnTimes === undefined ? 0 : Math.max(1, Math.round(nodes / 100));
     const steady = nodes - crashing;
     for (let first = 0; first < steady; first += NODES_PER_HOST) {
-      hosts.push(await startHost(server.address, driverName, root, first, Math.min(NODES_PER_HOST, steady - first)));
+      hosts.push(
+        await startHost(server.address, driverName, root, first, Math.min(NODES_PER_HOST, steady - first), hostsNice),
+      );
     }
     for (let first = steady; first < nodes; first += CRASH_HOST_SIZE) {
       crashHosts.push(
-        await startHost(server.address, driverName, root, first, Math.min(CRASH_HOST_SIZE, nodes - first)),
+        await startHost(server.address, driverName, root, first, Math.min(CRASH_HOST_SIZE, nodes - first), hostsNice),
       );
     }
     const endpoint = `unix://${path.join(root, 'controller.sock')}`;
@@ -307,7 +337,7 @@ async function measureAt(
             nodes,
             hosts,
             crashHosts,
-            startAgain: (host) => startHost(server.address, driverName, root, host.first, host.count),
+            startAgain: (host) => startHost(server.address, driverName, root, host.first, host.count, hostsNice),
             ...churnTimes,
             log: (message) => process.stderr.write(`bench:scale: churn: ${message}\n`),
           });

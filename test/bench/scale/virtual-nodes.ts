@@ -52,6 +52,9 @@ async function main(): Promise<void> {
         }),
       },
       ...nodeWorkerTuning(), // as agent/node-agent.ts
+      // As a real agent's `pid@$POD_NAME` (agent/node-temporal.ts), each virtual agent as its own Pod: the churn's
+      // crash plays the controller's Pod watch, which fails only the hold of the Pod reported gone.
+      identity: `${process.pid}@${nodeId}`,
       shutdownGraceTime: '2s',
     });
     const running = worker.run();
