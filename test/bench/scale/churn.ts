@@ -18,11 +18,10 @@ import { summarize, type LatencyStats } from '../stats';
  * Issue 38 item 2: the cluster while its agents churn. Every agent is restarted once in a rolling wave, 1% of the
  * nodes at a time (each stops as on SIGTERM and starts again, as an upgrade restarts it), while 1% of the nodes
  * crash (their host processes are SIGKILLed and, unless --no-pod-watch, reported gone as the controller's agent Pod
- * watch hears it from kubelet), stay down `--down` and come back; creates and deletes
- * run at concurrency 8 throughout. What must hold: nothing waits on a live node (an operation on a node that is not
- * restarting answers as fast as without churn), a crashed node is shown offline in time, a deletion on it waits
- * until it is back (absence is never proof), every record is live again at the end, and no record nears Temporal's
- * history limits.
+ * watch hears it from kubelet), stay down `--down` and come back; creates and deletes run at concurrency 8
+ * throughout. What must hold: nothing waits on a live node (an operation on a node that is not restarting answers as
+ * fast as without churn), a crashed node is shown offline in time, a deletion on it waits until it is back (absence
+ * is never proof), every record is live again at the end, and no record nears Temporal's history limits.
  */
 
 /** A process running virtual node agents [first, first + count) (virtual-nodes.ts). */
@@ -133,7 +132,7 @@ export interface ChurnSetup {
   startAgain(host: Host): Promise<Host>;
   /** How long the crashed nodes stay down (past the presence timeout, so that they are shown offline). */
   downMs: number;
-  /** The shortest time a wave takes (0: as soon as its records are live again). */
+  /** The shortest time a wave takes (0: as soon as its agents hold presence again). */
   waveEveryMs: number;
   /**
    * Whether a crash is reported as deploy/'s controller hears of it (kubelet: the agent's container exited; the
