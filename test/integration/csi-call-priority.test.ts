@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { startOrAttach } from '../../operations/start-or-attach';
 import { startDevServer, type DevServer } from '../../temporal-dev/dev-server';
 import { findFreePort } from '../../temporal-dev/free-port';
@@ -54,6 +55,9 @@ describe('a CSI call on a queue backlogged with node record tasks', () => {
       });
     }
     await startOrAttach(client, 'createVolume', { workflowId: 'call', taskQueue, args: [] as never });
+    // A started workflow's first task reaches matching later, from history's transfer queue: under load (CI's
+    // parallel phase) a poll made at once found the records alone. Poll only once matching holds all 21.
+    await backlogged(client, 21);
 
     // A long poll needs a deadline; the backlog answers it at once.
     const polled = await connection!.withDeadline(Date.now() + 20_000, () =>
@@ -65,4 +69,29 @@ describe('a CSI call on a queue backlogged with node record tasks', () => {
     );
     expect(polled.workflowExecution?.workflowId).toBe('call');
   });
+
+  /** Waits until matching reports `count` workflow tasks in the queue's backlog, whatever their priority. */
+  async function backlogged(client: Client, count: number): Promise<void> {
+    const deadline = Date.now() + 30_000;
+    let seen: Record<string, number> = {};
+    while (Date.now() < deadline) {
+      const described = await connection!.workflowService.describeTaskQueue({
+        namespace: client.options.namespace,
+        taskQueue: { name: taskQueue },
+        taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        reportStats: true,
+      });
+      seen = Object.fromEntries(
+        Object.entries(described.statsByPriorityKey ?? {}).map(([key, stats]) => [
+          key,
+          Number(stats.approximateBacklogCount ?? 0),
+        ]),
+      );
+      if (Object.values(seen).reduce((sum, n) => sum + n, 0) >= count) return;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    throw new Error(
+      `matching never held ${count} workflow tasks; its backlog by priority key: ${JSON.stringify(seen)}`,
+    );
+  }
 });
