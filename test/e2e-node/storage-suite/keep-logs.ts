@@ -10,19 +10,39 @@ import type { RealCluster } from '../real-cluster';
  * containerd logs, and the Pod logs of the driver's namespace (the controller's driver and sidecars, the node plugin),
  * a restarted container's earlier logs included. CI's cold run of 2026-12-05 left only "not deleted within 5 min" for
  * a VolumeGroupSnapshotContent, and nothing to tell the snapshot-controller, csi-snapshotter and driver apart
- * (docs/storage-suite.md, "Group snapshots"). Returns the directory.
+ * (docs/storage-suite.md, "Group snapshots"). Returns the directory, and which of the driver's containers ran more
+ * than once: printed with the failure, it reaches CI's output, where the kept files do not.
  */
-export function keepClusterLogs(cluster: RealCluster, reportDir: string): string {
+export function keepClusterLogs(cluster: RealCluster, reportDir: string): { dir: string; restarted: string[] } {
   const kept = path.join(reportDir, 'logs');
   fs.rmSync(kept, { recursive: true, force: true });
   // The control plane's logs and, one directory per node, kubelet's and containerd's (RealCluster.logDir).
   fs.cpSync(cluster.logDir, path.join(kept, 'processes'), { recursive: true });
+  const restarted: string[] = [];
   for (const node of cluster.nodes) {
     const podLogs = path.join(node.dir, 'pod-logs');
     if (!fs.existsSync(podLogs)) continue;
     // kubelet names each Pod's directory <namespace>_<pod>_<uid>; the suite's own Pods are in its output already.
-    for (const pod of fs.readdirSync(podLogs).filter((name) => name.startsWith(`${NAMESPACE}_`)))
+    for (const pod of fs.readdirSync(podLogs).filter((name) => name.startsWith(`${NAMESPACE}_`))) {
       fs.cpSync(path.join(podLogs, pod), path.join(kept, 'pods', node.name, pod), { recursive: true });
+      restarted.push(...restartsOf(path.join(podLogs, pod)).map((line) => `${node.name} ${pod.split('_')[1]} ${line}`));
+    }
   }
-  return kept;
+  return { dir: kept, restarted };
+}
+
+/** `<container> ran N times` for each container of the Pod that was restarted during the run. */
+function restartsOf(podDir: string): string[] {
+  return fs
+    .readdirSync(podDir, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory())
+    .flatMap((container) => {
+      // kubelet names a run's log by the container's restart count (0.log, 1.log, ...) and keeps only the last few.
+      const counts = fs
+        .readdirSync(path.join(podDir, container.name))
+        .flatMap((name) => /^(\d+)\.log/.exec(name)?.[1] ?? [])
+        .map(Number);
+      const runs = Math.max(-1, ...counts) + 1;
+      return runs > 1 ? [`${container.name} ran ${runs} times`] : [];
+    });
 }
