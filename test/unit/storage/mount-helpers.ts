@@ -11,6 +11,13 @@ export function releaseMountsUnder(root: string): void {
   if (!fs.existsSync(root)) return;
   const real = fs.realpathSync(root);
   const under = (candidate: string) => candidate === real || candidate.startsWith(`${real}/`);
+  const backsUnder = (name: string): boolean => {
+    try {
+      return under(fs.readFileSync(path.join('/sys/class/block', name, 'loop', 'backing_file'), 'utf8').trim());
+    } catch {
+      return false; // not attached (any more)
+    }
+  };
   // Rounds: a filesystem holding an image cannot be unmounted until the image's device is detached.
   for (let round = 0; round < 10; round++) {
     const mountPoints = fs
@@ -22,13 +29,15 @@ export function releaseMountsUnder(root: string): void {
     const devices = fs
       .readdirSync('/sys/class/block')
       .filter((name) => /^loop\d+$/.test(name))
-      .filter((name) => {
-        const backing = path.join('/sys/class/block', name, 'loop', 'backing_file');
-        return fs.existsSync(backing) && under(fs.readFileSync(backing, 'utf8').trim());
-      });
+      .filter(backsUnder);
     if (mountPoints.length === 0 && devices.length === 0) return;
     for (const mountPoint of mountPoints) tryRun('umount', [mountPoint]);
-    for (const name of devices) tryRun('losetup', ['--detach', `/dev/${name}`]);
+    // Detach by name only what still backs a file under root at that moment. A device a test detached while it was
+    // mounted (the kernel then detaches it at its last close) goes with the unmount above, and its number may be
+    // another suite's device a moment later (the next attach takes the lowest free number): detaching the name
+    // listed before the unmount would detach that suite's device, the likely cause of CI's dumpe2fs "Invalid
+    // argument" on a freshly attached device.
+    for (const name of devices) if (backsUnder(name)) tryRun('losetup', ['--detach', `/dev/${name}`]);
   }
 }
 
