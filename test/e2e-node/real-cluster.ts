@@ -526,7 +526,9 @@ export class ClusterNode {
     for (const part of this.parts.values()) await part.proc.kill('SIGKILL');
     await this.killPods();
     await this.ns.destroy();
-    for (const device of devices) detachQuietly(device.name);
+    // Only a device still backed by the file it was listed with: one detached while mounted went with the namespace's
+    // mounts, and its number may already be another lane's device (test/unit/storage/mount-helpers.ts).
+    for (const device of devices) if (stillAttached(device)) detachQuietly(device.name);
     if (this.poolDevice) detachQuietly(this.poolDevice);
     // Read now: once the node's directory is gone, a device's backing file can no longer be matched to the pool.
     const attached = new Set(poolLoopDevices(`${this.dir}/`, '/nonexistent').map((device) => device.name));
