@@ -6,38 +6,21 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseMountInfoLine } from '../../../storage/host/mounts';
+import { loopDevicesUnder, mountsUnder } from '../../sanity/leaks';
 
 export function releaseMountsUnder(root: string): void {
   if (!fs.existsSync(root)) return;
-  const real = fs.realpathSync(root);
-  const under = (candidate: string) => candidate === real || candidate.startsWith(`${real}/`);
-  const backsUnder = (name: string): boolean => {
-    try {
-      return under(fs.readFileSync(path.join('/sys/class/block', name, 'loop', 'backing_file'), 'utf8').trim());
-    } catch {
-      return false; // not attached (any more)
-    }
-  };
+  const roots = [fs.realpathSync(root)];
   // Rounds: a filesystem holding an image cannot be unmounted until the image's device is detached.
   for (let round = 0; round < 10; round++) {
-    const mountPoints = fs
-      .readFileSync('/proc/self/mountinfo', 'utf8')
-      .split('\n')
-      .flatMap((line) => parseMountInfoLine(line)?.mountPoint ?? [])
-      .filter(under)
-      .sort((a, b) => b.length - a.length);
-    const devices = fs
-      .readdirSync('/sys/class/block')
-      .filter((name) => /^loop\d+$/.test(name))
-      .filter(backsUnder);
-    if (mountPoints.length === 0 && devices.length === 0) return;
+    const mountPoints = mountsUnder(roots);
+    if (mountPoints.length === 0 && loopDevicesUnder(roots).length === 0) return;
     for (const mountPoint of mountPoints) tryRun('umount', [mountPoint]);
-    // Detach by name only what still backs a file under root at that moment. A device a test detached while it was
-    // mounted (the kernel then detaches it at its last close) goes with the unmount above, and its number may be
-    // another suite's device a moment later (the next attach takes the lowest free number): detaching the name
-    // listed before the unmount would detach that suite's device, the likely cause of CI's dumpe2fs "Invalid
+    // Listed after the unmounts, and detached by name at once. A device a test detached while it was mounted goes
+    // with the unmount, and its number is the next attach's a moment later (the lowest free one): detaching a name
+    // listed before the unmount would detach another suite's device, the likely cause of CI's dumpe2fs "Invalid
     // argument" on a freshly attached device.
-    for (const name of devices) if (backsUnder(name)) tryRun('losetup', ['--detach', `/dev/${name}`]);
+    for (const { device } of loopDevicesUnder(roots)) tryRun('losetup', ['--detach', device]);
   }
 }
 
