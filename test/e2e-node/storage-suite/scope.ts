@@ -34,7 +34,7 @@ export function ciSkip(driver: SuiteDriver): string | undefined {
   // one 2 s poll, the pattern in the CI selection included) and no cause found in the suite, external-snapshotter or
   // the driver, so they run in the full run only (docs/storage-suite.md, "The pre-provisioned pattern and CI"); a
   // failed run keeps the cluster's logs (keep-logs.ts). The dynamic patterns and the class specs stay in CI.
-  if (driver === 'loop-ext4') return PRE_PROVISIONED_GROUPS;
+  if (driver === 'loop-ext4') return undefined;
   return '\\[Slow\\]';
 }
 
