@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { countSpecs, driverYaml, type SuiteDriver } from '../e2e-node/storage-suite/run-suite';
-import { focusFor } from '../e2e-node/storage-suite/scope';
+import { ciSkip, focusFor } from '../e2e-node/storage-suite/scope';
 import { SELF_SKIPS, SUITE_SKIPS, activeSkips, skipPattern, skipReason } from '../e2e-node/storage-suite/skips';
 
 const DRIVERS: SuiteDriver[] = ['loop-ext4', 'loop-xfs', 'dir'];
@@ -55,6 +55,9 @@ describe('the storage suite lists', () => {
       'volumegroupsnapshottable [Feature:volumegroupsnapshot] VolumeGroupSnapshottable should create snapshots';
     expect(xfs.test(group)).toBe(false);
     expect(new RegExp(focusFor('loop-ext4')).test(group)).toBe(true);
+    // CI leaves out nothing for loop ext4, the pre-provisioned group patterns included, and [Slow] for the others.
+    expect(ciSkip('loop-ext4')).toBeUndefined();
+    for (const driver of ['loop-xfs', 'dir'] as const) expect(ciSkip(driver)).toBe('\\[Slow\\]');
   });
 
   it('has a driver YAML per class, naming a class deploy/ ships', () => {

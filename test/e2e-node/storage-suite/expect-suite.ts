@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { RealCluster } from '../real-cluster';
-import { keepClusterLogs } from './keep-logs';
+import { keepClusterLogs, snapshotLeftovers } from './keep-logs';
 import { countSpecs, itSpecs, report, runSuite, type SuiteDriver, type SuiteOutcome } from './run-suite';
 import { skipReason } from './skips';
 import { focusFor, fullRun } from './scope';
@@ -29,7 +29,10 @@ export async function expectSuitePasses(
     console.log(`cluster logs kept in ${kept.dir}`);
     // In the failure itself, which CI prints: whether a sidecar or the driver was restarted during the run.
     const restarted = `the driver's containers that ran more than once: ${kept.restarted.join(', ') || 'none'}`;
-    if (failed.length > 0) throw new Error(`${failed.length} failed: ${failed.join('; ')}\n${restarted}`);
+    // And the snapshot objects still there: a deletion wait that ran out names its object's state.
+    const leftovers = snapshotLeftovers(node);
+    const left = `snapshot objects left: ${leftovers.length === 0 ? 'none' : `\n${leftovers.join('\n')}`}`;
+    if (failed.length > 0) throw new Error(`${failed.length} failed: ${failed.join('; ')}\n${restarted}\n${left}`);
   }
   const tail = (): string => fs.readFileSync(outcome.outputFile, 'utf8').slice(-6000);
   if (outcome.specs.length === 0)

@@ -31,6 +31,83 @@ export function keepClusterLogs(cluster: RealCluster, reportDir: string): { dir:
   return { dir: kept, restarted };
 }
 
+/** Snapshot kinds whose leftovers can explain a failed deletion wait, contents first: they are cluster-scoped. */
+const SNAPSHOT_KINDS = [
+  'volumegroupsnapshotcontents',
+  'volumesnapshotcontents',
+  'volumegroupsnapshots',
+  'volumesnapshots',
+];
+
+interface SnapshotObject {
+  metadata: {
+    name: string;
+    namespace?: string;
+    deletionTimestamp?: string;
+    finalizers?: string[];
+    annotations?: Record<string, string>;
+  };
+  spec?: { deletionPolicy?: string };
+  status?: { error?: { message?: string } };
+}
+
+/**
+ * The snapshot objects left after a failed run, each with what decides whether it can go: since when it is being
+ * deleted, its policy, the finalizers that hold it, the controllers' annotations (snapshot.storage.kubernetes.io and
+ * groupsnapshot.storage.kubernetes.io, e.g. `volumegroupsnapshot-being-deleted`, without which csi-snapshotter leaves a
+ * group content alone), its last error, and the last csi-snapshotter lines that name it. A content not deleted within
+ * the suite's wait is then told apart in CI's output: the snapshot-controller never marked it, csi-snapshotter did not
+ * act on it, or the driver's call failed.
+ */
+export function snapshotLeftovers(cluster: RealCluster): string[] {
+  const snapshotterLogs = cluster.nodes.flatMap((node) => containerLogs(node.dir, 'csi-snapshotter'));
+  return SNAPSHOT_KINDS.flatMap((kind) => {
+    let items: SnapshotObject[];
+    try {
+      items = (
+        JSON.parse(cluster.kubectl(['get', kind, '--all-namespaces', '-o', 'json'])) as { items: SnapshotObject[] }
+      ).items;
+    } catch (error) {
+      return [`${kind}: not listed (${(error as Error).message.split('\n')[0]})`];
+    }
+    return items.map(({ metadata, spec, status }) => {
+      const name = metadata.namespace ? `${metadata.namespace}/${metadata.name}` : metadata.name;
+      const marks = Object.keys(metadata.annotations ?? {}).filter((key) =>
+        /snapshot\.storage\.kubernetes\.io\//.test(key),
+      );
+      const named = snapshotterLogs.filter((line) => line.includes(metadata.name)).slice(-3);
+      return [
+        `${kind} ${name}: ${metadata.deletionTimestamp ? `deleted at ${metadata.deletionTimestamp}` : 'not deleted'}`,
+        spec?.deletionPolicy && `policy ${spec.deletionPolicy}`,
+        `finalizers [${(metadata.finalizers ?? []).join(' ')}]`,
+        `annotations [${marks.join(' ')}]`,
+        status?.error?.message && `error: ${status.error.message}`,
+        ...named.map((line) => `csi-snapshotter: ${line.slice(0, 300)}`),
+      ]
+        .filter(Boolean)
+        .join('; ');
+    });
+  });
+}
+
+/** The lines of every run of one container in the driver's namespace on a node (kubelet's pod-logs, oldest first). */
+function containerLogs(nodeDir: string, container: string): string[] {
+  const podLogs = path.join(nodeDir, 'pod-logs');
+  if (!fs.existsSync(podLogs)) return [];
+  return fs
+    .readdirSync(podLogs)
+    .filter((pod) => pod.startsWith(`${NAMESPACE}_`))
+    .flatMap((pod) => {
+      const dir = path.join(podLogs, pod, container);
+      if (!fs.existsSync(dir)) return [];
+      return fs
+        .readdirSync(dir)
+        .filter((name) => /^\d+\.log$/.test(name))
+        .sort((a, b) => parseInt(a, 10) - parseInt(b, 10))
+        .flatMap((name) => fs.readFileSync(path.join(dir, name), 'utf8').split('\n'));
+    });
+}
+
 /** `<container> ran N times` for each container of the Pod that was restarted during the run. */
 function restartsOf(podDir: string): string[] {
   return fs
