@@ -29,9 +29,12 @@ export async function expectSuitePasses(
     console.log(`cluster logs kept in ${kept.dir}`);
     // In the failure itself, which CI prints: whether a sidecar or the driver was restarted during the run.
     const restarted = `the driver's containers that ran more than once: ${kept.restarted.join(', ') || 'none'}`;
-    // And the snapshot objects still there: a deletion wait that ran out names its object's state.
+    // And the snapshot objects still there, contents first: a deletion wait that ran out names its object's state.
+    // The first ten only, so that CI's output keeps the rest of the failure.
     const leftovers = snapshotLeftovers(node);
-    const left = `snapshot objects left: ${leftovers.length === 0 ? 'none' : `\n${leftovers.join('\n')}`}`;
+    const shown =
+      leftovers.slice(0, 10).join('\n') + (leftovers.length > 10 ? `\nand ${leftovers.length - 10} more` : '');
+    const left = `snapshot objects left: ${leftovers.length === 0 ? 'none' : `\n${shown}`}`;
     if (failed.length > 0) throw new Error(`${failed.length} failed: ${failed.join('; ')}\n${restarted}\n${left}`);
   }
   const tail = (): string => fs.readFileSync(outcome.outputFile, 'utf8').slice(-6000);

@@ -30,7 +30,7 @@ function filesystemPatterns(names: string[]): string {
 export function ciSkip(driver: SuiteDriver): string | undefined {
   if (fullRun() || process.env.DURABLE_CSI_STORAGE_SUITE_FOCUS) return undefined;
   // loop ext4 runs everything, the pre-provisioned group snapshot patterns included: they failed once, in CI's cold
-  // run of 2026-12-05 (a retained VolumeGroupSnapshotContent not deleted within 5 min), then passed in 11 runs here,
+  // run of 2026-12-05 (a retained VolumeGroupSnapshotContent not deleted within 5 min), then passed in 12 runs here,
   // a cold one of the whole `.ci/run` among them (docs/storage-suite.md, "The pre-provisioned pattern and CI"). A
   // failure prints the snapshot objects left and what holds them (keep-logs.ts).
   if (driver === 'loop-ext4') return undefined;
