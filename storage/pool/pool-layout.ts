@@ -97,6 +97,8 @@ export class PoolLayout {
   readonly root: string;
   readonly identityFile: string;
   readonly lockFile: string;
+  /** Created and removed by each health check: whether the pool's filesystem takes a write (publishing.ts). */
+  readonly writeProbeFile: string;
   readonly volumesDir: string;
   readonly recordsDir: string;
   readonly journalDir: string;
@@ -122,6 +124,7 @@ export class PoolLayout {
     this.root = root;
     this.identityFile = path.join(root, 'pool.json');
     this.lockFile = path.join(root, '.lock');
+    this.writeProbeFile = path.join(root, '.write-probe');
     this.volumesDir = path.join(root, 'volumes');
     this.recordsDir = path.join(root, 'records');
     this.journalDir = path.join(root, 'journal');
@@ -366,5 +369,11 @@ async function restoreLock(aside: string, file: string): Promise<void> {
 }
 
 async function releaseLock(file: string, content: string): Promise<void> {
-  if ((await readFileIfExists(file)) === content) await removeFile(file);
+  try {
+    if ((await readFileIfExists(file)) === content) await removeFile(file);
+  } catch (error) {
+    // A pool whose filesystem turned read-only or failing (an error) keeps the file; the next open takes it over, its
+    // pid being dead or this process's. Closing must not fail there: the operator unmounts the disk next, to repair it.
+    if (errorCode(error) !== 'EROFS' && errorCode(error) !== 'EIO') throw error;
+  }
 }

@@ -8,7 +8,7 @@ import { promises as fs } from 'node:fs';
 import { DriverError, FailureType } from '../../common/failures';
 import { formatBytes } from '../../common/quantity';
 import type { PoolProblem, PublishOptions, VolumeProblem, VolumeStats, VolumeUsage } from './backend';
-import { pathExists } from '../host/files';
+import { errorCode, pathExists } from '../host/files';
 import {
   bindMount,
   deviceBytes,
@@ -18,7 +18,7 @@ import {
   topMountAt,
   unmountVolumeAt,
 } from '../host/mounts';
-import { readIdentity, type PoolLayout } from './pool-layout';
+import { readIdentity, type PoolIdentity, type PoolLayout } from './pool-layout';
 import { assertCoPath, ensureDirectory, ensureFile, establish, readStaging, removeIfEmpty } from './staging';
 import type { Attachment, VolumeAccess, VolumeRef } from './staging';
 
@@ -203,11 +203,32 @@ export async function volumeProblems(
 }
 
 /**
- * The pool's problems: its disk no longer mounted at the pool directory (the identity there is not the open pool's;
- * then the rest is not looked at, it would describe another filesystem), its filesystem read-only, or full.
+ * The pool's problems: its filesystem failing reads, its disk no longer mounted at the pool directory (the identity
+ * there is not the open pool's; then the rest is not looked at, it would describe another filesystem), its filesystem
+ * read-only or failing writes, or full.
  */
 export async function poolProblems(layout: PoolLayout, poolId: string): Promise<PoolProblem[]> {
-  const onDisk = await readIdentity(layout).catch(() => undefined);
+  let onDisk: PoolIdentity | undefined;
+  try {
+    onDisk = await readIdentity(layout);
+  } catch (error) {
+    // An identity that is not one reads as none (below); an errno is the filesystem's own failure, not an unmount.
+    const code = errorCode(error);
+    if (code) {
+      // (Not even the pool directory can be stat'ed: `findmnt --target` on the node names the device.)
+      return [
+        {
+          status: 'unreachable',
+          reason: 'PoolIOError',
+          message:
+            `the filesystem holding pool ${layout.root} fails reads ` +
+            `(${code} reading ${layout.identityFile}), as a failing disk or an XFS shut down after an error does: ` +
+            'volumes on it are inaccessible, and nothing can be staged, created, deleted or snapshotted. Check the ' +
+            'kernel log; unmount the filesystem, repair it (xfs_repair, fsck) and mount it again',
+        },
+      ];
+    }
+  }
   if (onDisk?.poolId !== poolId) {
     const found = onDisk ? `pool ${onDisk.poolId}` : 'no pool identity';
     return [
@@ -223,14 +244,29 @@ export async function poolProblems(layout: PoolLayout, poolId: string): Promise<
   }
   const problems: PoolProblem[] = [];
   const { holder } = await mountHolding(layout.root, await readMounts());
-  if (holder.readonly || holder.superOptions.includes('ro')) {
+  const where = `the filesystem holding pool ${layout.root} (${holder.source} on ${holder.mountPoint})`;
+  const mountedReadOnly = holder.readonly || holder.superOptions.includes('ro');
+  const refusal = mountedReadOnly ? undefined : await writeRefusal(layout);
+  if (mountedReadOnly || refusal === 'EROFS') {
+    const how = mountedReadOnly
+      ? 'is read-only'
+      : 'refuses writes (EROFS), though mounted read-write: the kernel stopped them after an error';
     problems.push({
       status: 'degraded',
       reason: 'PoolReadOnly',
       message:
-        `the filesystem holding pool ${layout.root} (${holder.source} on ${holder.mountPoint}) is read-only: ` +
+        `${where} ${how}: ` +
         'volumes can be read, not written, and nothing can be created, deleted or grown. Check the kernel log for ' +
         'the error that made it read-only, repair the filesystem, and mount it read-write again',
+    });
+  } else if (refusal) {
+    problems.push({
+      status: 'degraded',
+      reason: 'PoolIOError',
+      message:
+        `${where} fails writes (${refusal} writing ${layout.writeProbeFile}): creations, deletions, expansions and ` +
+        'snapshots fail, and so may volumes writing. Check the kernel log for the disk or filesystem error; ' +
+        'unmount the filesystem, repair it (xfs_repair, fsck) and mount it again',
     });
   }
   const stats = await fs.statfs(layout.root);
@@ -247,6 +283,44 @@ export async function poolProblems(layout: PoolLayout, poolId: string): Promise<
     });
   }
   return problems;
+}
+
+/**
+ * The error code with which the pool's filesystem refuses a write, or undefined when it takes one. mountinfo is not
+ * enough: on current kernels an ext4 that hit an error under errors=remount-ro refuses writes (EROFS) while mountinfo
+ * still says `rw`. So the check creates and removes one empty file in the pool's root, as the driver's own writes
+ * would. A full pool (ENOSPC, EDQUOT) is PoolFull's, read from statfs.
+ *
+ * A write to a frozen filesystem (an operator's `fsfreeze` for a backup of the disk) waits for the thaw: the check
+ * waits WRITE_CHECK_WAIT_MS and then judges nothing, and one probe at most waits per pool, so that kubelet's health
+ * calls neither hang nor fill libuv's threads with blocked writes.
+ */
+function writeRefusal(layout: PoolLayout): Promise<string | undefined> {
+  const file = layout.writeProbeFile;
+  let probe = probing.get(file);
+  if (!probe) {
+    probe = tryWrite(file).finally(() => probing.delete(file));
+    probing.set(file, probe);
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise<undefined>(
+    (resolve) => (timer = setTimeout(() => resolve(undefined), WRITE_CHECK_WAIT_MS)),
+  );
+  return Promise.race([probe, waited]).finally(() => clearTimeout(timer));
+}
+
+const WRITE_CHECK_WAIT_MS = 2000;
+const probing = new Map<string, Promise<string | undefined>>();
+
+async function tryWrite(file: string): Promise<string | undefined> {
+  try {
+    await (await fs.open(file, 'w')).close();
+    await fs.rm(file, { force: true });
+    return undefined;
+  } catch (error) {
+    const code = errorCode(error) ?? String(error);
+    return code === 'ENOSPC' || code === 'EDQUOT' ? undefined : code;
+  }
 }
 
 /** What a problem of the pool means for one of its volumes: unreachable storage, an inaccessible volume. */

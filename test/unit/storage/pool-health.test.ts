@@ -99,6 +99,92 @@ it('reports a pool remounted read-only as degraded, on the pool and its volumes,
   expect(await backend.volumeHealth(key)).toEqual([]);
 });
 
+it('reports a pool that an ext4 error made read-only as degraded, though mountinfo still says rw, until it is repaired', async () => {
+  const { backend, key } = await withVolume();
+  const device = execFileSync('findmnt', ['-n', '-o', 'SOURCE', '--target', fixture.pool], { encoding: 'utf8' }).trim();
+  // Only ever the fixture's own loop device: the error below stops every write to the filesystem it hits.
+  expect(device).toMatch(/^\/dev\/loop\d+$/);
+  execFileSync('mount', ['-o', 'remount,errors=remount-ro', fixture.pool]);
+  // What a disk error does: ext4 aborts its journal and stops writes (the kernel log says "Remounting filesystem
+  // read-only"), while mountinfo keeps `rw` on current kernels.
+  fs.writeFileSync(`/sys/fs/ext4/${path.basename(device)}/trigger_fs_error`, '1');
+  expect(() => fs.writeFileSync(path.join(fixture.pool, 'written'), 'x')).toThrow(/EROFS/);
+
+  const [problem] = await backend.poolHealth();
+  expect(problem).toEqual({
+    status: 'degraded',
+    reason: 'PoolReadOnly',
+    message: expect.stringMatching(/refuses writes \(EROFS\), though mounted read-write.*mount it read-write again/),
+  });
+  expect(await backend.volumeHealth(key)).toEqual([{ ...problem, status: 'degraded' }]);
+
+  // Repaired as an operator would: the pool closed, its disk unmounted, checked, mounted again, the pool opened.
+  await backend.close();
+  execFileSync('umount', [fixture.pool]);
+  try {
+    execFileSync('e2fsck', ['-fy', device], { stdio: 'pipe' });
+  } catch (error) {
+    expect((error as { status?: number }).status).toBe(1); // errors corrected
+  }
+  execFileSync('mount', [device, fixture.pool]);
+  const repaired = await fixture.opened(200 * MiB);
+  expect(await repaired.poolHealth()).toEqual([]);
+  expect(await repaired.volumeHealth(key)).toEqual([]);
+  expect(fs.existsSync(path.join(fixture.pool, '.write-probe'))).toBe(false);
+});
+
+it('reports a pool whose XFS shut down after an error as unreachable (not as unmounted), until it is mounted again', async () => {
+  await fixture.cleanup();
+  fixture = new PoolFixture((options) => new LoopBackend(options), 'loop').onFilesystem('xfs-reflink', 512 * MiB);
+  const { backend, key } = await withVolume();
+  const device = execFileSync('findmnt', ['-n', '-o', 'SOURCE', '--target', fixture.pool], { encoding: 'utf8' }).trim();
+  expect(device).toMatch(/^\/dev\/loop\d+$/);
+  // What XFS does on a metadata or disk error: every read and write of the filesystem fails with EIO.
+  execFileSync('xfs_io', ['-x', '-c', 'shutdown', fixture.pool]);
+
+  const [problem] = await backend.poolHealth();
+  expect(problem).toEqual({
+    status: 'unreachable',
+    reason: 'PoolIOError',
+    message: expect.stringMatching(/holding pool .* fails reads \(EIO reading .*pool\.json\).*repair it/),
+  });
+  expect(await backend.volumeHealth(key)).toEqual([{ ...problem, status: 'inaccessible' }]);
+
+  // Repaired: the pool closed, its filesystem unmounted and mounted again (XFS replays its log), the pool opened.
+  await backend.close();
+  execFileSync('umount', [fixture.pool]);
+  execFileSync('mount', [device, fixture.pool]);
+  const repaired = await fixture.opened(200 * MiB);
+  expect(await repaired.poolHealth()).toEqual([]);
+  expect(await repaired.volumeHealth(key)).toEqual([]);
+});
+
+it('answers within seconds while the pool filesystem is frozen, and checks writes again once it is thawed', async () => {
+  const { backend, key } = await withVolume();
+  const device = execFileSync('findmnt', ['-n', '-o', 'SOURCE', '--target', fixture.pool], { encoding: 'utf8' }).trim();
+  expect(device).toMatch(/^\/dev\/loop\d+$/); // only ever the fixture's own filesystem is frozen
+  execFileSync('fsfreeze', ['--freeze', fixture.pool]);
+  try {
+    for (let call = 0; call < 2; call++) {
+      const started = Date.now();
+      expect(await backend.poolHealth()).toEqual([]); // a write that waits for the thaw judges nothing
+      expect(await backend.volumeHealth(key)).toEqual([]);
+      expect(Date.now() - started).toBeLessThan(10_000);
+    }
+  } finally {
+    execFileSync('fsfreeze', ['--unfreeze', fixture.pool]);
+  }
+  // The write that waited goes through at the thaw, and leaves nothing behind.
+  expect(await backend.poolHealth()).toEqual([]);
+  expect(fs.existsSync(path.join(fixture.pool, '.write-probe'))).toBe(false);
+  execFileSync('mount', ['-o', 'remount,ro', fixture.pool]);
+  try {
+    expect((await backend.poolHealth()).map((problem) => problem.reason)).toEqual(['PoolReadOnly']);
+  } finally {
+    execFileSync('mount', ['-o', 'remount,rw', fixture.pool]);
+  }
+});
+
 it('reports a full pool filesystem as degraded until space is freed', async () => {
   const { backend, key } = await withVolume();
   const filler = path.join(fixture.pool, 'filler');
