@@ -5,6 +5,11 @@ import path from 'node:path';
 export interface LoopDevice {
   name: string;
   'back-file': string;
+  /**
+   * The backing file's "major:minor/inode": what stays true of an attached device when its path, as losetup shows
+   * it, changes (the mount it was read through gone with the node's namespace).
+   */
+  backing: string;
   /** Attached by kubelet over one of the pool's devices (a raw block volume mapped into a Pod), not by the agent. */
   kubelet: boolean;
 }
@@ -38,6 +43,7 @@ export function poolLoopDevices(run: string, poolDir: string): LoopDevice[] {
   const described = (kubelet: boolean) => (device: Listed) => ({
     name: device.name,
     'back-file': device['back-file'] ?? '',
+    backing: backing(device),
     kubelet,
   });
   return [...kubelets.map(described(true)), ...ours.map(described(false))];

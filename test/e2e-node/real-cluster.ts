@@ -535,7 +535,7 @@ export class ClusterNode {
     for (const device of devices.filter((d) => stillAttached(d))) attached.add(device.name);
     this.devicesLeft = [
       ...devices,
-      ...(this.poolDevice ? [{ name: this.poolDevice, 'back-file': 'pool.img', kubelet: false }] : []),
+      ...(this.poolDevice ? [{ name: this.poolDevice, 'back-file': 'pool.img', backing: '', kubelet: false }] : []),
     ].filter((d) => attached.has(d.name));
     this.poolDevice = undefined;
     for (let round = 0; round < 20 && cgroupDirs(this.cgroupRoot).length > 0; round++) {
@@ -717,11 +717,17 @@ function killQuietly(pid: number): void {
   }
 }
 
-/** Whether a loop device still has the backing file it had (a detached one has none, or another's). */
+/**
+ * Whether a loop device still has the backing file it had (a detached one has none, or another's), by the file's
+ * device and inode: its path changes when the mount it was read through goes with the node's namespace.
+ */
 function stillAttached(device: LoopDevice): boolean {
   try {
-    const out = execFileSync('losetup', ['--noheadings', '--output', 'BACK-FILE', device.name], { encoding: 'utf8' });
-    return out.trim() !== '' && out.trim() === device['back-file'];
+    const out = execFileSync('losetup', ['--noheadings', '--output', 'BACK-MAJ:MIN,BACK-INO', device.name], {
+      encoding: 'utf8',
+    });
+    const [majorMinor, inode] = out.trim().split(/\s+/);
+    return Boolean(majorMinor && inode) && `${majorMinor}/${inode}` === device.backing;
   } catch {
     return false;
   }
